@@ -1,0 +1,185 @@
+"""Audio in: WAV reading, resampling and the voice-prompt cleanup, with NumPy alone.
+
+`resample` is the polyphase filter of scipy.signal.resample_poly (Kaiser window, beta 5, the
+official `convert_audio`), so a prompt at any sample rate gives the official latents. WAV files of
+any common encoding are parsed here; other formats are decoded with soundfile when it is installed
+(CPython only: in the browser, the page decodes audio and hands over samples).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+from typing import Tuple
+
+import numpy as np
+
+from .errors import AudioError
+
+# Voice prompts longer than this are cut (as the official server and export-voice do).
+MAX_PROMPT_SECONDS = 30.0
+
+
+def read(path: str) -> Tuple[np.ndarray, int]:
+    """Mono float32 samples in [-1, 1] and the sample rate of an audio file."""
+    if not os.path.isfile(path):
+        raise AudioError(f"audio file not found: {path}")
+    with open(path, "rb") as f:
+        head = f.read(12)
+    if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
+        return read_wav(path)
+    return _read_with_soundfile(path)
+
+
+def read_wav(path: str) -> Tuple[np.ndarray, int]:
+    """Parse a RIFF/WAVE file: PCM 8/16/24/32-bit or IEEE float 32/64, any channel count (averaged)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise AudioError(f"cannot read {path}: {e.strerror or e}") from None
+    if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        raise AudioError(f"{path} is not a WAV file")
+    fmt = None
+    samples = None
+    pos = 12
+    while pos + 8 <= len(data):
+        chunk_id, size = data[pos : pos + 4], struct.unpack("<I", data[pos + 4 : pos + 8])[0]
+        body = data[pos + 8 : pos + 8 + size]  # a streamed WAV may claim more than the file holds
+        if chunk_id == b"fmt " and len(body) >= 16:
+            fmt = struct.unpack("<HHIIHH", body[:16])
+            if fmt[0] == 0xFFFE and len(body) >= 26:
+                fmt = (struct.unpack("<H", body[24:26])[0],) + fmt[1:]
+        elif chunk_id == b"data":
+            samples = body
+            break
+        pos += 8 + size + (size & 1)
+    if fmt is None or samples is None:
+        raise AudioError(f"{path} is not a valid WAV file (no fmt or data chunk)")
+    tag, channels, rate, _, _, bits = fmt
+    if channels < 1 or rate < 1:
+        raise AudioError(f"{path}: invalid WAV header ({channels} channels, {rate} Hz)")
+    width = bits // 8
+    usable = len(samples) - len(samples) % (width * channels)
+    raw = np.frombuffer(samples[:usable], dtype=np.uint8)
+    if tag == 1 and bits == 16:
+        x = raw.view("<i2").astype(np.float32) / np.float32(32768.0)
+    elif tag == 1 and bits == 8:
+        x = (raw.astype(np.float32) - np.float32(128.0)) / np.float32(128.0)
+    elif tag == 1 and bits == 24:
+        triples = raw.reshape(-1, 3).astype(np.int32)
+        ints = (triples[:, 0] << 8) | (triples[:, 1] << 16) | (triples[:, 2] << 24)  # left-justified int32
+        x = ints.astype(np.float32) / np.float32(2.0**31)
+    elif tag == 1 and bits == 32:
+        x = raw.view("<i4").astype(np.float32) / np.float32(2.0**31)
+    elif tag == 3 and bits in (32, 64):
+        x = raw.view("<f4" if bits == 32 else "<f8").astype(np.float32)
+    else:
+        raise AudioError(f"{path}: unsupported WAV encoding (format {tag}, {bits} bits)")
+    x = x.reshape(-1, channels)
+    return (x[:, 0] if channels == 1 else x.mean(axis=1)), rate
+
+
+def _read_with_soundfile(path: str) -> Tuple[np.ndarray, int]:
+    try:
+        import soundfile
+    except ImportError:
+        raise AudioError(
+            f"{path} is not a WAV file; reading other formats needs soundfile (pip install soundfile)"
+        ) from None
+    try:
+        data, rate = soundfile.read(path, dtype="float32", always_2d=True)
+    except Exception as e:  # soundfile raises its own error types for every unreadable file
+        raise AudioError(f"cannot decode audio file {path}: {e}") from None
+    return (data[:, 0] if data.shape[1] == 1 else data.mean(axis=1)), int(rate)
+
+
+def as_mono(samples: np.ndarray, where: str = "audio") -> np.ndarray:
+    """A float32 waveform [T] from [T] or [channels, T] input (int16 is scaled to [-1, 1])."""
+    x = np.asarray(samples)
+    if x.dtype == np.int16:
+        x = x.astype(np.float32) / np.float32(32768.0)
+    elif x.dtype.kind != "f":
+        raise AudioError(f"{where}: expected float samples, got dtype {x.dtype}")
+    x = x.astype(np.float32)
+    if x.ndim == 2:
+        x = x.mean(axis=0)
+    if x.ndim != 1:
+        raise AudioError(f"{where}: expected samples [T] or [channels, T], got shape {list(np.shape(samples))}")
+    if x.size == 0:
+        raise AudioError(f"{where} is empty")
+    if not np.all(np.isfinite(x)):
+        raise AudioError(f"{where} contains NaN or infinite samples")
+    return x
+
+
+def resample(x: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
+    """Polyphase resampling of x [T], equal to scipy.signal.resample_poly(x, up, down) in float32."""
+    if from_rate == to_rate:
+        return x
+    g = math.gcd(int(from_rate), int(to_rate))
+    up, down = int(to_rate) // g, int(from_rate) // g
+    max_rate = max(up, down)
+    half_len = 10 * max_rate
+    h = (_kaiser_lowpass(2 * half_len + 1, 1.0 / max_rate).astype(x.dtype)) * x.dtype.type(up)
+    n_in = x.shape[0]
+    n_out = -(-n_in * up // down)
+    pre_pad = down - half_len % down
+    first = (half_len + pre_pad) // down  # output samples the filter delay pushes out front
+    h = np.concatenate([np.zeros(pre_pad, h.dtype), h])
+    # Output n of the full filter is sum_l h[phase + l*up] * x[base - l], phase/base from n*down.
+    taps = -(-h.shape[0] // up)
+    h = np.concatenate([h, np.zeros(taps * up - h.shape[0], h.dtype)])
+    phases = h.reshape(taps, up).T  # [up, taps]: phases[r, l] = h[r + l*up]
+    padded = np.concatenate([np.zeros(taps - 1, x.dtype), x, np.zeros(taps, x.dtype)])
+    out = np.empty(n_out, dtype=x.dtype)
+    block = 1 << 16
+    for start in range(0, n_out, block):
+        n = np.arange(first + start, first + min(start + block, n_out))
+        base, phase = np.divmod(n * down, up)
+        index = base[:, None] - np.arange(taps)[None, :] + (taps - 1)  # [B, taps] into `padded`
+        valid = index < padded.shape[0]
+        window = np.where(valid, padded[np.minimum(index, padded.shape[0] - 1)], 0)
+        out[start : start + n.shape[0]] = np.einsum("bl,bl->b", window, phases[phase])
+    return out
+
+
+def _kaiser_lowpass(numtaps: int, cutoff: float) -> np.ndarray:
+    """scipy.signal.firwin(numtaps, cutoff, window=("kaiser", 5.0)): windowed sinc, unit DC gain."""
+    m = np.arange(numtaps) - (numtaps - 1) / 2.0
+    h = cutoff * np.sinc(cutoff * m) * np.kaiser(numtaps, 5.0)
+    return h / h.sum()
+
+
+def end_on_pause(
+    x: np.ndarray, sample_rate: int, pause_sec: float = 0.08, fade_sec: float = 0.02, floor_db: float = 35.0
+) -> np.ndarray:
+    """End a voice prompt on exactly `pause_sec` of silence, as the official `end_on_pause`.
+
+    A prompt that stops mid-word makes the model continue that word; one that ends on a long
+    silence delays the speech. Trailing 20 ms frames more than `floor_db` below the loudest are
+    cut, the last `fade_sec` is faded out, then `pause_sec` of zeros is appended.
+    """
+    frame = max(1, int(0.02 * sample_rate))
+    n = x.shape[0] // frame
+    if n == 0:
+        return x
+    rms = np.sqrt(np.mean(np.square(x[: n * frame].reshape(n, frame)), axis=1))  # [n]
+    db = np.float32(20) * np.log10(rms + np.float32(1e-12))
+    loud = np.nonzero(db > db.max() - np.float32(floor_db))[0]
+    end = (int(loud[-1]) + 1) * frame
+    y = x[:end].copy()
+    fade = min(int(fade_sec * sample_rate), end)
+    y[end - fade :] *= np.linspace(1, 0, fade, dtype=np.float32)
+    return np.concatenate([y, np.zeros(int(pause_sec * sample_rate), np.float32)])
+
+
+def prepare_prompt(samples: np.ndarray, sample_rate: int, model_rate: int, where: str = "audio") -> np.ndarray:
+    """Any waveform -> the official encoder input: mono, at most 30 s, model rate, ending on a pause."""
+    if not isinstance(sample_rate, (int, np.integer)) or sample_rate <= 0:
+        raise AudioError(f"{where}: invalid sample rate {sample_rate!r}")
+    x = as_mono(samples, where)
+    x = x[: int(MAX_PROMPT_SECONDS * sample_rate)]
+    x = resample(x, int(sample_rate), model_rate)
+    return end_on_pause(x, model_rate)

@@ -1,0 +1,30 @@
+"""The one exception family `core` raises for bad input (files, configs, text, audio, voices).
+
+Every message names the file, field or value at fault, so a caller can show it as it is.
+"""
+
+from __future__ import annotations
+
+
+class PocketTTSError(ValueError):
+    """Bad input to the model: a missing or malformed file, config, voice, audio or text."""
+
+
+class ConfigError(PocketTTSError):
+    """A model config that does not follow the official YAML schema."""
+
+
+class WeightsError(PocketTTSError):
+    """A weights file that is missing, unreadable, or does not match its config."""
+
+
+class AudioError(PocketTTSError):
+    """An audio input that cannot be read or used as a voice prompt."""
+
+
+class VoiceError(PocketTTSError):
+    """A voice that cannot be found or does not fit the model."""
+
+
+class TextError(PocketTTSError):
+    """A text prompt that cannot be spoken (empty, or malformed markup)."""

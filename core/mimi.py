@@ -1,0 +1,137 @@
+"""Mimi, the audio codec: the encoder turns a voice prompt into latents, the decoder turns generated
+latents into 24 kHz audio, one 80 ms frame at a time.
+
+Encoder: SEANet (24 kHz -> 200 Hz) -> windowed transformer -> strided convolution with replicate
+padding (200 Hz -> 12.5 Hz). Decoder: 1x1 quantizer projection -> depthwise transposed
+convolution (12.5 Hz -> 200 Hz) -> windowed transformer -> SEANet decoder (200 Hz -> 24 kHz).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List
+
+import numpy as np
+
+from . import conv, nn, seanet, transformer
+from .config import MimiConfig, MimiTransformerConfig
+
+
+def _transformer_spec(cfg: MimiTransformerConfig) -> transformer.TransformerSpec:
+    return transformer.TransformerSpec(
+        num_layers=cfg.num_layers,
+        d_model=cfg.d_model,
+        num_heads=cfg.num_heads,
+        num_kv_heads=cfg.num_heads,
+        head_dim=cfg.d_model // cfg.num_heads,
+        max_period=cfg.max_period,
+        context=cfg.context,
+        layer_scale=True,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class MimiSpec:
+    """What the computation needs to know of a MimiConfig, worked out once."""
+
+    encoder: List[seanet.Layer]
+    decoder: List[seanet.Layer]
+    encoder_transformer: transformer.TransformerSpec
+    decoder_transformer: transformer.TransformerSpec
+    encoder_pad_mode: str
+    decoder_pad_mode: str
+    resample_stride: int
+    frame_size: int
+    decoder_dim: int
+
+    @classmethod
+    def from_config(cls, cfg: MimiConfig) -> MimiSpec:
+        return cls(
+            encoder=seanet.plan(cfg.seanet, decoder=False),
+            decoder=seanet.plan(cfg.decoder_seanet_config, decoder=True),
+            encoder_transformer=_transformer_spec(cfg.transformer),
+            decoder_transformer=_transformer_spec(cfg.decoder_transformer_config),
+            encoder_pad_mode=cfg.seanet.pad_mode,
+            decoder_pad_mode=cfg.decoder_seanet_config.pad_mode,
+            resample_stride=cfg.resample_stride,
+            frame_size=cfg.frame_size,
+            decoder_dim=cfg.decoder_seanet_config.dimension,
+        )
+
+
+@dataclasses.dataclass
+class DecoderState:
+    """Streaming state of the decoder: convolution tails, the transformer's window, the offset."""
+
+    upsample: np.ndarray  # [decoder_dim, K - stride] overlap of the transposed convolution
+    transformer: transformer.TransformerState
+    seanet: List[np.ndarray]  # one tail per SEANet convolution, in plan order
+    first: bool = True  # nothing decoded yet (replicate padding starts from the first sample)
+
+    def copy(self) -> DecoderState:
+        return DecoderState(self.upsample.copy(), self.transformer.copy(), [s.copy() for s in self.seanet], self.first)
+
+
+def init_decoder_state(spec: MimiSpec, p: Dict[str, Any]) -> DecoderState:
+    if spec.resample_stride > 1:
+        upsample = conv.conv_transpose1d_init_state(
+            p["upsample"]["convtr"]["convtr"], spec.resample_stride, spec.decoder_dim
+        )
+    else:
+        upsample = np.zeros((spec.decoder_dim, 0), np.float32)
+    return DecoderState(
+        upsample=upsample,
+        transformer=transformer.init_state(spec.decoder_transformer),
+        seanet=seanet.init_decoder_state(spec.decoder, p["decoder"]["model"]),
+    )
+
+
+def _projected(p: Dict[str, Any], x: np.ndarray, run: Any) -> np.ndarray:
+    """The official ProjectedTransformer: optional input/output projections around a transformer."""
+    if "input_proj" in p:
+        x = nn.linear(p["input_proj"], x)
+    x = run(p["transformer"]["layers"], x)
+    if "output_projs" in p:
+        x = nn.linear(p["output_projs"][0], x)
+    return x
+
+
+def decode_step(spec: MimiSpec, p: Dict[str, Any], latents: np.ndarray, state: DecoderState) -> np.ndarray:
+    """latents [N, latent_dim] (denormalised) -> audio [N * frame_size]; advances `state`."""
+    x = latents @ p["quantizer"]["output_proj"]["weight"][:, :, 0].T  # [N, C_q] -> [N, C]
+    x = np.ascontiguousarray(x.T)  # [C, N]
+    if spec.resample_stride > 1:
+        x = conv.conv_transpose1d_step(
+            p["upsample"]["convtr"]["convtr"], x, state.upsample, spec.resample_stride, spec.decoder_dim
+        )  # [C, N * stride]
+    x = _projected(
+        p["decoder_transformer"],
+        x.T,
+        lambda layers, h: transformer.step(spec.decoder_transformer, layers, h, state.transformer),
+    )  # [N * stride, C]
+    replicate_first = state.first and spec.decoder_pad_mode == "replicate"
+    audio = seanet.decode_step(
+        spec.decoder, p["decoder"]["model"], np.ascontiguousarray(x.T), state.seanet, replicate_first
+    )
+    state.first = False
+    return audio[0]  # [N * frame_size]
+
+
+def decode(spec: MimiSpec, p: Dict[str, Any], latents: np.ndarray) -> np.ndarray:
+    """Batch form: all frames in one call from a fresh state."""
+    return decode_step(spec, p, latents, init_decoder_state(spec, p))
+
+
+def encode(spec: MimiSpec, p: Dict[str, Any], audio: np.ndarray) -> np.ndarray:
+    """audio [T] at the model's sample rate -> latents [ceil(T / frame_size), encoder_latent_dim]."""
+    x = conv.pad_for_frames(audio.astype(np.float32)[None, :], spec.frame_size)  # [1, T']
+    x = seanet.encode(spec.encoder, p["encoder"]["model"], x, spec.encoder_pad_mode)  # [C, T' / hop]
+    x = _projected(
+        p["encoder_transformer"],
+        np.ascontiguousarray(x.T),
+        lambda layers, h: transformer.forward(spec.encoder_transformer, layers, h),
+    )  # [T' / hop, C]
+    x = np.ascontiguousarray(x.T)
+    if spec.resample_stride > 1:
+        x = conv.conv1d(p["downsample"]["conv"]["conv"], x, spec.resample_stride, 1, "replicate")
+    return np.ascontiguousarray(x.T)  # [frames, encoder_latent_dim]

@@ -1,0 +1,314 @@
+"""`TTSModel`: load a model, make voice states, and generate speech as a stream of PCM chunks.
+
+Generation follows the official `TTSModel.generate_audio_stream`: the text is cleaned and split
+into chunks; each chunk starts from the voice state, prompts the flow LM with its tokens, then
+generates one latent per 80 ms frame until the EOS rule stops it, and each latent is decoded by a
+fresh streaming Mimi decoder as soon as it exists (so the first audio arrives after one frame).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from typing import Any, Dict, Iterator, List, Optional, Union
+
+import numpy as np
+
+from . import audio, config, flow_lm, mimi, params, safetensors_file, transformer, voice
+from .errors import ConfigError, PocketTTSError, VoiceError
+from .text import TextOptions, prepare_text_prompt, split_into_chunks
+from .tokenizer import Tokenizer
+from .voice import VoiceState
+
+# Official generation constants (pocket_tts/models/tts_model.py and default_parameters.py).
+TOKENS_PER_SECOND_ESTIMATE = 3.0
+GEN_SECONDS_PADDING = 2.0
+MIN_FRAMES_BEFORE_EOS = 6  # EOS is ignored before this frame: some voices cross the threshold early
+MAX_TOKENS_PER_CHUNK = 50
+DEFAULT_DECODE_STEPS = 1
+# The first decoded samples of a fresh Mimi decoder carry a small step, heard as a click.
+FADE_IN_SECONDS = 1 / 200
+
+VoiceSource = Union[VoiceState, str, np.ndarray]
+
+
+class TTSModel:
+    """A loaded Pocket TTS model. Not thread-safe for one stream, but streams do not share state."""
+
+    def __init__(self, cfg: config.Config, tensors: Dict[str, np.ndarray], tokenizer: Tokenizer, source: str):
+        self.config = cfg
+        self.source = source
+        self.can_clone_voices = params.check(tensors, cfg, source)
+        if tokenizer.vocab_size != cfg.flow_lm.lookup_table.n_bins:
+            raise ConfigError(
+                f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but "
+                f"flow_lm.lookup_table.n_bins is {cfg.flow_lm.lookup_table.n_bins}"
+            )
+        self.tokenizer = tokenizer
+        self.params = params.nest(tensors)
+        self.flow_spec = flow_lm.FlowLMSpec.from_config(cfg)
+        self.mimi_spec = mimi.MimiSpec.from_config(cfg.mimi)
+        self.text_options = TextOptions.from_config(cfg)
+        self._time_terms: Dict[int, List[np.ndarray]] = {}
+
+    @property
+    def sample_rate(self) -> int:
+        return self.config.mimi.sample_rate
+
+    @property
+    def frame_size(self) -> int:
+        """Samples per generated frame (and per streamed chunk)."""
+        return self.config.mimi.frame_size
+
+    @classmethod
+    def load(cls, source: str) -> TTSModel:
+        """Load from an official-schema YAML config whose weights and tokenizer are local files.
+
+        Relative paths in the YAML are resolved against the YAML's folder first, then the working
+        directory (where the official package looks).
+        """
+        path = os.fspath(source)
+        if path.endswith((".yaml", ".yml")):
+            cfg = config.load_yaml(path)
+            base = os.path.dirname(os.path.abspath(path))
+            weights = _weights_path(cfg, base, path)
+            tokenizer = Tokenizer.from_file(
+                _local_path(cfg.flow_lm.lookup_table.tokenizer_path, base, path, "flow_lm.lookup_table.tokenizer_path")
+            )
+            tensors, _ = safetensors_file.load(weights)
+            return cls(cfg, tensors, tokenizer, path)
+        if os.path.exists(path):
+            raise ConfigError(f"{path}: expected a model config ending in .yaml")
+        raise ConfigError(
+            f"unknown model {path!r}: catalog names need the model download, which is not available yet; "
+            "pass a local config .yaml whose weights_path and tokenizer_path are local files"
+        )
+
+    # Voices
+
+    def voice_state(self, source: VoiceSource, sample_rate: Optional[int] = None) -> VoiceState:
+        """A voice from an audio file, a .safetensors voice state, or samples (with `sample_rate`)."""
+        if isinstance(source, VoiceState):
+            return source
+        if isinstance(source, np.ndarray):
+            if sample_rate is None:
+                raise VoiceError("voice samples need their sample_rate")
+            return self._clone_voice(source, sample_rate, "voice samples")
+        path = os.fspath(source)
+        if path.endswith(".safetensors"):
+            if not os.path.isfile(path):
+                raise VoiceError(f"voice state file not found: {path}")
+            return voice.load(path, self.flow_spec.transformer)
+        if not os.path.isfile(path):
+            raise VoiceError(f"voice not found: {path!r} is neither an audio file nor a .safetensors voice state")
+        samples, rate = audio.read(path)
+        return self._clone_voice(samples, rate, path)
+
+    def _clone_voice(self, samples: np.ndarray, sample_rate: int, where: str) -> VoiceState:
+        if not self.can_clone_voices:
+            raise VoiceError(
+                f"{self.source} has no voice-cloning weights (Mimi encoder, speaker projection): "
+                "use an exported .safetensors voice state instead of audio"
+            )
+        prompt = audio.prepare_prompt(samples, sample_rate, self.sample_rate, where)
+        latents = mimi.encode(self.mimi_spec, self.params["mimi"], prompt)  # [frames, C]
+        conditioning = flow_lm.voice_conditioning(self.flow_spec, self.params["flow_lm"], latents)
+        state = transformer.init_state(self.flow_spec.transformer, capacity=conditioning.shape[0])
+        flow_lm.prompt(self.flow_spec, self.params["flow_lm"], state, conditioning)
+        return VoiceState(state)
+
+    def export_voice(self, source: VoiceSource, path: str, sample_rate: Optional[int] = None) -> None:
+        """Save a voice in the official voice-state format (loads in `pocket-tts` too)."""
+        voice.save(self.voice_state(source, sample_rate), os.fspath(path))
+
+    # Generation
+
+    def generate(self, text: str, voice: VoiceSource, **options: Any) -> np.ndarray:
+        """The whole utterance as float32 PCM [n] at `sample_rate`; options as for `stream`."""
+        chunks = list(self.stream(text, voice, **options))
+        return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+
+    def stream(
+        self,
+        text: str,
+        voice: VoiceSource,
+        temperature: Optional[float] = None,
+        eos_threshold: Optional[float] = None,
+        max_frames: Optional[int] = None,
+        frames_after_eos: Optional[int] = None,
+        lsd_decode_steps: Optional[int] = None,
+        seed: Optional[int] = None,
+        max_tokens: int = MAX_TOKENS_PER_CHUNK,
+        noise_clamp: Optional[float] = None,
+        rng: Optional[np.random.Generator] = None,
+    ) -> Iterator[np.ndarray]:
+        """Yield float32 PCM chunks of `frame_size` samples as each frame is decoded.
+
+        temperature: noise variance (config default, 0.3 for the released models; 0 = deterministic).
+        eos_threshold: stop once the EOS logit exceeds it (config default; inf never stops).
+        max_frames: total frames budget; replaces the official length estimate when set.
+        frames_after_eos: frames kept after EOS (config default, else 3 or 5 depending on length).
+        lsd_decode_steps: flow head steps per frame (1). seed / rng: the noise source.
+        max_tokens: tokens per text chunk (50). noise_clamp: truncate the noise to +-clamp.
+        """
+        cfg = self.config
+        temperature = cfg.default_temperature if temperature is None else temperature
+        eos_threshold = cfg.default_eos_threshold if eos_threshold is None else eos_threshold
+        steps = DEFAULT_DECODE_STEPS if lsd_decode_steps is None else lsd_decode_steps
+        if frames_after_eos is None:
+            frames_after_eos = cfg.model_recommended_frames_after_eos
+        _check_options(temperature, eos_threshold, max_frames, frames_after_eos, steps, max_tokens, noise_clamp)
+        if not isinstance(text, str):
+            raise PocketTTSError(f"text must be a string, got {type(text).__name__}")
+        state = self.voice_state(voice)
+        noise = _noise_source(self.flow_spec.latent_dim, temperature, noise_clamp, seed, rng)
+        times = self._times(steps)
+        chunks = split_into_chunks(self.tokenizer, text, max_tokens, self.text_options)
+        budget = max_frames
+        return self._stream(chunks, state, eos_threshold, frames_after_eos, budget, noise, times)
+
+    def _stream(
+        self,
+        chunks: List[str],
+        state: VoiceState,
+        eos_threshold: float,
+        frames_after_eos: Optional[int],
+        budget: Optional[int],
+        noise: Any,
+        times: List[np.ndarray],
+    ) -> Iterator[np.ndarray]:
+        for chunk in chunks:
+            if budget == 0:
+                return
+            prepared, guess = prepare_text_prompt(chunk, self.text_options)
+            after = frames_after_eos if frames_after_eos is not None else guess + 2
+            tokens = self.tokenizer.encode(prepared)
+            max_gen_len = self.estimate_max_frames(len(tokens)) if budget is None else budget
+            for pcm in self._stream_chunk(tokens, state, max_gen_len, after, eos_threshold, noise, times):
+                if budget is not None:
+                    budget -= 1
+                yield pcm
+
+    def _stream_chunk(
+        self,
+        tokens: List[int],
+        voice_state: VoiceState,
+        max_gen_len: int,
+        frames_after_eos: int,
+        eos_threshold: float,
+        noise: Any,
+        times: List[np.ndarray],
+    ) -> Iterator[np.ndarray]:
+        spec, p = self.flow_spec, self.params["flow_lm"]
+        state = voice_state.transformer.copy()
+        transformer.reserve(state, state.offset + len(tokens) + max_gen_len)
+        flow_lm.prompt(spec, p, state, flow_lm.text_embeddings(p, tokens))
+        decoder = mimi.init_decoder_state(self.mimi_spec, self.params["mimi"])
+        fade = np.linspace(0, 1, int(self.sample_rate * FADE_IN_SECONDS), dtype=np.float32)
+        latent = None
+        eos_step = None
+        for step in range(max_gen_len):
+            latent, eos_logit = flow_lm.step(spec, p, state, latent, noise(), times)
+            if eos_logit > eos_threshold and eos_step is None and step >= MIN_FRAMES_BEFORE_EOS:
+                eos_step = step
+            if eos_step is not None and step >= eos_step + frames_after_eos:
+                return
+            frame = latent * p["emb_std"] + p["emb_mean"]  # back from the normalised latent space
+            pcm = mimi.decode_step(self.mimi_spec, self.params["mimi"], frame[None, :], decoder)
+            if step == 0:
+                pcm[: fade.shape[0]] *= fade[: pcm.shape[0]]
+            yield pcm
+
+    def estimate_max_frames(self, token_count: int) -> int:
+        """The official length cap of a chunk: 3 tokens per second plus 2 s."""
+        seconds = token_count / TOKENS_PER_SECOND_ESTIMATE + GEN_SECONDS_PADDING
+        return math.ceil(seconds * self.config.mimi.frame_rate)
+
+    def _times(self, steps: int) -> List[np.ndarray]:
+        if steps not in self._time_terms:
+            self._time_terms[steps] = flow_lm.time_terms(self.flow_spec, self.params["flow_lm"], steps)
+        return self._time_terms[steps]
+
+
+def _check_options(
+    temperature: float,
+    eos_threshold: float,
+    max_frames: Optional[int],
+    frames_after_eos: Optional[int],
+    steps: int,
+    max_tokens: int,
+    noise_clamp: Optional[float],
+) -> None:
+    def number(name: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise PocketTTSError(f"{name} must be a number, got {value!r}")
+        if math.isnan(value):
+            raise PocketTTSError(f"{name} must not be NaN")
+        return float(value)
+
+    def count(name: str, value: Any, minimum: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+            raise PocketTTSError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+    if not 0 <= number("temperature", temperature) < math.inf:
+        raise PocketTTSError(f"temperature must be >= 0 and finite, got {temperature!r}")
+    number("eos_threshold", eos_threshold)
+    if max_frames is not None:
+        count("max_frames", max_frames, 0)
+    if frames_after_eos is not None:
+        count("frames_after_eos", frames_after_eos, 0)
+    count("lsd_decode_steps", steps, 1)
+    count("max_tokens", max_tokens, 1)
+    if noise_clamp is not None and not 0 < number("noise_clamp", noise_clamp) < math.inf:
+        raise PocketTTSError(f"noise_clamp must be > 0, got {noise_clamp!r}")
+
+
+def _noise_source(
+    dim: int, temperature: float, clamp: Optional[float], seed: Optional[int], rng: Optional[np.random.Generator]
+) -> Any:
+    """A function returning the head's starting noise [dim]: N(0, temperature), optionally truncated."""
+    if temperature == 0:
+        zeros = np.zeros(dim, np.float32)
+        return lambda: zeros
+    generator = rng if rng is not None else np.random.default_rng(seed)
+    std = math.sqrt(temperature)
+    if clamp is None:
+        return lambda: (generator.standard_normal(dim) * std).astype(np.float32)
+    # Truncated normal by inverting the CDF between the bounds (as torch's trunc_normal_ does).
+    normal = statistics.NormalDist(0.0, std)
+    low, high = normal.cdf(-clamp), normal.cdf(clamp)
+
+    def truncated() -> np.ndarray:
+        u = generator.uniform(low, high, dim)
+        return np.array([normal.inv_cdf(min(max(v, 1e-300), 1 - 1e-16)) for v in u], dtype=np.float32)
+
+    return truncated
+
+
+def _local_path(value: Optional[str], base: str, source: str, field: str) -> str:
+    if not value:
+        raise ConfigError(f"{source}: {field} is not set")
+    if value.startswith(("hf://", "http://", "https://")):
+        raise ConfigError(
+            f"{source}: {field} is {value}; downloads are not available yet, download it and use a local path"
+        )
+    for candidate in (os.path.join(base, value), value):
+        if os.path.isfile(candidate):
+            return candidate
+    raise ConfigError(f"{source}: {field}: file not found: {value}")
+
+
+def _weights_path(cfg: config.Config, base: str, source: str) -> str:
+    if cfg.flow_lm.weights_path or cfg.mimi.weights_path:
+        raise ConfigError(
+            f"{source}: separate flow_lm.weights_path / mimi.weights_path checkpoints are not supported; "
+            "use a single weights_path in the released model.safetensors layout"
+        )
+    if cfg.weights_path:
+        try:
+            return _local_path(cfg.weights_path, base, source, "weights_path")
+        except ConfigError:
+            if not cfg.weights_path_without_voice_cloning:
+                raise
+    return _local_path(cfg.weights_path_without_voice_cloning, base, source, "weights_path_without_voice_cloning")

@@ -1,0 +1,82 @@
+"""Layers as functions of (params, input): the building blocks of the flow LM and of Mimi.
+
+Params are the checkpoint's own sub-dicts (`{"weight": ..., "bias": ...}`). Everything computes in
+float32, as the official PyTorch code does; activations are [T, C] (time first) in the
+transformers and [C, T] (channels first) in the convolutions, like the official modules.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+
+Params = Dict[str, np.ndarray]
+
+
+def linear(p: Params, x: np.ndarray) -> np.ndarray:
+    """x [..., in] -> [..., out], with the weight stored [out, in] as in nn.Linear."""
+    y = x @ p["weight"].T  # [..., in] @ [in, out] -> [..., out]
+    bias = p.get("bias")
+    return y if bias is None else y + bias
+
+
+def layer_norm(x: np.ndarray, weight: Optional[np.ndarray], bias: Optional[np.ndarray], eps: float) -> np.ndarray:
+    """LayerNorm over the last axis with the biased variance (nn.LayerNorm)."""
+    mean = x.mean(axis=-1, keepdims=True)
+    centered = x - mean
+    var = np.mean(centered * centered, axis=-1, keepdims=True)
+    y = centered / np.sqrt(var + np.float32(eps))
+    if weight is not None:
+        y = y * weight + bias
+    return y
+
+
+def rms_norm_unbiased(x: np.ndarray, alpha: np.ndarray, eps: float) -> np.ndarray:
+    """The flow head's RMSNorm: it divides by the *unbiased variance*, not the mean square.
+
+    x is scaled, not centred: y = x * alpha / sqrt(eps + var(x, ddof=1)).
+    """
+    var = np.var(x, axis=-1, keepdims=True, ddof=1)
+    return x * (alpha / np.sqrt(np.float32(eps) + var))
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU with the tanh approximation (F.gelu(approximate="tanh"))."""
+    inner = np.float32(math.sqrt(2.0 / math.pi)) * (x + np.float32(0.044715) * x * x * x)
+    return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(inner))
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    # x * sigmoid(x), written with tanh so that large negative inputs do not overflow exp.
+    return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(np.float32(0.5) * x))
+
+
+def elu(x: np.ndarray) -> np.ndarray:
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def rope_tables(positions: np.ndarray, head_dim: int, max_period: float) -> Tuple[np.ndarray, np.ndarray]:
+    """cos and sin [T, head_dim // 2] of the rotation angles at the given positions (float32, as torch)."""
+    half = np.arange(head_dim // 2, dtype=np.float32)
+    freqs = np.exp(half * np.float32(-math.log(max_period) * 2 / head_dim))  # [D/2]
+    angles = positions.astype(np.float32)[:, None] * freqs  # [T, D/2]
+    return np.cos(angles), np.sin(angles)
+
+
+def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Rotate x [T, H, D] by position; RoPE here rotates *adjacent pairs* (x[2i], x[2i+1]), not halves."""
+    t, h, d = x.shape
+    pairs = x.reshape(t, h, d // 2, 2)
+    real, imag = pairs[..., 0], pairs[..., 1]  # [T, H, D/2]
+    c, s = cos[:, None, :], sin[:, None, :]  # [T, 1, D/2]
+    out = np.empty_like(pairs)
+    out[..., 0] = real * c - imag * s
+    out[..., 1] = real * s + imag * c
+    return out.reshape(t, h, d)

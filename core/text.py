@@ -1,0 +1,138 @@
+"""Text preparation exactly as the official 4.0.1 (`pocket_tts/models/text_chunking.py`).
+
+A prompt is cleaned (character replacements, whitespace, capital letter, final punctuation, padding
+of short inputs), then split into sentences and regrouped into chunks of at most `max_tokens`
+tokens; each chunk is generated on its own from the voice state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Dict, List, Tuple
+
+from .config import Config
+from .errors import TextError
+from .tokenizer import Tokenizer
+
+_TERMINAL_PUNCTUATION = ".!?\u2026"
+_WEAK_PUNCTUATION = ",;:-\u2013\u2014"
+_CLOSERS = "\"'\u201d\u2019)]\u00bb"
+
+
+@dataclasses.dataclass(frozen=True)
+class TextOptions:
+    """The text fields of a model config (the official defaults)."""
+
+    pad_with_spaces_for_short_inputs: bool = False
+    remove_semicolons: bool = False
+    append_terminal_punctuation: bool = True
+    capitalize_first_letter: bool = True
+    replace_characters: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> TextOptions:
+        return cls(
+            cfg.pad_with_spaces_for_short_inputs,
+            cfg.remove_semicolons,
+            cfg.append_terminal_punctuation,
+            cfg.capitalize_first_letter,
+            dict(cfg.replace_characters),
+        )
+
+
+def prepare_text_prompt(text: str, options: TextOptions) -> Tuple[str, int]:
+    """The cleaned prompt and the frames-after-EOS guess (3 for up to four words, else 1)."""
+    text = text.strip()
+    if options.replace_characters:
+        text = " ".join(text.translate(str.maketrans(options.replace_characters)).split())
+        # Deleted quotes turn '"Hi?", she said' into 'Hi?, she said': keep the sentence mark only.
+        text = re.sub(r"([.!?\u2026])\s*[,;:]", r"\1", text)
+    if text == "":
+        raise TextError("the text to speak is empty")
+    text = text.replace("\n", " ").replace("\r", " ").replace("  ", " ")
+    if options.remove_semicolons:
+        text = text.replace(";", ",")
+    frames_after_eos_guess = 3 if len(text.split()) <= 4 else 1
+    if options.capitalize_first_letter and not text[0].isupper():
+        text = text[0].upper() + text[1:]
+    if options.append_terminal_punctuation:
+        text = _ensure_terminal_punctuation(text)
+    # The model does poorly on very few tokens; leading spaces add some.
+    if options.pad_with_spaces_for_short_inputs and len(text.split()) < 5:
+        text = " " * 8 + text
+    return text, frames_after_eos_guess
+
+
+def _ensure_terminal_punctuation(text: str) -> str:
+    core = text.rstrip(_CLOSERS + " ")
+    closers = text[len(core) :].strip()
+    if not core or core[-1] in _TERMINAL_PUNCTUATION:
+        return text
+    if core[-1] in _WEAK_PUNCTUATION:
+        return core.rstrip(_WEAK_PUNCTUATION + " ") + "." + closers
+    return text + "."
+
+
+def _is_decimal_period_boundary(tokens: List[int], start: int, tokenizer: Tokenizer) -> bool:
+    prefix = tokenizer.decode(tokens[:start])
+    suffix = tokenizer.decode(tokens[start:])
+    return len(prefix) >= 2 and prefix[-1] == "." and prefix[-2].isdigit() and bool(suffix) and suffix[0].isdigit()
+
+
+def _boundaries(tokens: List[int], boundary_tokens: List[int], tokenizer: Tokenizer = None) -> List[int]:
+    """Start indices of the segments (a segment ends after a run of boundary tokens), plus len(tokens).
+
+    With a tokenizer, a period between two digits (a decimal point) is not a boundary.
+    """
+    boundary_set = set(boundary_tokens)
+    indices = [0]
+    previous_was_boundary = False
+    for i, token in enumerate(tokens):
+        if token in boundary_set:
+            previous_was_boundary = True
+            continue
+        if previous_was_boundary and not (tokenizer is not None and _is_decimal_period_boundary(tokens, i, tokenizer)):
+            indices.append(i)
+        previous_was_boundary = False
+    indices.append(len(tokens))
+    return indices
+
+
+def _segments(tokens: List[int], bounds: List[int], tokenizer: Tokenizer) -> List[Tuple[int, str]]:
+    return [(end - start, tokenizer.decode(tokens[start:end])) for start, end in zip(bounds, bounds[1:])]
+
+
+def split_into_chunks(tokenizer: Tokenizer, text: str, max_tokens: int, options: TextOptions) -> List[str]:
+    """Sentences regrouped into chunks of at most `max_tokens` tokens (oversized sentences are split
+    on commas, semicolons and colons when they have some)."""
+    text, _ = prepare_text_prompt(text, options)
+    text = text.strip()
+    tokens = tokenizer.encode(text)
+    end_of_sentence = tokenizer.encode(".!...?")[1:]
+    sentences = _segments(tokens, _boundaries(tokens, end_of_sentence, tokenizer), tokenizer)
+
+    fallback = tokenizer.encode(",;:")[1:]
+    refined: List[Tuple[int, str]] = []
+    for count, sentence in sentences:
+        if count <= max_tokens:
+            refined.append((count, sentence))
+            continue
+        sub_tokens = tokenizer.encode(sentence.strip())
+        parts = _segments(sub_tokens, _boundaries(sub_tokens, fallback), tokenizer)
+        refined.extend(parts if len(parts) > 1 else [(count, sentence)])
+
+    chunks: List[str] = []
+    current, current_count = "", 0
+    for count, sentence in refined:
+        if current == "":
+            current, current_count = sentence, count
+        elif current_count + count > max_tokens:
+            chunks.append(current.strip())
+            current, current_count = sentence, count
+        else:
+            current += " " + sentence
+            current_count += count
+    if current != "":
+        chunks.append(current.strip())
+    return chunks

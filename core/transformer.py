@@ -1,0 +1,162 @@
+"""The streaming transformer shared by the flow LM and Mimi: pre-norm layers, RoPE, a KV cache.
+
+The flow LM attends to everything before it (a growing cache); Mimi's transformers attend to a
+window of `context` steps, so their state keeps only the last `context - 1` keys. Keys and values
+are stored head-major ([H_kv, T, D]) so each head's scores are one matrix product; with grouped-
+query attention, query head h reads key/value head h // (num_heads // num_kv_heads).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from . import nn
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerSpec:
+    num_layers: int
+    d_model: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    max_period: float
+    context: Optional[int]  # None: attend to all the past (flow LM)
+    layer_scale: bool  # Mimi's layers scale each residual update
+
+
+@dataclasses.dataclass
+class TransformerState:
+    """KV caches of every layer and the number of positions seen (also the RoPE offset).
+
+    With a context window, the caches hold the last positions only (at most context - 1); without
+    one, the first `offset` entries of each cache are filled and the rest is spare capacity.
+    """
+
+    keys: List[np.ndarray]  # per layer [H_kv, capacity, D]
+    values: List[np.ndarray]
+    offset: int = 0
+
+    def copy(self) -> TransformerState:
+        return TransformerState([k.copy() for k in self.keys], [v.copy() for v in self.values], self.offset)
+
+
+def init_state(spec: TransformerSpec, capacity: int = 0) -> TransformerState:
+    def empty() -> np.ndarray:
+        return np.zeros((spec.num_kv_heads, capacity, spec.head_dim), dtype=np.float32)
+
+    return TransformerState([empty() for _ in range(spec.num_layers)], [empty() for _ in range(spec.num_layers)])
+
+
+def reserve(state: TransformerState, capacity: int) -> None:
+    """Grow a full-context cache to hold `capacity` positions (a no-op when it already does)."""
+    for i, (k, v) in enumerate(zip(state.keys, state.values)):
+        if k.shape[1] < capacity:
+            grown_k = np.zeros((k.shape[0], capacity, k.shape[2]), dtype=np.float32)
+            grown_v = np.zeros_like(grown_k)
+            grown_k[:, : state.offset] = k[:, : state.offset]
+            grown_v[:, : state.offset] = v[:, : state.offset]
+            state.keys[i], state.values[i] = grown_k, grown_v
+
+
+def step(spec: TransformerSpec, layers: List[Any], x: np.ndarray, state: TransformerState) -> np.ndarray:
+    """Run x [T, d_model] (the next T positions) through all layers; advances state.offset by T."""
+    t = x.shape[0]
+    if spec.context is None:
+        needed = state.offset + t
+        if state.keys and state.keys[0].shape[1] < needed:
+            reserve(state, max(needed, 2 * state.keys[0].shape[1]))
+    positions = np.arange(state.offset, state.offset + t)
+    cos, sin = nn.rope_tables(positions, spec.head_dim, spec.max_period)
+    for i, p in enumerate(layers):
+        x = _layer(spec, p, x, state, i, cos, sin)
+    state.offset += t
+    return x
+
+
+def forward(spec: TransformerSpec, layers: List[Any], x: np.ndarray, block: int = 256) -> np.ndarray:
+    """Batch form from a fresh state: x [T, d_model] -> [T, d_model], causal (within the context).
+
+    Long inputs go through in blocks of `block` positions so memory stays bounded; the result is
+    the same as one call.
+    """
+    state = init_state(spec, x.shape[0] if spec.context is None else 0)
+    return np.concatenate([step(spec, layers, x[i : i + block], state) for i in range(0, x.shape[0], block)])
+
+
+def _layer(
+    spec: TransformerSpec,
+    p: Dict[str, Any],
+    x: np.ndarray,
+    state: TransformerState,
+    i: int,
+    cos: np.ndarray,
+    sin: np.ndarray,
+) -> np.ndarray:
+    h = nn.layer_norm(x, p["norm1"]["weight"], p["norm1"]["bias"], 1e-5)
+    update = _attention(spec, p["self_attn"], h, state, i, cos, sin)
+    x = x + (update * p["layer_scale_1"]["scale"] if spec.layer_scale else update)
+    h = nn.layer_norm(x, p["norm2"]["weight"], p["norm2"]["bias"], 1e-5)
+    update = nn.linear(p["linear2"], nn.gelu_tanh(nn.linear(p["linear1"], h)))
+    return x + (update * p["layer_scale_2"]["scale"] if spec.layer_scale else update)
+
+
+def _attention(
+    spec: TransformerSpec,
+    p: Dict[str, Any],
+    x: np.ndarray,
+    state: TransformerState,
+    i: int,
+    cos: np.ndarray,
+    sin: np.ndarray,
+) -> np.ndarray:
+    t = x.shape[0]
+    h, h_kv, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
+    group = h // h_kv
+    projected = nn.linear(p["in_proj"], x)  # [T, (H + 2 H_kv) D]
+    q = projected[:, : h * d].reshape(t, h, d)
+    kv = projected[:, h * d :].reshape(t, 2, h_kv, d)
+    q = nn.apply_rope(q, cos, sin)
+    k = nn.apply_rope(np.ascontiguousarray(kv[:, 0]), cos, sin).transpose(1, 0, 2)  # [H_kv, T, D]
+    v = kv[:, 1].transpose(1, 0, 2)  # [H_kv, T, D]
+
+    offset = state.offset
+    if spec.context is None:
+        state.keys[i][:, offset : offset + t] = k
+        state.values[i][:, offset : offset + t] = v
+        keys = state.keys[i][:, : offset + t]  # [H_kv, L, D]
+        values = state.values[i][:, : offset + t]
+        first_key = 0
+    else:
+        keys = np.concatenate([state.keys[i], k], axis=1)
+        values = np.concatenate([state.values[i], v], axis=1)
+        first_key = offset - state.keys[i].shape[1]
+        keep = min(keys.shape[1], spec.context - 1)
+        state.keys[i] = keys[:, keys.shape[1] - keep :]
+        state.values[i] = values[:, values.shape[1] - keep :]
+
+    queries = q.reshape(t, h_kv, group, d).transpose(1, 2, 0, 3).reshape(h_kv, group * t, d)
+    scores = queries @ keys.transpose(0, 2, 1)  # [H_kv, G*T, L]
+    scores *= np.float32(1.0 / math.sqrt(d))
+    mask = _mask(offset, t, first_key, keys.shape[1], spec.context)
+    if mask is not None:
+        scores = scores.reshape(h_kv, group, t, -1)
+        scores = np.where(mask, scores, np.float32(-np.inf)).reshape(h_kv, group * t, -1)
+    out = nn.softmax(scores) @ values  # [H_kv, G*T, D]
+    out = out.reshape(h_kv, group, t, d).transpose(2, 0, 1, 3).reshape(t, h * d)  # heads in order kv*G + g
+    return nn.linear(p["out_proj"], out)
+
+
+def _mask(offset: int, t: int, first_key: int, n_keys: int, context: Optional[int]) -> Optional[np.ndarray]:
+    """[T, L] keys each query may see (causal, within the context); None when it sees them all."""
+    if t == 1 and (context is None or offset - first_key < context):
+        return None
+    delta = (offset + np.arange(t))[:, None] - (first_key + np.arange(n_keys))[None, :]  # [T, L]
+    mask = delta >= 0
+    if context is not None:
+        mask &= delta < context
+    return mask

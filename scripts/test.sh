@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The whole test suite, exactly as CI runs it (.ci/run calls this). On a fresh machine it:
+#   1. makes .venv with this package and its test tools;
+#   2. makes .venv-ref with the official pocket-tts 4.0.1 (CPU torch) for the cross-checks;
+#   3. writes the full-size parity fixtures to build/reference with the official code (skipped
+#      when they are up to date with the script and the committed tokenizer/voice files);
+#   4. checks core/ against Python 3.8, lints, and runs pytest (extra arguments go to pytest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+REFERENCE_MODELS="english english_2m_2026-10"
+SHORT_REFERENCE_MODELS="english_7m_2026-10 english_18m_2026-10 english_2026-01 english_drifting_26-09"
+
+step() { printf '\n== %s\n' "$*" >&2; }
+
+step "project environment (.venv)"
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/pip install -q --disable-pip-version-check -e ".[test]"
+
+step "official reference environment (.venv-ref: torch 2.13.0 CPU, pocket-tts 4.0.1)"
+[ -x .venv-ref/bin/python ] || "$PY" -m venv .venv-ref
+if ! .venv-ref/bin/python -c "import pocket_tts, safetensors" 2>/dev/null; then
+    .venv-ref/bin/pip install -q --disable-pip-version-check torch==2.13.0
+    .venv-ref/bin/pip install -q --disable-pip-version-check pocket-tts==4.0.1 safetensors
+fi
+
+step "full-size parity fixtures (build/reference)"
+stamp=$(cat scripts/make_reference.py tests/fixtures/tokenizers/* tests/fixtures/voice/* | sha256sum | cut -c1-16)
+if [ "$(cat build/reference/.stamp 2>/dev/null)" != "$stamp" ]; then
+    rm -rf build/reference
+    .venv-ref/bin/python -m scripts.make_reference --out build/reference $REFERENCE_MODELS
+    .venv-ref/bin/python -m scripts.make_reference --out build/reference --frames 32 $SHORT_REFERENCE_MODELS
+    echo "$stamp" > build/reference/.stamp
+else
+    echo "up to date" >&2
+fi
+
+step "core/ runs on Python 3.8 (vermin) and lint (ruff)"
+.venv/bin/vermin -t=3.8- --no-tips --violations core
+.venv/bin/ruff check .
+
+step "pytest"
+.venv/bin/python -m pytest --require-full-reference "$@"

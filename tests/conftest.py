@@ -1,0 +1,138 @@
+"""Shared test setup: the parity models, their references, and the parity report.
+
+Parity models are the tiny architectures committed under tests/fixtures/models and, when
+`scripts/make_reference` has written them (see scripts/test.sh), the full-size `english` and
+`english_2m_2026-10` fixtures under build/reference. `--require-full-reference` turns a missing
+full fixture into a failure instead of fewer tests (CI passes it).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core import TTSModel
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+TINY_DIR = FIXTURES / "models"
+VOICE_24K = FIXTURES / "voice" / "voice_24000.wav"
+VOICE_22K = FIXTURES / "voice" / "voice_22050.wav"
+FULL_MODELS = (
+    "english",
+    "english_2m_2026-10",
+    "english_7m_2026-10",
+    "english_18m_2026-10",
+    "english_2026-01",
+    "english_drifting_26-09",
+)
+REFERENCE_PYTHON = ROOT / ".venv-ref" / "bin" / "python"
+
+_report: list = []
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--reference-dir",
+        default=str(ROOT / "build" / "reference"),
+        help="folder with full-size parity fixtures (scripts/make_reference output)",
+    )
+    parser.addoption(
+        "--require-full-reference",
+        action="store_true",
+        help="fail when the full-size fixtures or the reference environment are missing",
+    )
+
+
+def tiny_models() -> list:
+    return sorted(p.name for p in TINY_DIR.iterdir() if (p / "reference.npz").exists())
+
+
+def model_dir(config: pytest.Config, name: str) -> Path:
+    tiny = TINY_DIR / name
+    return tiny if tiny.exists() else Path(config.getoption("--reference-dir")) / name
+
+
+def parity_models(config: pytest.Config) -> list:
+    names = tiny_models()
+    reference_dir = Path(config.getoption("--reference-dir"))
+    for name in FULL_MODELS:
+        if (reference_dir / name / "reference.npz").exists():
+            names.append(name)
+        elif config.getoption("--require-full-reference"):
+            raise pytest.UsageError(f"--require-full-reference: {reference_dir / name} is missing")
+    return names
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "parity_model" in metafunc.fixturenames:
+        metafunc.parametrize("parity_model", parity_models(metafunc.config), scope="module")
+
+
+class Loaded:
+    def __init__(self, name: str, directory: Path):
+        self.name = name
+        self.dir = directory
+        self.model = TTSModel.load(str(directory / "config.yaml"))
+        self.ref = dict(np.load(directory / "reference.npz"))
+        self.is_tiny = directory.parent == TINY_DIR
+
+    def official_voice(self):
+        return self.model.voice_state(str(self.dir / "voice_state.safetensors"))
+
+
+_loaded: dict = {}
+
+
+@pytest.fixture(scope="module")
+def loaded(request: pytest.FixtureRequest, parity_model: str) -> Loaded:
+    if parity_model not in _loaded:
+        _loaded.clear()  # one full-size model in memory at a time
+        _loaded[parity_model] = Loaded(parity_model, model_dir(request.config, parity_model))
+    return _loaded[parity_model]
+
+
+@pytest.fixture(scope="session")
+def reference_python(request: pytest.FixtureRequest) -> Path:
+    """The interpreter of the official pocket-tts environment (.venv-ref), for cross-checks."""
+    if not REFERENCE_PYTHON.exists():
+        if request.config.getoption("--require-full-reference"):
+            pytest.fail(f"{REFERENCE_PYTHON} is missing (scripts/test.sh creates it)")
+        pytest.skip("the official reference environment .venv-ref is not installed")
+    return REFERENCE_PYTHON
+
+
+def run_reference(python: Path, code: str, *args: str) -> str:
+    """Run a snippet with the official package; returns its stdout."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    done = subprocess.run([str(python), "-c", code, *args], capture_output=True, text=True, env=env, cwd=ROOT)
+    if done.returncode != 0:
+        raise AssertionError(f"reference snippet failed:\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def record(model: str, stage: str, nmse: float, max_abs: float, bar: float) -> None:
+    _report.append((model, stage, nmse, max_abs, bar))
+
+
+def _fmt(value: float) -> str:
+    return "-inf" if value == -math.inf else f"{value:.1f}"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ANN001
+    if not _report:
+        return
+    lines = ["| model | stage | NMSE (dB) | max abs | bar (dB) |", "|---|---|---|---|---|"]
+    for model, stage, nmse, max_abs, bar in _report:
+        lines.append(f"| {model} | {stage} | {_fmt(nmse)} | {max_abs:.2e} | {bar:.0f} |")
+    text = "\n".join(lines)
+    out = ROOT / "build" / "parity-report.md"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text("# Parity against pocket-tts 4.0.1\n\n" + text + "\n", encoding="utf-8")
+    terminalreporter.write_sep("-", f"parity report (also in {out.relative_to(ROOT)})")
+    terminalreporter.write_line(text)
