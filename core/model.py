@@ -36,10 +36,13 @@ VoiceSource = Union[VoiceState, str, np.ndarray]
 class TTSModel:
     """A loaded Pocket TTS model. Not thread-safe for one stream, but streams do not share state."""
 
-    def __init__(self, cfg: config.Config, tensors: Dict[str, np.ndarray], tokenizer: Tokenizer, source: str):
+    def __init__(
+        self, cfg: config.Config, tensors: Dict[str, np.ndarray], tokenizer: Tokenizer, source: str, weights_source: str
+    ):
+        """Use `TTSModel.load`. `source` names the model, `weights_source` the file the tensors came from."""
         self.config = cfg
         self.source = source
-        self.can_clone_voices = params.check(tensors, cfg, source)
+        self.can_clone_voices = params.check(tensors, cfg, weights_source)
         if tokenizer.vocab_size != cfg.flow_lm.lookup_table.n_bins:
             raise ConfigError(
                 f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but "
@@ -77,7 +80,7 @@ class TTSModel:
                 _local_path(cfg.flow_lm.lookup_table.tokenizer_path, base, path, "flow_lm.lookup_table.tokenizer_path")
             )
             tensors, _ = safetensors_file.load(weights)
-            return cls(cfg, tensors, tokenizer, path)
+            return cls(cfg, tensors, tokenizer, path, weights)
         if os.path.exists(path):
             raise ConfigError(f"{path}: expected a model config ending in .yaml")
         raise ConfigError(

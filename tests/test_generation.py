@@ -1,0 +1,92 @@
+"""Generation behaviour that the parity runs do not pin down: sampling, budgets, streaming shape."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import TINY_DIR
+
+from core import TTSModel
+from core.model import _noise_source
+
+
+@pytest.fixture(scope="module")
+def model() -> TTSModel:
+    return TTSModel.load(str(TINY_DIR / "tiny_lsd" / "config.yaml"))
+
+
+@pytest.fixture(scope="module")
+def voice(model: TTSModel):
+    return model.voice_state(str(TINY_DIR / "tiny_lsd" / "voice_state.safetensors"))
+
+
+def test_stream_yields_one_frame_per_chunk_and_equals_generate(model: TTSModel, voice) -> None:
+    options = dict(temperature=0.0, eos_threshold=float("inf"), max_frames=7)
+    chunks = list(model.stream("Streaming in frames.", voice, **options))
+    assert len(chunks) == 7
+    assert all(c.dtype == np.float32 and c.shape == (model.frame_size,) for c in chunks)
+    assert np.array_equal(np.concatenate(chunks), model.generate("Streaming in frames.", voice, **options))
+
+
+def test_first_chunk_fades_in(model: TTSModel, voice) -> None:
+    first = next(iter(model.stream("Fade.", voice, temperature=0.0)))
+    assert first[0] == 0.0
+    fade = model.sample_rate // 200
+    assert np.all(np.abs(first[:fade]) <= np.abs(first[:fade] / np.linspace(0, 1, fade).clip(1e-9)) + 1e-9)
+
+
+def test_seeded_sampling_is_reproducible(model: TTSModel, voice) -> None:
+    options = dict(temperature=0.7, eos_threshold=float("inf"), max_frames=6)
+    a = model.generate("Random but reproducible.", voice, seed=1, **options)
+    b = model.generate("Random but reproducible.", voice, seed=1, **options)
+    c = model.generate("Random but reproducible.", voice, seed=2, **options)
+    d = model.generate("Random but reproducible.", voice, rng=np.random.default_rng(1), **options)
+    cold = model.generate("Random but reproducible.", voice, temperature=0.0, eos_threshold=float("inf"), max_frames=6)
+    assert np.array_equal(a, b) and np.array_equal(a, d)
+    assert not np.allclose(a, c) and not np.allclose(a, cold)
+
+
+def test_noise_source_statistics() -> None:
+    zeros = _noise_source(32, 0.0, None, 1, None)
+    assert not np.any(zeros())
+    draw = _noise_source(32, 0.49, None, 3, None)
+    plain = np.concatenate([draw() for _ in range(400)])
+    assert abs(plain.std() - 0.7) < 0.03 and abs(plain.mean()) < 0.03
+    draw = _noise_source(32, 0.49, 0.5, 3, None)
+    clamped = np.concatenate([draw() for _ in range(400)])
+    assert clamped.dtype == np.float32 and np.all(np.abs(clamped) <= 0.5)
+    # A N(0, 0.7) truncated to +-0.5 has std 0.2735 (sqrt of the truncated-normal variance).
+    assert abs(clamped.std() - 0.2735) < 0.01 and abs(clamped.mean()) < 0.02
+
+
+def test_max_frames_is_a_total_budget_across_chunks(model: TTSModel, voice) -> None:
+    text = "One sentence here. Another sentence there. And a third one to finish."
+    pcm = model.generate(text, voice, temperature=0.0, eos_threshold=float("inf"), max_frames=10, max_tokens=6)
+    assert pcm.shape == (10 * model.frame_size,)
+    assert model.generate(text, voice, temperature=0.0, max_frames=0).shape == (0,)
+
+
+def test_eos_rules(model: TTSModel, voice) -> None:
+    """EOS from the first frame on: stopped at the earliest allowed frame plus frames_after_eos."""
+    always = dict(temperature=0.0, eos_threshold=-1e9)
+    assert model.generate("Hi.", voice, frames_after_eos=0, **always).shape == (6 * model.frame_size,)
+    assert model.generate("Hi.", voice, frames_after_eos=4, **always).shape == (10 * model.frame_size,)
+    # The default guess: 3 + 2 frames for up to four words, 1 + 2 otherwise.
+    assert model.generate("Hi there.", voice, **always).shape == (11 * model.frame_size,)
+    assert model.generate("One two three four five.", voice, **always).shape == (9 * model.frame_size,)
+
+
+def test_length_estimate_caps_a_chunk_without_eos(model: TTSModel, voice) -> None:
+    text = "Hi."
+    tokens = len(model.tokenizer.encode(text))
+    frames = model.estimate_max_frames(tokens)
+    assert frames == int(np.ceil((tokens / 3 + 2) * 12.5))
+    pcm = model.generate(text, voice, temperature=0.0, eos_threshold=float("inf"))
+    assert pcm.shape == (frames * model.frame_size,)
+
+
+def test_multi_step_decoding_changes_the_result(model: TTSModel, voice) -> None:
+    options = dict(temperature=0.0, eos_threshold=float("inf"), max_frames=4)
+    one = model.generate("Steps.", voice, **options)
+    four = model.generate("Steps.", voice, lsd_decode_steps=4, **options)
+    assert one.shape == four.shape and not np.allclose(one, four)
