@@ -66,14 +66,14 @@ class TTSModel:
 
     @classmethod
     def load(cls, source: str) -> TTSModel:
-        """Load from an official-schema YAML config whose weights and tokenizer are local files.
+        """Load from an official-schema config (YAML, or the same as JSON) whose files are local.
 
         Relative paths in the YAML are resolved against the YAML's folder first, then the working
         directory (where the official package looks).
         """
         path = os.fspath(source)
-        if path.endswith((".yaml", ".yml")):
-            cfg = config.load_yaml(path)
+        if path.endswith((".yaml", ".yml", ".json")):
+            cfg = config.load_json(path) if path.endswith(".json") else config.load_yaml(path)
             base = os.path.dirname(os.path.abspath(path))
             weights = _weights_path(cfg, base, path)
             tokenizer = Tokenizer.from_file(
@@ -82,7 +82,7 @@ class TTSModel:
             tensors, _ = safetensors_file.load(weights)
             return cls(cfg, tensors, tokenizer, path, weights)
         if os.path.exists(path):
-            raise ConfigError(f"{path}: expected a model config ending in .yaml")
+            raise ConfigError(f"{path}: expected a model config ending in .yaml or .json")
         raise ConfigError(
             f"unknown model {path!r}: catalog names need the model download, which is not available yet; "
             "pass a local config .yaml whose weights_path and tokenizer_path are local files"

@@ -97,6 +97,17 @@ def loaded(request: pytest.FixtureRequest, parity_model: str) -> Loaded:
     return _loaded[parity_model]
 
 
+@pytest.fixture(scope="module")
+def model() -> TTSModel:
+    """The tiny LSD model, for tests of behaviour rather than parity."""
+    return TTSModel.load(str(TINY_DIR / "tiny_lsd" / "config.yaml"))
+
+
+@pytest.fixture(scope="module")
+def voice(model: TTSModel):
+    return model.voice_state(str(TINY_DIR / "tiny_lsd" / "voice_state.safetensors"))
+
+
 @pytest.fixture(scope="session")
 def reference_python(request: pytest.FixtureRequest) -> Path:
     """The interpreter of the official pocket-tts environment (.venv-ref), for cross-checks."""

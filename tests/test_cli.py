@@ -10,6 +10,7 @@ import numpy as np
 from conftest import ROOT, TINY_DIR, VOICE_24K
 
 CONFIG = str(TINY_DIR / "tiny_lsd" / "config.yaml")
+TINY = ("--model", CONFIG, "--voice", str(VOICE_24K))
 
 
 def cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
@@ -22,10 +23,7 @@ def test_generate_writes_a_wav(tmp_path) -> None:
     out = tmp_path / "hello.wav"
     done = cli(
         "generate",
-        "--model",
-        CONFIG,
-        "--voice",
-        str(VOICE_24K),
+        *TINY,
         "--text",
         "Hello world.",
         "-o",
@@ -49,10 +47,7 @@ def test_text_from_stdin(tmp_path) -> None:
     out = tmp_path / "x.wav"
     done = cli(
         "generate",
-        "--model",
-        CONFIG,
-        "--voice",
-        str(VOICE_24K),
+        *TINY,
         "--text",
         "-",
         "-o",

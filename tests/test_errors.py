@@ -17,16 +17,6 @@ from core.config import Config, load_yaml
 OFFICIAL_CONFIGS = Path(__file__).resolve().parent.parent / ".venv-ref/lib/python3.11/site-packages/pocket_tts/config"
 
 
-@pytest.fixture(scope="module")
-def model() -> TTSModel:
-    return TTSModel.load(str(TINY_DIR / "tiny_lsd" / "config.yaml"))
-
-
-@pytest.fixture(scope="module")
-def voice(model: TTSModel):
-    return model.voice_state(str(TINY_DIR / "tiny_lsd" / "voice_state.safetensors"))
-
-
 def copy_model(tmp_path: Path, name: str = "tiny_lsd") -> Path:
     target = tmp_path / name
     shutil.copytree(TINY_DIR / name, target)
@@ -51,6 +41,20 @@ def test_every_official_config_loads() -> None:
     for name in names:
         cfg = load_yaml(str(OFFICIAL_CONFIGS / f"{name}.yaml"))
         assert Config.from_dict(cfg.to_dict()) == cfg, name
+
+
+def test_json_config_loads_like_yaml(tmp_path) -> None:
+    import json
+
+    config = copy_model(tmp_path)
+    as_json = config.with_suffix(".json")
+    as_json.write_text(json.dumps(yaml.safe_load(config.read_text())))
+    from_json, from_yaml = TTSModel.load(str(as_json)), TTSModel.load(str(config))
+    assert from_json.config == from_yaml.config
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError, match="bad.json is not valid JSON"):
+        TTSModel.load(str(bad))
 
 
 def test_catalog_name_without_download_is_a_clear_error() -> None:

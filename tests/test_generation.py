@@ -3,21 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
-from conftest import TINY_DIR
 
 from core import TTSModel
 from core.model import _noise_source
-
-
-@pytest.fixture(scope="module")
-def model() -> TTSModel:
-    return TTSModel.load(str(TINY_DIR / "tiny_lsd" / "config.yaml"))
-
-
-@pytest.fixture(scope="module")
-def voice(model: TTSModel):
-    return model.voice_state(str(TINY_DIR / "tiny_lsd" / "voice_state.safetensors"))
 
 
 def test_stream_yields_one_frame_per_chunk_and_equals_generate(model: TTSModel, voice) -> None:
