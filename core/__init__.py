@@ -8,7 +8,7 @@ pcm = model.generate("Hello world.", voice)          # float32 [n] at model.samp
 
 from __future__ import annotations
 
-from .errors import AudioError, ConfigError, PocketTTSError, TextError, VoiceError, WeightsError
+from .errors import AudioError, ConfigError, DownloadError, PocketTTSError, TextError, VoiceError, WeightsError
 from .model import TTSModel
 from .voice import VoiceState
 
@@ -21,4 +21,5 @@ __all__ = [
     "AudioError",
     "VoiceError",
     "TextError",
+    "DownloadError",
 ]

@@ -1,29 +1,57 @@
-"""Command line: `python -m core.cli generate --text "Hello" -o hello.wav`.
+"""Command line: `python -m core.cli generate --text "Hello" -o hello.wav`, and friends.
 
-Every user error (missing file, empty text, unknown model or voice, unreadable audio) is one line
-on stderr and exit status 1; output files are written atomically.
+    generate      speak a text to a WAV file, a WAV on stdout (-o -), or raw PCM as it is made (--stream)
+    export-voice  save a voice (audio file or name) as an official .safetensors voice state
+    export        write a model bundle (int8 weights, config, tokenizer, voices) for offline/browser use
+    models        list the catalog models (* = in the local cache)
+    voices        list a model's predefined voices (* = in the local cache)
+
+Every user error (missing file, empty text, unknown voice or model, unreadable audio, no network) is
+one line on stderr and exit status 1; files are written atomically, so an error or Ctrl-C never
+leaves a half-written output.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import struct
 import sys
 import time
 import wave
-from typing import List, Optional
+from typing import Iterable, Iterator, List, Optional
 
 import numpy as np
 
+from . import catalog, hub, sources
 from .errors import PocketTTSError
 from .model import TTSModel
 
-DEFAULT_MODEL = "english"
+# A WAV streamed to a pipe cannot go back to write its length: the sizes say "as long as it gets".
+_STREAMING_SIZE = 0xFFFFFFFF
+
+
+def pcm16(pcm: np.ndarray) -> bytes:
+    """16-bit little-endian samples, as the official writer makes them (clamp, scale, truncate)."""
+    return (np.clip(pcm, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+
+
+def wav_header(sample_rate: int, data_bytes: int = _STREAMING_SIZE) -> bytes:
+    riff = _STREAMING_SIZE if data_bytes == _STREAMING_SIZE else 36 + data_bytes
+    fmt = struct.pack("<HHIIHH", 1, 1, sample_rate, sample_rate * 2, 2, 16)
+    return (
+        b"RIFF"
+        + struct.pack("<I", riff)
+        + b"WAVEfmt "
+        + struct.pack("<I", 16)
+        + fmt
+        + b"data"
+        + struct.pack("<I", data_bytes)
+    )
 
 
 def write_wav(path: str, pcm: np.ndarray, sample_rate: int) -> None:
     """16-bit mono WAV, written to a temporary file then renamed: no half-written output."""
-    samples = (np.clip(pcm, -1.0, 1.0) * 32767).astype("<i2")
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
@@ -31,7 +59,7 @@ def write_wav(path: str, pcm: np.ndarray, sample_rate: int) -> None:
             f.setnchannels(1)
             f.setsampwidth(2)
             f.setframerate(sample_rate)
-            f.writeframes(samples.tobytes())
+            f.writeframes(pcm16(pcm))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -39,70 +67,202 @@ def write_wav(path: str, pcm: np.ndarray, sample_rate: int) -> None:
         raise
 
 
-def _generate(args: argparse.Namespace) -> None:
-    model = TTSModel.load(args.model)
-    if args.voice is None:
-        raise PocketTTSError("--voice is required: an audio file or a .safetensors voice state")
-    voice = model.voice_state(args.voice)
-    text = sys.stdin.read() if args.text == "-" else args.text
-    start = time.perf_counter()
-    first: Optional[float] = None
-    chunks: List[np.ndarray] = []
-    for chunk in model.stream(
-        text,
-        voice,
-        temperature=args.temperature,
-        eos_threshold=args.eos_threshold,
-        max_frames=args.max_frames,
-        frames_after_eos=args.frames_after_eos,
-        lsd_decode_steps=args.lsd_decode_steps,
-        seed=args.seed,
-        max_tokens=args.max_tokens,
-    ):
-        if first is None:
-            first = time.perf_counter() - start
-        chunks.append(chunk)
-    elapsed = time.perf_counter() - start
-    pcm = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
-    write_wav(args.output, pcm, model.sample_rate)
-    seconds = pcm.shape[0] / model.sample_rate
-    if not args.quiet:
-        print(
-            f"wrote {args.output}: {seconds:.2f} s of audio, first chunk after {1000 * (first or 0):.0f} ms, "
-            f"real-time factor {elapsed / max(seconds, 1e-9):.2f}",
-            file=sys.stderr,
+class _Timed:
+    """Wraps a chunk stream to measure the time to the first chunk and the total."""
+
+    def __init__(self, chunks: Iterable[np.ndarray]):
+        self.chunks = chunks
+        self.start = time.perf_counter()
+        self.first: Optional[float] = None
+        self.samples = 0
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        for chunk in self.chunks:
+            if self.first is None:
+                self.first = time.perf_counter() - self.start
+            self.samples += chunk.shape[0]
+            yield chunk
+
+    def report(self, sample_rate: int, target: str) -> str:
+        elapsed = time.perf_counter() - self.start
+        seconds = self.samples / sample_rate
+        return (
+            f"{target}: {seconds:.2f} s of audio, first chunk after {1000 * (self.first or 0.0):.0f} ms, "
+            f"real-time factor {elapsed / max(seconds, 1e-9):.2f} ({elapsed:.2f} s)"
         )
+
+
+def _say(args: argparse.Namespace, message: str) -> None:
+    if not args.quiet:
+        print(message, file=sys.stderr)
+
+
+def _load(args: argparse.Namespace) -> TTSModel:
+    _say(args, f"loading {args.model}")
+    return TTSModel.load(args.model)
+
+
+def _generate(args: argparse.Namespace) -> None:
+    if args.text == "-":
+        text = sys.stdin.read()
+    elif args.text is None:
+        text = catalog.default_text(args.model if catalog.is_model(args.model) else None)
+    else:
+        text = args.text
+    if not text.strip():
+        raise PocketTTSError("the text to speak is empty")
+    model = _load(args)
+    voice = model.voice_state(args.voice)
+    chunks = _Timed(
+        model.stream(
+            text,
+            voice,
+            temperature=args.temperature,
+            eos_threshold=args.eos_threshold,
+            max_frames=args.max_frames,
+            frames_after_eos=args.frames_after_eos,
+            lsd_decode_steps=args.lsd_decode_steps,
+            seed=args.seed,
+            max_tokens=args.max_tokens,
+            noise_clamp=args.noise_clamp,
+        )
+    )
+    stdout = sys.stdout.buffer
+    if args.stream or args.output == "-":
+        kept: List[np.ndarray] = []
+        if args.output == "-":
+            stdout.write(wav_header(model.sample_rate))
+        for chunk in chunks:
+            stdout.write(pcm16(chunk))
+            stdout.flush()
+            if args.stream and args.output not in (None, "-"):
+                kept.append(chunk)
+        if kept:
+            write_wav(args.output, np.concatenate(kept), model.sample_rate)
+        _say(args, chunks.report(model.sample_rate, "stdout" if args.output in (None, "-") else args.output))
+        return
+    output = args.output or "tts_output.wav"
+    pcm = list(chunks)
+    write_wav(output, np.concatenate(pcm) if pcm else np.zeros(0, np.float32), model.sample_rate)
+    _say(args, chunks.report(model.sample_rate, f"wrote {output}"))
+
+
+def _export_voice(args: argparse.Namespace) -> None:
+    model = _load(args)
+    if not args.out.endswith(".safetensors"):
+        raise PocketTTSError(f"the voice state file must end in .safetensors: {args.out}")
+    model.export_voice(args.audio, args.out)
+    _say(args, f"wrote {args.out}")
+
+
+def _export(args: argparse.Namespace) -> None:
+    from .bundle import export
+
+    _say(args, f"exporting {args.model} to {args.out}")
+    report = export(args.model, args.out, args.voice or (), int8=not args.float32, voice_cloning=args.voice_cloning)
+    _say(
+        args,
+        f"wrote {report['bundle']}: weights {report['weights_bytes'] / 1e6:.1f} MB "
+        f"(source {report['source_weights_bytes'] / 1e6:.1f} MB), {report['total_bytes'] / 1e6:.1f} MB in all, "
+        f"voices: {', '.join(report['voices']) or 'none'}",
+    )
+
+
+def _models(args: argparse.Namespace) -> None:
+    default = catalog.default_model()
+    for name in catalog.model_names():
+        cfg = catalog.config(name)
+        paths = [p for p in (cfg.weights_path, cfg.weights_path_without_voice_cloning) if p]
+        mark = "*" if any(hub.cached(p) for p in paths) else " "
+        print(f"{mark} {name}{' (default)' if name == default else ''}")
+
+
+def _voices(args: argparse.Namespace) -> None:
+    if catalog.is_model(args.model):
+        default = catalog.default_voice(args.model)
+        for name in catalog.voice_names():
+            mark = "*" if hub.cached(catalog.voice_url(args.model, name)) else " "
+            print(f"{mark} {name}{' (default)' if name == default else ''}")
+        return
+    files = sources.resolve(args.model)
+    for name in files.voices:
+        print(f"* {name}{' (default)' if name == files.default_voice else ''}")
+    if not files.voices:
+        print(f"{args.model} has no predefined voices: use an audio file or a .safetensors voice state")
 
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m core.cli", description="Pocket TTS in NumPy")
     commands = top.add_subparsers(dest="command", required=True)
-    gen = commands.add_parser("generate", help="speak a text into a WAV file")
-    gen.add_argument("--text", required=True, help="text to speak, or - to read it from stdin")
-    gen.add_argument("--voice", help="audio file to clone, or a .safetensors voice state")
-    gen.add_argument("--model", default=DEFAULT_MODEL, help="model config .yaml (default: %(default)s)")
-    gen.add_argument("-o", "--output", default="tts_output.wav", help="output WAV path (default: %(default)s)")
+
+    def command(name: str, run, help: str) -> argparse.ArgumentParser:  # noqa: A002, ANN001
+        sub = commands.add_parser(name, help=help, description=help)
+        sub.set_defaults(run=run)
+        sub.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+        return sub
+
+    def model_option(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--model",
+            default=catalog.default_model(),
+            help="catalog name, config .yaml/.json, or bundle folder (default: %(default)s)",
+        )
+
+    gen = command("generate", _generate, "speak a text")
+    gen.add_argument("--text", help="text to speak, or - to read stdin (default: the model's sample text)")
+    gen.add_argument("--voice", help="predefined voice, audio file, or .safetensors voice state (default: the model's)")
+    model_option(gen)
+    gen.add_argument("-o", "--output", help="WAV file, or - for a WAV on stdout (default: tts_output.wav)")
+    gen.add_argument(
+        "--stream", action="store_true", help="write raw 16-bit little-endian mono PCM to stdout as it is generated"
+    )
     gen.add_argument("--temperature", type=float, help="sampling temperature (default: the model's, 0.3)")
     gen.add_argument("--lsd-decode-steps", type=int, help="flow head steps per frame (default: 1)")
-    gen.add_argument("--eos-threshold", type=float, help="end-of-speech threshold (default: the model's)")
-    gen.add_argument("--frames-after-eos", type=int, help="frames kept after end of speech")
+    gen.add_argument("--eos-threshold", type=float, help="end-of-speech threshold (default: the model's, -4)")
+    gen.add_argument("--frames-after-eos", type=int, help="frames kept after end of speech (default: by length)")
     gen.add_argument("--max-tokens", type=int, default=50, help="tokens per text chunk (default: %(default)s)")
     gen.add_argument("--max-frames", type=int, help="cap on the generated 80 ms frames")
+    gen.add_argument("--noise-clamp", type=float, help="truncate the sampling noise to +-this")
     gen.add_argument("--seed", type=int, help="random seed of the sampling noise")
-    gen.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
-    gen.set_defaults(run=_generate)
+
+    ev = command("export-voice", _export_voice, "save a voice as an official .safetensors voice state")
+    ev.add_argument("audio", help="audio file (or predefined voice name)")
+    ev.add_argument("out", help="output .safetensors file")
+    model_option(ev)
+
+    ex = command("export", _export, "write a self-contained model bundle (int8 weights by default)")
+    model_option(ex)
+    ex.add_argument("--out", required=True, help="bundle folder to write")
+    ex.add_argument("--voice", action="append", help="voice to include (repeatable; default: the model's default)")
+    ex.add_argument("--float32", action="store_true", help="keep float32 weights instead of int8")
+    ex.add_argument(
+        "--no-voice-cloning",
+        dest="voice_cloning",
+        action="store_false",
+        help="leave out the Mimi encoder (smaller; only bundled voices then)",
+    )
+
+    command("models", _models, "list the catalog models (* = cached locally)")
+    vo = command("voices", _voices, "list a model's predefined voices (* = cached locally)")
+    model_option(vo)
     return top
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parser().parse_args(argv)
+    if args.quiet:
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     try:
         args.run(args)
     except PocketTTSError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): stop quietly, and keep Python from complaining at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except OSError as e:
-        print(f"error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        print(f"error: {e.strerror or e}{': ' + str(e.filename) if e.filename else ''}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -28,3 +28,7 @@ class VoiceError(PocketTTSError):
 
 class TextError(PocketTTSError):
     """A text prompt that cannot be spoken (empty, or malformed markup)."""
+
+
+class DownloadError(PocketTTSError):
+    """A file that could not be fetched (no network, no access, not found)."""

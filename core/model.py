@@ -15,9 +15,22 @@ from typing import Any, Dict, Iterator, List, Optional, Union
 
 import numpy as np
 
-from . import audio, config, flow_lm, mimi, params, safetensors_file, transformer, voice
-from .errors import ConfigError, PocketTTSError, VoiceError
-from .text import TextOptions, prepare_text_prompt, split_into_chunks
+from . import (
+    audio,
+    catalog,
+    config,
+    flow_lm,
+    hub,
+    mimi,
+    params,
+    quantize,
+    safetensors_file,
+    sources,
+    transformer,
+    voice,
+)
+from .errors import ConfigError, PocketTTSError, TextError, VoiceError
+from .text import TextOptions, prepare_text_prompt, split_into_chunks, split_pauses
 from .tokenizer import Tokenizer
 from .voice import VoiceState
 
@@ -30,22 +43,32 @@ DEFAULT_DECODE_STEPS = 1
 # The first decoded samples of a fresh Mimi decoder carry a small step, heard as a click.
 FADE_IN_SECONDS = 1 / 200
 
-VoiceSource = Union[VoiceState, str, np.ndarray]
+VoiceSource = Union[VoiceState, str, np.ndarray, None]
 
 
 class TTSModel:
     """A loaded Pocket TTS model. Not thread-safe for one stream, but streams do not share state."""
 
     def __init__(
-        self, cfg: config.Config, tensors: Dict[str, np.ndarray], tokenizer: Tokenizer, source: str, weights_source: str
+        self,
+        cfg: config.Config,
+        tensors: Dict[str, np.ndarray],
+        tokenizer: Tokenizer,
+        name: str,
+        weights_source: str,
+        voices: Optional[Dict[str, str]] = None,
+        default_voice: Optional[str] = None,
+        voice_cloning: bool = True,
     ):
-        """Use `TTSModel.load`. `source` names the model, `weights_source` the file the tensors came from."""
+        """Use `TTSModel.load`. `weights_source` names the file the tensors came from (for errors);
+        `voices` maps predefined voice names to their state files (local or hf://)."""
         self.config = cfg
-        self.source = source
-        self.can_clone_voices = params.check(tensors, cfg, weights_source)
+        self.name = name
+        has_encoder = params.check(tensors, cfg, weights_source)
+        self.can_clone_voices = has_encoder and voice_cloning
         if tokenizer.vocab_size != cfg.flow_lm.lookup_table.n_bins:
             raise ConfigError(
-                f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but "
+                f"{name}: the tokenizer has {tokenizer.vocab_size} tokens but "
                 f"flow_lm.lookup_table.n_bins is {cfg.flow_lm.lookup_table.n_bins}"
             )
         self.tokenizer = tokenizer
@@ -53,6 +76,8 @@ class TTSModel:
         self.flow_spec = flow_lm.FlowLMSpec.from_config(cfg)
         self.mimi_spec = mimi.MimiSpec.from_config(cfg.mimi)
         self.text_options = TextOptions.from_config(cfg)
+        self.voices = dict(voices or {})
+        self.default_voice = default_voice
         self._time_terms: Dict[int, List[np.ndarray]] = {}
 
     @property
@@ -66,32 +91,31 @@ class TTSModel:
 
     @classmethod
     def load(cls, source: str) -> TTSModel:
-        """Load from an official-schema config (YAML, or the same as JSON) whose files are local.
-
-        Relative paths in the YAML are resolved against the YAML's folder first, then the working
-        directory (where the official package looks).
-        """
-        path = os.fspath(source)
-        if path.endswith((".yaml", ".yml", ".json")):
-            cfg = config.load_json(path) if path.endswith(".json") else config.load_yaml(path)
-            base = os.path.dirname(os.path.abspath(path))
-            weights = _weights_path(cfg, base, path)
-            tokenizer = Tokenizer.from_file(
-                _local_path(cfg.flow_lm.lookup_table.tokenizer_path, base, path, "flow_lm.lookup_table.tokenizer_path")
-            )
-            tensors, _ = safetensors_file.load(weights)
-            return cls(cfg, tensors, tokenizer, path, weights)
-        if os.path.exists(path):
-            raise ConfigError(f"{path}: expected a model config ending in .yaml or .json")
-        raise ConfigError(
-            f"unknown model {path!r}: catalog names need the model download, which is not available yet; "
-            "pass a local config .yaml whose weights_path and tokenizer_path are local files"
+        """Load a catalog model by name ("english", downloaded and cached), an official-schema
+        config file (.yaml or .json; local or hf:// paths), or a bundle folder (`core.cli export`)."""
+        files = sources.resolve(os.fspath(source))
+        tensors, metadata = safetensors_file.load(files.weights)
+        tensors = quantize.dequantize(tensors, metadata, files.weights)
+        return cls(
+            files.config,
+            tensors,
+            Tokenizer.from_file(files.tokenizer),
+            files.name,
+            files.weights,
+            files.voices,
+            files.default_voice,
+            files.voice_cloning,
         )
 
     # Voices
 
     def voice_state(self, source: VoiceSource, sample_rate: Optional[int] = None) -> VoiceState:
-        """A voice from an audio file, a .safetensors voice state, or samples (with `sample_rate`)."""
+        """A voice from a predefined name, an audio file, a .safetensors voice state (local or hf://),
+        or samples (with `sample_rate`). None is the model's default voice."""
+        if source is None:
+            if self.default_voice is None:
+                raise VoiceError(f"{self.name} has no default voice: pass an audio file or a voice state")
+            source = self.default_voice
         if isinstance(source, VoiceState):
             return source
         if isinstance(source, np.ndarray):
@@ -99,20 +123,33 @@ class TTSModel:
                 raise VoiceError("voice samples need their sample_rate")
             return self._clone_voice(source, sample_rate, "voice samples")
         path = os.fspath(source)
+        if path in self.voices:
+            path = self.voices[path]
+        elif path in catalog.voice_names() and not os.path.exists(path):
+            raise VoiceError(
+                f"the predefined voice {path!r} is a state computed with the released weights of a catalog "
+                f"model; {self.name} cannot use it: pass an audio file instead"
+            )
+        if path.startswith("hf://"):
+            path = hub.fetch(path)
         if path.endswith(".safetensors"):
             if not os.path.isfile(path):
                 raise VoiceError(f"voice state file not found: {path}")
             return voice.load(path, self.flow_spec.transformer)
         if not os.path.isfile(path):
-            raise VoiceError(f"voice not found: {path!r} is neither an audio file nor a .safetensors voice state")
+            known = f" (predefined voices: {', '.join(sorted(self.voices))})" if self.voices else ""
+            raise VoiceError(
+                f"voice not found: {path!r} is neither a voice name, an audio file nor a voice state{known}"
+            )
         samples, rate = audio.read(path)
         return self._clone_voice(samples, rate, path)
 
     def _clone_voice(self, samples: np.ndarray, sample_rate: int, where: str) -> VoiceState:
         if not self.can_clone_voices:
             raise VoiceError(
-                f"{self.source} has no voice-cloning weights (Mimi encoder, speaker projection): "
-                "use an exported .safetensors voice state instead of audio"
+                f"{self.name} cannot clone voices: its weights come without voice cloning (for the official "
+                "models, accept the terms at https://huggingface.co/kyutai/pocket-tts and log in with "
+                "`hf auth login` or HF_TOKEN). Use a predefined voice or a .safetensors voice state."
             )
         prompt = audio.prepare_prompt(samples, sample_rate, self.sample_rate, where)
         latents = mimi.encode(self.mimi_spec, self.params["mimi"], prompt)  # [frames, C]
@@ -164,16 +201,21 @@ class TTSModel:
         _check_options(temperature, eos_threshold, max_frames, frames_after_eos, steps, max_tokens, noise_clamp)
         if not isinstance(text, str):
             raise PocketTTSError(f"text must be a string, got {type(text).__name__}")
+        if not text.strip():
+            raise TextError("the text to speak is empty")
+        # The text between pauses is split into chunks now, so that bad text fails before any audio.
+        plan: List[Union[List[str], float]] = [
+            part if isinstance(part, float) else split_into_chunks(self.tokenizer, part, max_tokens, self.text_options)
+            for part in split_pauses(text)
+        ]
         state = self.voice_state(voice)
         noise = _noise_source(self.flow_spec.latent_dim, temperature, noise_clamp, seed, rng)
         times = self._times(steps)
-        chunks = split_into_chunks(self.tokenizer, text, max_tokens, self.text_options)
-        budget = max_frames
-        return self._stream(chunks, state, eos_threshold, frames_after_eos, budget, noise, times)
+        return self._stream(plan, state, eos_threshold, frames_after_eos, max_frames, noise, times)
 
     def _stream(
         self,
-        chunks: List[str],
+        plan: List[Union[List[str], float]],
         state: VoiceState,
         eos_threshold: float,
         frames_after_eos: Optional[int],
@@ -181,17 +223,24 @@ class TTSModel:
         noise: Any,
         times: List[np.ndarray],
     ) -> Iterator[np.ndarray]:
-        for chunk in chunks:
-            if budget == 0:
-                return
-            prepared, guess = prepare_text_prompt(chunk, self.text_options)
-            after = frames_after_eos if frames_after_eos is not None else guess + 2
-            tokens = self.tokenizer.encode(prepared)
-            max_gen_len = self.estimate_max_frames(len(tokens)) if budget is None else budget
-            for pcm in self._stream_chunk(tokens, state, max_gen_len, after, eos_threshold, noise, times):
-                if budget is not None:
-                    budget -= 1
-                yield pcm
+        """Text chunks, each from the voice state, and pauses as exact runs of zeros; `budget` counts frames."""
+        for part in plan:
+            if isinstance(part, float):
+                silence = int(round(part * self.sample_rate))
+                for start in range(0, silence, self.frame_size):
+                    yield np.zeros(min(self.frame_size, silence - start), np.float32)
+                continue
+            for chunk in part:
+                if budget == 0:
+                    return
+                prepared, guess = prepare_text_prompt(chunk, self.text_options)
+                after = frames_after_eos if frames_after_eos is not None else guess + 2
+                tokens = self.tokenizer.encode(prepared)
+                max_gen_len = self.estimate_max_frames(len(tokens)) if budget is None else budget
+                for pcm in self._stream_chunk(tokens, state, max_gen_len, after, eos_threshold, noise, times):
+                    if budget is not None:
+                        budget -= 1
+                    yield pcm
 
     def _stream_chunk(
         self,
@@ -287,31 +336,3 @@ def _noise_source(
         return np.array([normal.inv_cdf(min(max(v, 1e-300), 1 - 1e-16)) for v in u], dtype=np.float32)
 
     return truncated
-
-
-def _local_path(value: Optional[str], base: str, source: str, field: str) -> str:
-    if not value:
-        raise ConfigError(f"{source}: {field} is not set")
-    if value.startswith(("hf://", "http://", "https://")):
-        raise ConfigError(
-            f"{source}: {field} is {value}; downloads are not available yet, download it and use a local path"
-        )
-    for candidate in (os.path.join(base, value), value):
-        if os.path.isfile(candidate):
-            return candidate
-    raise ConfigError(f"{source}: {field}: file not found: {value}")
-
-
-def _weights_path(cfg: config.Config, base: str, source: str) -> str:
-    if cfg.flow_lm.weights_path or cfg.mimi.weights_path:
-        raise ConfigError(
-            f"{source}: separate flow_lm.weights_path / mimi.weights_path checkpoints are not supported; "
-            "use a single weights_path in the released model.safetensors layout"
-        )
-    if cfg.weights_path:
-        try:
-            return _local_path(cfg.weights_path, base, source, "weights_path")
-        except ConfigError:
-            if not cfg.weights_path_without_voice_cloning:
-                raise
-    return _local_path(cfg.weights_path_without_voice_cloning, base, source, "weights_path_without_voice_cloning")

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Dict, List, Tuple
+from typing import Dict, List, Tuple, Union
 
 from .config import Config
 from .errors import TextError
 from .tokenizer import Tokenizer
+
+# Pause markup (not in the official package): [pause:500ms], [pause:1.5s], <break time="300ms"/>.
+MAX_PAUSE_SECONDS = 10.0
+_PAUSE = re.compile(r"\[pause:([^\]]*)\]|<break\s+time\s*=\s*([\"'])(.*?)\2\s*/?>", re.IGNORECASE)
+_PAUSE_START = re.compile(r"\[\s*pause\b|<\s*break\b", re.IGNORECASE)
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s)\s*$", re.IGNORECASE)
 
 _TERMINAL_PUNCTUATION = ".!?\u2026"
 _WEAK_PUNCTUATION = ",;:-\u2013\u2014"
@@ -39,6 +45,42 @@ class TextOptions:
             cfg.capitalize_first_letter,
             dict(cfg.replace_characters),
         )
+
+
+def split_pauses(text: str) -> List[Union[str, float]]:
+    """The text split at pause markup: non-empty text segments and pause lengths in seconds, in order.
+
+    Markup that starts like a pause but does not parse, or a pause over MAX_PAUSE_SECONDS, is a
+    TextError naming it (speaking it as words would surprise more than an error).
+    """
+    parts: List[Union[str, float]] = []
+    position = 0
+    for match in _PAUSE.finditer(text):
+        _add_text(parts, text[position : match.start()])
+        parts.append(_pause_seconds(match.group(0), match.group(1) if match.group(1) is not None else match.group(3)))
+        position = match.end()
+    _add_text(parts, text[position:])
+    return parts
+
+
+def _add_text(parts: List[Union[str, float]], segment: str) -> None:
+    stray = _PAUSE_START.search(segment)
+    if stray:
+        end = segment.find("]" if segment[stray.start()] == "[" else ">", stray.start())
+        shown = segment[stray.start() : end + 1 if end >= 0 else stray.start() + 20]
+        raise TextError(f'malformed pause markup {shown!r}: write [pause:500ms], [pause:1.5s] or <break time="300ms"/>')
+    if segment.strip():
+        parts.append(segment)
+
+
+def _pause_seconds(markup: str, duration: str) -> float:
+    match = _DURATION.match(duration)
+    if not match:
+        raise TextError(f"malformed pause {markup!r}: the duration must be like 500ms or 1.5s")
+    seconds = float(match.group(1)) / (1000.0 if match.group(2).lower() == "ms" else 1.0)
+    if seconds > MAX_PAUSE_SECONDS:
+        raise TextError(f"pause {markup!r} is longer than the {MAX_PAUSE_SECONDS:g} s allowed")
+    return seconds
 
 
 def prepare_text_prompt(text: str, options: TextOptions) -> Tuple[str, int]:

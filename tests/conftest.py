@@ -34,6 +34,7 @@ FULL_MODELS = (
 REFERENCE_PYTHON = ROOT / ".venv-ref" / "bin" / "python"
 
 _report: list = []
+_int8_report: list = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -131,16 +132,30 @@ def record(model: str, stage: str, nmse: float, max_abs: float, bar: float) -> N
     _report.append((model, stage, nmse, max_abs, bar))
 
 
+def record_int8(model: str, latents_nmse: float, pcm_nmse: float, int8_bytes: int, float_bytes: int) -> None:
+    _int8_report.append((model, latents_nmse, pcm_nmse, int8_bytes, float_bytes))
+
+
 def _fmt(value: float) -> str:
     return "-inf" if value == -math.inf else f"{value:.1f}"
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ANN001
-    if not _report:
+    if not _report and not _int8_report:
         return
     lines = ["| model | stage | NMSE (dB) | max abs | bar (dB) |", "|---|---|---|---|---|"]
     for model, stage, nmse, max_abs, bar in _report:
         lines.append(f"| {model} | {stage} | {_fmt(nmse)} | {max_abs:.2e} | {bar:.0f} |")
+    if _int8_report:
+        lines += [
+            "",
+            "int8 bundle against float32 (same weights, 40 frames):",
+            "",
+            "| model | latents NMSE (dB) | PCM NMSE (dB) | int8 weights (MB) | float32 weights (MB) |",
+            "|---|---|---|---|---|",
+        ]
+        for model, latents, pcm, small, big in _int8_report:
+            lines.append(f"| {model} | {latents:.1f} | {pcm:.1f} | {small / 1e6:.1f} | {big / 1e6:.1f} |")
     text = "\n".join(lines)
     out = ROOT / "build" / "parity-report.md"
     out.parent.mkdir(exist_ok=True)

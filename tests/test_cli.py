@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import wave
 
 import numpy as np
+import soundfile
 from conftest import ROOT, TINY_DIR, VOICE_24K
 
 CONFIG = str(TINY_DIR / "tiny_lsd" / "config.yaml")
@@ -72,6 +74,56 @@ def test_user_errors_are_one_line_without_traceback(tmp_path) -> None:
     for args in cases:
         done = cli("generate", *args, "-o", str(out))
         assert done.returncode == 1, args
-        assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+        lines = done.stderr.splitlines()
+        assert lines[-1].startswith("error: ") and all(line.startswith("loading ") for line in lines[:-1]), lines
         assert "Traceback" not in done.stderr
     assert not out.exists()
+
+
+def test_wav_on_stdout_and_raw_stream_carry_the_same_samples(tmp_path) -> None:
+    common = ["generate", *TINY, "--text", "Same samples.", "--temperature", "0", "--max-frames", "4", "-q"]
+    to_file = cli(*common, "-o", str(tmp_path / "a.wav"))
+    assert to_file.returncode == 0, to_file.stderr
+    with wave.open(str(tmp_path / "a.wav")) as f:
+        reference = f.readframes(f.getnframes())
+    as_wav = subprocess.run([sys.executable, "-m", "core.cli", *common, "-o", "-"], capture_output=True, cwd=ROOT)
+    raw = subprocess.run([sys.executable, "-m", "core.cli", *common, "--stream"], capture_output=True, cwd=ROOT)
+    assert as_wav.returncode == 0 and raw.returncode == 0
+    assert raw.stdout == reference and len(reference) == 4 * 1920 * 2
+    assert as_wav.stdout[:4] == b"RIFF" and as_wav.stdout[8:16] == b"WAVEfmt " and as_wav.stdout[44:] == reference
+    parsed = soundfile.read(io.BytesIO(as_wav.stdout), dtype="int16")[0]
+    assert np.array_equal(parsed, np.frombuffer(reference, "<i2"))
+
+
+def test_export_voice_then_generate_with_it(tmp_path) -> None:
+    state = tmp_path / "me.safetensors"
+    done = cli("export-voice", str(VOICE_24K), str(state), "--model", CONFIG, "-q")
+    assert done.returncode == 0 and state.exists(), done.stderr
+    out = tmp_path / "x.wav"
+    done = cli("generate", "--model", CONFIG, "--voice", str(state), "--text", "Hi.", "-o", str(out), "-q")
+    assert done.returncode == 0 and out.exists(), done.stderr
+    bad = cli("export-voice", str(VOICE_24K), str(tmp_path / "me.wav"), "--model", CONFIG)
+    assert bad.returncode == 1 and "must end in .safetensors" in bad.stderr
+
+
+def test_export_bundle_and_generate_from_it_with_its_default_voice(tmp_path) -> None:
+    bundle = tmp_path / "bundle"
+    done = cli("export", "--model", CONFIG, "--out", str(bundle), "--voice", str(VOICE_24K))
+    assert done.returncode == 0, done.stderr
+    assert "weights" in done.stderr and "voices: voice_24000" in done.stderr
+    out = tmp_path / "x.wav"
+    done = cli("generate", "--model", str(bundle), "--text", "Hi.", "-o", str(out), "-q", "--max-frames", "3")
+    assert done.returncode == 0, done.stderr
+    listing = cli("voices", "--model", str(bundle))
+    assert listing.stdout.splitlines() == ["* voice_24000 (default)"]
+
+
+def test_models_lists_the_catalog() -> None:
+    done = cli("models")
+    names = [line[2:].split(" ")[0] for line in done.stdout.splitlines()]
+    assert done.returncode == 0 and "english" in names and "english_2m_2026-10" in names and len(names) == 27
+
+
+def test_pause_markup_errors_on_the_command_line(tmp_path) -> None:
+    done = cli("generate", *TINY, "--text", "Hello [pause:forever] there", "-o", str(tmp_path / "x.wav"))
+    assert done.returncode == 1 and "malformed pause" in done.stderr and done.stderr.count("\n") == 2

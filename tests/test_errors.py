@@ -57,9 +57,9 @@ def test_json_config_loads_like_yaml(tmp_path) -> None:
         TTSModel.load(str(bad))
 
 
-def test_catalog_name_without_download_is_a_clear_error() -> None:
-    with pytest.raises(ConfigError, match="english.*download"):
-        TTSModel.load("english")
+def test_unknown_model_name_lists_the_catalog() -> None:
+    with pytest.raises(ConfigError, match="unknown model 'englsh': use a catalog name .*english_2m_2026-10"):
+        TTSModel.load("englsh")
 
 
 def test_missing_config(tmp_path) -> None:
@@ -121,10 +121,10 @@ def test_missing_and_truncated_weights(tmp_path) -> None:
         TTSModel.load(str(config))
 
 
-def test_remote_paths_are_refused_until_downloads_exist(tmp_path) -> None:
+def test_http_paths_are_refused(tmp_path) -> None:
     config = copy_model(tmp_path)
-    edit(config, lambda d: d.update(weights_path="hf://kyutai/pocket-tts/model.safetensors"))
-    with pytest.raises(ConfigError, match="hf://kyutai/pocket-tts/model.safetensors"):
+    edit(config, lambda d: d.update(weights_path="https://example.com/model.safetensors"))
+    with pytest.raises(ConfigError, match="only local paths and hf:// paths"):
         TTSModel.load(str(config))
 
 

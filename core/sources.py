@@ -1,0 +1,146 @@
+"""Where a model's files come from: a catalog name, a config file, or an exported bundle folder.
+
+Catalog names map to the official Hugging Face files (pinned revisions). As in the official package,
+the weights come from the voice-cloning repository (`kyutai/pocket-tts`, gated) when the user has
+access, else from `kyutai/pocket-tts-without-voice-cloning`, which speaks only with voice states.
+Paths in a config may be local (relative to the config's folder first, then the working directory)
+or hf:// paths.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, NamedTuple, Optional, Tuple
+
+from . import catalog, config, hub
+from .errors import ConfigError, DownloadError
+
+BUNDLE_FORMAT = "pocket-tts-numpy-bundle"
+BUNDLE_VERSION = 1
+# Voice of the official package for a custom model: a recording any model can clone.
+CUSTOM_MODEL_VOICE = "alba"
+
+OFFLINE_HELP = (
+    "To work offline, fetch these files on a machine with network and load a local config .yaml whose "
+    "weights_path and tokenizer_path point at them, or a bundle folder made by `python -m core.cli export`."
+)
+
+
+class ModelFiles(NamedTuple):
+    config: config.Config
+    weights: str  # local path
+    tokenizer: str  # local path
+    name: str  # catalog name, or the config / bundle path
+    voices: Dict[str, str]  # predefined voice -> local path or hf:// url of its state
+    default_voice: Optional[str]  # a key of `voices`, a path, or an hf:// url of a recording
+    voice_cloning: bool  # False when only the weights without voice cloning could be had
+
+
+def resolve(source: str) -> ModelFiles:
+    if os.path.isdir(source):
+        return _bundle(source)
+    if source.endswith((".yaml", ".yml", ".json")):
+        if not os.path.isfile(source):
+            raise ConfigError(f"config file not found: {source}")
+        cfg = config.load_json(source) if source.endswith(".json") else config.load_yaml(source)
+        base = os.path.dirname(os.path.abspath(source))
+        weights, cloning = _weights(cfg, base, source)
+        tokenizer = _tokenizer(cfg, base, source)
+        return ModelFiles(cfg, weights, tokenizer, source, {}, catalog.voice_origin(CUSTOM_MODEL_VOICE), cloning)
+    if catalog.is_model(source):
+        cfg = catalog.config(source)
+        weights, cloning = _weights(cfg, "", f"model {source!r}")
+        tokenizer = _tokenizer(cfg, "", f"model {source!r}")
+        voices = {name: catalog.voice_url(source, name) for name in catalog.voice_names()}
+        return ModelFiles(cfg, weights, tokenizer, source, voices, catalog.default_voice(source), cloning)
+    if os.path.exists(source):
+        raise ConfigError(f"{source}: expected a model config (.yaml or .json) or a bundle folder")
+    raise ConfigError(
+        f"unknown model {source!r}: use a catalog name ({', '.join(catalog.model_names())}), "
+        "a config .yaml/.json, or a bundle folder"
+    )
+
+
+def _file(value: Optional[str], base: str, source: str, field: str) -> str:
+    if not value:
+        raise ConfigError(f"{source}: {field} is not set")
+    if value.startswith("hf://"):
+        return hub.fetch(value)
+    if value.startswith(("http://", "https://")):
+        raise ConfigError(f"{source}: {field}: only local paths and hf:// paths are supported, got {value}")
+    for candidate in (os.path.join(base, value), value):
+        if os.path.isfile(candidate):
+            return candidate
+    raise ConfigError(f"{source}: {field}: file not found: {value}")
+
+
+def _tokenizer(cfg: config.Config, base: str, source: str) -> str:
+    try:
+        return _file(cfg.flow_lm.lookup_table.tokenizer_path, base, source, "flow_lm.lookup_table.tokenizer_path")
+    except DownloadError as e:
+        raise DownloadError(f"{source}: {e}. {OFFLINE_HELP}") from None
+
+
+def _weights(cfg: config.Config, base: str, source: str) -> Tuple[str, bool]:
+    if cfg.flow_lm.weights_path or cfg.mimi.weights_path:
+        raise ConfigError(
+            f"{source}: separate flow_lm.weights_path / mimi.weights_path checkpoints are not supported; "
+            "use a single weights_path in the released model.safetensors layout"
+        )
+    candidates = [
+        (path, field, cloning)
+        for path, field, cloning in (
+            (cfg.weights_path, "weights_path", True),
+            (cfg.weights_path_without_voice_cloning, "weights_path_without_voice_cloning", False),
+        )
+        if path
+    ]
+    if not candidates:
+        raise ConfigError(f"{source}: weights_path is not set")
+    problems, offline = [], False
+    for path, field, cloning in candidates:
+        try:
+            return _file(path, base, source, field), cloning
+        except DownloadError as e:
+            problems.append(str(e))
+            offline = True
+        except ConfigError as e:
+            problems.append(str(e))
+    if offline:
+        raise DownloadError(f"{source}: could not get the weights: {'; '.join(problems)}. {OFFLINE_HELP}")
+    raise ConfigError("; ".join(problems))
+
+
+def _bundle(directory: str) -> ModelFiles:
+    manifest_path = os.path.join(directory, "bundle.json")
+    try:
+        with open(manifest_path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except OSError:
+        raise ConfigError(f"{directory} is not a model bundle (no bundle.json)") from None
+    except ValueError as e:
+        raise ConfigError(f"{manifest_path} is not valid JSON: {e}") from None
+    if manifest.get("format") != BUNDLE_FORMAT or manifest.get("version") != BUNDLE_VERSION:
+        raise ConfigError(
+            f"{manifest_path}: unsupported bundle format {manifest.get('format')!r} version "
+            f"{manifest.get('version')!r} (expected {BUNDLE_FORMAT!r} version {BUNDLE_VERSION})"
+        )
+
+    def member(name: str) -> str:
+        path = os.path.join(directory, str(manifest.get(name, "")))
+        if not manifest.get(name) or not os.path.isfile(path):
+            raise ConfigError(f"{manifest_path}: {name} file missing: {manifest.get(name)!r}")
+        return path
+
+    cfg = config.load_json(member("config"))
+    voices = {name: os.path.join(directory, path) for name, path in manifest.get("voices", {}).items()}
+    return ModelFiles(
+        cfg,
+        member("weights"),
+        member("tokenizer"),
+        str(manifest.get("name") or directory),
+        voices,
+        manifest.get("default_voice"),
+        bool(manifest.get("voice_cloning", True)),
+    )

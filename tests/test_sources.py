@@ -1,0 +1,236 @@
+"""Catalog names, downloads (the real huggingface_hub client against a local fake Hub), bundles, int8.
+
+Download tests run in subprocesses so that HF_ENDPOINT, HF_HOME and HF_TOKEN are read by
+huggingface_hub as in real use; nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, ROOT, TINY_DIR, VOICE_24K, model_dir, record_int8
+from fake_hub import FakeHub
+
+from core import TTSModel, catalog
+from core.metrics import nmse_db
+
+MODEL = "english_2m_2026-10"
+TEXT = "Downloads are cached, then the model speaks offline."
+DRIVER = """
+import json, sys
+import numpy as np
+from core import TTSModel, PocketTTSError
+model = TTSModel.load(sys.argv[1])
+result = {"can_clone": model.can_clone_voices, "default_voice": model.default_voice}
+for voice in sys.argv[3:]:
+    try:
+        pcm = model.generate(sys.argv[2], voice, temperature=0.0, eos_threshold=float("inf"), max_frames=6)
+        np.save(voice.replace("/", "_") + ".npy", pcm)
+        result[voice] = "ok"
+    except PocketTTSError as e:
+        result[voice] = "error: " + str(e)
+print(json.dumps(result))
+"""
+
+
+@pytest.fixture
+def full_model(request) -> Path:
+    directory = model_dir(request.config, MODEL)
+    if not (directory / "model.safetensors").exists():
+        if request.config.getoption("--require-full-reference"):
+            pytest.fail(f"{directory} is missing")
+        pytest.skip(f"the {MODEL} fixture is not built (scripts/test.sh builds it)")
+    return directory
+
+
+def serve_catalog_model(hub: FakeHub, directory: Path) -> None:
+    cfg = catalog.config(MODEL)
+    hub.add(cfg.weights_path, directory / "model.safetensors")
+    hub.add(cfg.weights_path_without_voice_cloning, directory / "model.safetensors")
+    hub.add(cfg.flow_lm.lookup_table.tokenizer_path, FIXTURES / "tokenizers" / "unigram4000.model")
+    for voice in ("alba", "marius"):
+        hub.add(catalog.voice_url(MODEL, voice), directory / "voice_state.safetensors")
+
+
+def run(args: list, hub_endpoint: str, home: Path, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    environment = dict(os.environ, HF_ENDPOINT=hub_endpoint, HF_HOME=str(home), PYTHONPATH=str(ROOT), **env)
+    environment.pop("HF_HUB_OFFLINE", None) if "HF_HUB_OFFLINE" not in env else None
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=environment, cwd=cwd, timeout=300
+    )
+
+
+def test_catalog_model_is_downloaded_cached_and_speaks(tmp_path, full_model: Path) -> None:
+    with FakeHub() as hub:
+        serve_catalog_model(hub, full_model)
+        done = run(["-c", DRIVER, MODEL, TEXT, "alba", "marius", "george"], hub.endpoint, tmp_path / "hf", tmp_path)
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        fetched = [r for r in hub.requests if r.startswith("GET")]
+    assert result["can_clone"] is True and result["default_voice"] == "alba"
+    assert result["alba"] == "ok" and result["marius"] == "ok"
+    assert result["george"].startswith("error: could not fetch hf://kyutai/pocket-tts-without-voice-cloning/")
+    assert any("/kyutai/pocket-tts/resolve/" in r and r.endswith("model.safetensors") for r in fetched)
+    assert any(r.endswith("tokenizer.model") for r in fetched)
+    # The same audio as the local files give.
+    local = TTSModel.load(str(full_model / "config.yaml"))
+    expected = local.generate(
+        TEXT, str(full_model / "voice_state.safetensors"), temperature=0.0, eos_threshold=float("inf"), max_frames=6
+    )
+    assert np.array_equal(np.load(tmp_path / "alba.npy"), expected)
+
+    # Offline afterwards: everything comes from the cache, no request at all.
+    with FakeHub() as hub:
+        done = run(["-c", DRIVER, MODEL, TEXT, "alba"], hub.endpoint, tmp_path / "hf", tmp_path, HF_HUB_OFFLINE="1")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["alba"] == "ok" and hub.requests == []
+    listing = run(["-m", "core.cli", "models"], "http://127.0.0.1:9", tmp_path / "hf", tmp_path)
+    assert f"* {MODEL}" in listing.stdout.splitlines() and "  english (default)" in listing.stdout.splitlines()
+    voices = run(["-m", "core.cli", "voices", "--model", MODEL], "http://127.0.0.1:9", tmp_path / "hf", tmp_path)
+    assert "* alba (default)" in voices.stdout.splitlines() and "  george" in voices.stdout.splitlines()
+
+
+def test_gated_voice_cloning_repo_falls_back_and_refuses_cloning(tmp_path, full_model: Path) -> None:
+    with FakeHub() as hub:
+        serve_catalog_model(hub, full_model)
+        hub.gated.add("kyutai/pocket-tts")
+        done = run(["-c", DRIVER, MODEL, TEXT, "alba", str(VOICE_24K)], hub.endpoint, tmp_path / "hf", tmp_path)
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        assert any("pocket-tts-without-voice-cloning" in r for r in hub.requests if r.startswith("GET"))
+    assert result["can_clone"] is False and result["alba"] == "ok"
+    assert "accept the terms at https://huggingface.co/kyutai/pocket-tts" in result[str(VOICE_24K)]
+
+
+def test_hf_token_opens_the_gated_repo(tmp_path, full_model: Path) -> None:
+    with FakeHub() as hub:
+        serve_catalog_model(hub, full_model)
+        hub.gated.add("kyutai/pocket-tts")
+        hub.token = "hf_test_token"
+        done = run(["-c", DRIVER, MODEL, TEXT], hub.endpoint, tmp_path / "hf", tmp_path, HF_TOKEN="hf_test_token")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["can_clone"] is True
+        assert not any("without-voice-cloning" in r and r.endswith("model.safetensors") for r in hub.requests)
+
+
+def test_no_network_is_one_quick_clear_line(tmp_path) -> None:
+    with socket.socket() as s:  # a port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    start = time.monotonic()
+    done = run(
+        ["-m", "core.cli", "generate", "--model", MODEL, "--text", "Hi.", "-o", str(tmp_path / "x.wav")],
+        closed,
+        tmp_path / "hf",
+        tmp_path,
+    )
+    assert time.monotonic() - start < 60
+    assert done.returncode == 1 and done.stderr.count("\n") == 2  # "loading ..." then the error
+    error = done.stderr.splitlines()[-1]
+    cfg = catalog.config(MODEL)
+    assert error.startswith("error: ") and cfg.weights_path in error and cfg.weights_path_without_voice_cloning in error
+    assert "To work offline" in error and "Traceback" not in done.stderr
+    assert not (tmp_path / "x.wav").exists()
+
+
+def test_every_catalog_name_has_a_config_and_voice_paths() -> None:
+    names = catalog.model_names()
+    for expected in (
+        "english",
+        "english_2026-10",
+        "english_2m_2026-10",
+        "english_7m_refl_2026-10",
+        "english_18m_2026-10",
+        "english_drifting_26-09",
+        "french_24l",
+        "german",
+        "dutch",
+    ):
+        assert expected in names
+    for name in names:
+        cfg = catalog.config(name)
+        assert cfg.weights_path.startswith("hf://kyutai/pocket-tts/") and "@" in cfg.weights_path
+        assert cfg.weights_path_without_voice_cloning.startswith("hf://kyutai/pocket-tts-without-voice-cloning/")
+    assert catalog.default_voice("french_24l") == "estelle" and catalog.default_voice("english") == "alba"
+    assert catalog.voice_url("english", "alba") == (
+        "hf://kyutai/pocket-tts-without-voice-cloning/languages/english/embeddings/alba.safetensors"
+        "@a7056f505a4a8ca72d8b5fb1440071d6f1a35739"
+    )
+    for voice in ("alba", "marius", "javert", "jean", "fantine", "cosette", "eponine", "azelma"):
+        assert voice in catalog.voice_names()
+
+
+def test_predefined_voice_needs_a_catalog_model(model) -> None:
+    from core import VoiceError
+
+    with pytest.raises(VoiceError, match="predefined voice 'alba'.*cannot use it"):
+        model.voice_state("alba")
+
+
+def test_bundle_round_trip(tmp_path) -> None:
+    from core.bundle import export
+
+    out = tmp_path / "bundle"
+    report = export(str(TINY_DIR / "tiny_gqa" / "config.yaml"), str(out), [str(VOICE_24K)])
+    manifest = json.loads((out / "bundle.json").read_text())
+    assert manifest["quantization"] == "int8" and manifest["voices"] == {
+        "voice_24000": "voices/voice_24000.safetensors"
+    }
+    assert report["weights_bytes"] < 0.6 * report["source_weights_bytes"]
+    bundled = TTSModel.load(str(out))
+    assert bundled.default_voice == "voice_24000" and bundled.can_clone_voices
+    pcm = bundled.generate("From a bundle.", None, temperature=0.0, max_frames=5)
+    assert pcm.shape == (5 * 1920,) and np.abs(pcm).max() > 0
+    # Re-exporting over a bundle replaces it; a folder that is not a bundle is never overwritten.
+    export(str(TINY_DIR / "tiny_gqa" / "config.yaml"), str(out), [str(VOICE_24K)], int8=False, voice_cloning=False)
+    assert json.loads((out / "bundle.json").read_text())["quantization"] == "float32"
+    assert not TTSModel.load(str(out)).can_clone_voices
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.txt").write_text("do not delete")
+    with pytest.raises(ValueError, match="not a bundle"):
+        export(str(TINY_DIR / "tiny_gqa" / "config.yaml"), str(precious))
+    assert (precious / "thesis.txt").read_text() == "do not delete"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "precious"]  # no staging left behind
+
+
+@pytest.mark.parametrize("name", ["english", MODEL])
+def test_int8_error_and_size(tmp_path, request, name: str) -> None:
+    """int8 against float32 on the same weights: latents and audio NMSE, recorded in the parity report."""
+    from core import flow_lm
+    from core.bundle import export
+
+    directory = model_dir(request.config, name)
+    if not (directory / "model.safetensors").exists():
+        if request.config.getoption("--require-full-reference"):
+            pytest.fail(f"{directory} is missing")
+        pytest.skip("full-size fixture not built")
+    voice_file = str(directory / "voice_state.safetensors")
+    report = export(str(directory / "config.yaml"), str(tmp_path / "b"), [voice_file])
+    full, quantized = TTSModel.load(str(directory / "config.yaml")), TTSModel.load(str(tmp_path / "b"))
+
+    def latents(model: TTSModel) -> np.ndarray:
+        spec, p = model.flow_spec, model.params["flow_lm"]
+        state = model.voice_state(voice_file).transformer.copy()
+        flow_lm.prompt(spec, p, state, flow_lm.text_embeddings(p, model.tokenizer.encode("Quantized speech, please.")))
+        out, latent = [], None
+        for _ in range(40):
+            latent, _ = flow_lm.step(spec, p, state, latent, np.zeros(spec.latent_dim, np.float32), model._times(1))
+            out.append(latent)
+        return np.array(out)
+
+    options = dict(temperature=0.0, eos_threshold=float("inf"), max_frames=40)
+    latent_error = nmse_db(latents(quantized), latents(full))
+    pcm_error = nmse_db(quantized.generate(TEXT, voice_file, **options), full.generate(TEXT, voice_file, **options))
+    ratio = report["weights_bytes"] / report["source_weights_bytes"]
+    record_int8(name, latent_error, pcm_error, report["weights_bytes"], report["source_weights_bytes"])
+    assert latent_error < -30 and pcm_error < -30
+    assert ratio < 0.27
