@@ -3,7 +3,9 @@
 Each convolution has a step form that carries its left context in a state array (mutated in
 place) and a batch form, which is the step form run once from a fresh state. The official
 StreamingConv1d pads on the left only (causal), with zeros or, for `replicate`, copies of the
-first sample; StreamingConvTranspose1d keeps the overlapping tail of its output for the next call.
+first sample. The official StreamingConvTranspose1d keeps the overlapping tail of its output for
+the next call; here it keeps the last input steps instead, which gives the same sums with one
+matrix product per call (see `prepare_transposed`).
 """
 
 from __future__ import annotations
@@ -63,41 +65,49 @@ def conv1d(p: Params, x: np.ndarray, stride: int = 1, dilation: int = 1, pad_mod
     return conv1d_step(p, x, previous, stride, dilation)
 
 
-def conv_transpose1d_init_state(p: Params, stride: int, groups: int = 1) -> np.ndarray:
-    c_in, c_out_per_group, k = p["weight"].shape
-    return np.zeros((c_out_per_group * groups, k - stride), dtype=np.float32)
+def prepare_transposed(p: Params, stride: int, groups: int = 1) -> Params:
+    """Add `taps`, the transposed convolution's kernel as an ordinary one (done once, at load).
 
-
-def conv_transpose1d_step(p: Params, x: np.ndarray, partial: np.ndarray, stride: int, groups: int = 1) -> np.ndarray:
-    """x [C_in, T] -> [C_out, T * stride]; `partial` [C_out, K - stride] carries the overlap."""
-    weight = p["weight"]  # [C_in, C_out / groups, K]
+    Output frame t (`stride` samples) of a transposed convolution with K = m * stride taps sums
+    the input steps t - m + 1 .. t, so it is a convolution over input steps with C_out * stride
+    output channels, whose channels are then laid out in time. taps: [G, C_out/G * S, C_in/G * m].
+    """
+    weight = p["weight"]  # [C_in, C_out / G, K]
     c_in, c_out_g, k = weight.shape
-    c_out = c_out_g * groups
-    t = x.shape[1]
-    # Each input step spreads K output samples: contributions [C_out, K, T].
+    m = -(-k // stride)
+    if m * stride != k:
+        weight = np.concatenate([weight, np.zeros((c_in, c_out_g, m * stride - k), np.float32)], axis=2)
+    # Input step t - j meets tap block j; in the window over steps it sits at position m - 1 - j.
+    w = weight.reshape(groups, c_in // groups, c_out_g, m, stride)[:, :, :, ::-1, :]
+    p["taps"] = np.ascontiguousarray(w.transpose(0, 2, 4, 1, 3)).reshape(groups, c_out_g * stride, c_in // groups * m)
+    return p
+
+
+def conv_transpose1d_init_state(p: Params, stride: int) -> np.ndarray:
+    """The last m - 1 input steps (zeros before the first call)."""
+    c_in, _, k = p["weight"].shape
+    return np.zeros((c_in, -(-k // stride) - 1), dtype=np.float32)
+
+
+def conv_transpose1d_step(p: Params, x: np.ndarray, previous: np.ndarray, stride: int) -> np.ndarray:
+    """x [C_in, T] -> [C_out, T * stride]; `previous` [C_in, m - 1] is updated. Needs `prepare_transposed`."""
+    kernel = p["taps"]  # [G, C_out/G * S, C_in/G * m]
+    groups, rows, _ = kernel.shape
+    c_in, t = x.shape
+    m = previous.shape[1] + 1
+    padded = np.concatenate([previous, x], axis=1) if m > 1 else np.ascontiguousarray(x)  # [C_in, m - 1 + T]
+    step = padded.strides[1]
+    windows = as_strided(padded, shape=(c_in, m, t), strides=(padded.strides[0], step, step))  # [C_in, m, T]
     if groups == 1:
-        spread = (weight.reshape(c_in, c_out * k).T @ x).reshape(c_out, k, t)
+        out = kernel[0] @ windows.reshape(c_in * m, t)  # [C_out * S, T]
     else:
-        grouped = weight.reshape(groups, c_in // groups, c_out_g * k)  # [G, C_in/G, C_out/G*K]
-        spread = np.matmul(grouped.transpose(0, 2, 1), x.reshape(groups, c_in // groups, t))
-        spread = spread.reshape(c_out, k, t)
-    blocks = -(-k // stride)
-    if blocks * stride != k:
-        spread = np.concatenate([spread, np.zeros((c_out, blocks * stride - k, t), np.float32)], axis=1)
-    # Overlap-add: tap j*stride + s of input step i lands on output sample (i + j) * stride + s.
-    frames = np.zeros((c_out, t + blocks - 1, stride), dtype=np.float32)
-    for j in range(blocks):
-        frames[:, j : j + t, :] += spread[:, j * stride : (j + 1) * stride, :].transpose(0, 2, 1)
-    y = frames.reshape(c_out, (t + blocks - 1) * stride)[:, : (t - 1) * stride + k]  # [C_out, (T-1)*S + K]
+        out = np.matmul(kernel, windows.reshape(groups, c_in // groups * m, t))  # [G, C_out/G * S, T]
+    if m > 1:
+        previous[...] = padded[:, padded.shape[1] - (m - 1) :]
+    c_out = groups * rows // stride
+    y = out.reshape(c_out, stride, t).transpose(0, 2, 1).reshape(c_out, t * stride)  # channels laid out in time
     bias = p.get("bias")
-    if bias is not None:
-        y = y + bias[:, None]
-    tail = partial.shape[1]
-    if tail == 0:
-        return y
-    y[:, :tail] += partial
-    partial[...] = y[:, y.shape[1] - tail :] if bias is None else y[:, y.shape[1] - tail :] - bias[:, None]
-    return y[:, : y.shape[1] - tail]
+    return y if bias is None else y + bias[:, None]
 
 
 def pad_for_frames(x: np.ndarray, frame_size: int) -> np.ndarray:

@@ -44,6 +44,23 @@ class FlowLMSpec:
         )
 
 
+def prepare(p: Dict[str, Any]) -> None:
+    """Derived weight layout, made once at load: the modulation weights of every head block and
+    of the final layer stacked into one matrix (`modulation`), since they all read the same
+    conditioning; one matrix-vector product per step instead of depth + 1. The per-block weights
+    are replaced by views into it, so no memory is duplicated."""
+    net = p["flow_net"]
+    layers = [block["adaLN_modulation"][1] for block in net["res_blocks"]] + [net["final_layer"]["adaLN_modulation"][1]]
+    weight = np.concatenate([layer["weight"] for layer in layers])  # [sum of 3F.. + 2F, F]
+    bias = np.concatenate([layer["bias"] for layer in layers])
+    start = 0
+    for layer in layers:
+        rows = layer["weight"].shape[0]
+        layer["weight"], layer["bias"] = weight[start : start + rows], bias[start : start + rows]
+        start += rows
+    net["modulation"] = {"weight": weight, "bias": bias}
+
+
 def text_embeddings(p: Dict[str, Any], tokens: List[int]) -> np.ndarray:
     """Token ids -> [T, d_model] (a low-rank table is projected up)."""
     conditioner = p["conditioner"]
@@ -134,13 +151,13 @@ def flow_head(
 def _velocity(p: Dict[str, Any], y: np.ndarray, x: np.ndarray) -> np.ndarray:
     """The official SimpleMLPAdaLN: residual MLP blocks modulated (shift, scale, gate) by y."""
     x = nn.linear(p["input_proj"], x)
-    sy = nn.silu(y)
-    for block in p["res_blocks"]:
-        shift, scale, gate = np.split(nn.linear(block["adaLN_modulation"][1], sy), 3)
+    width = x.shape[-1]
+    modulation = nn.linear(p["modulation"], nn.silu(y))  # [(3 * depth + 2) * F]: shift, scale, gate per block
+    for i, block in enumerate(p["res_blocks"]):
+        shift, scale, gate = np.split(modulation[3 * i * width : 3 * (i + 1) * width], 3)
         h = nn.layer_norm(x, block["in_ln"]["weight"], block["in_ln"]["bias"], 1e-6) * (1 + scale) + shift
         h = nn.linear(block["mlp"][2], nn.silu(nn.linear(block["mlp"][0], h)))
         x = x + gate * h
-    final = p["final_layer"]
-    shift, scale = np.split(nn.linear(final["adaLN_modulation"][1], sy), 2)
+    shift, scale = np.split(modulation[modulation.shape[0] - 2 * width :], 2)
     x = nn.layer_norm(x, None, None, 1e-6) * (1 + scale) + shift
-    return nn.linear(final["linear"], x)
+    return nn.linear(p["final_layer"]["linear"], x)

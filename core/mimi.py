@@ -63,7 +63,7 @@ class MimiSpec:
 class DecoderState:
     """Streaming state of the decoder: convolution tails, the transformer's window, the offset."""
 
-    upsample: np.ndarray  # [decoder_dim, K - stride] overlap of the transposed convolution
+    upsample: np.ndarray  # [C, 1] last input step of the upsampling transposed convolution
     transformer: transformer.TransformerState
     seanet: List[np.ndarray]  # one tail per SEANet convolution, in plan order
     first: bool = True  # nothing decoded yet (replicate padding starts from the first sample)
@@ -72,11 +72,16 @@ class DecoderState:
         return DecoderState(self.upsample.copy(), self.transformer.copy(), [s.copy() for s in self.seanet], self.first)
 
 
+def prepare(spec: MimiSpec, p: Dict[str, Any]) -> None:
+    """Derived weight layouts of the decoder, made once at load."""
+    if spec.resample_stride > 1:
+        conv.prepare_transposed(p["upsample"]["convtr"]["convtr"], spec.resample_stride, spec.decoder_dim)
+    seanet.prepare(spec.decoder, p["decoder"]["model"])
+
+
 def init_decoder_state(spec: MimiSpec, p: Dict[str, Any]) -> DecoderState:
     if spec.resample_stride > 1:
-        upsample = conv.conv_transpose1d_init_state(
-            p["upsample"]["convtr"]["convtr"], spec.resample_stride, spec.decoder_dim
-        )
+        upsample = conv.conv_transpose1d_init_state(p["upsample"]["convtr"]["convtr"], spec.resample_stride)
     else:
         upsample = np.zeros((spec.decoder_dim, 0), np.float32)
     return DecoderState(
@@ -101,9 +106,7 @@ def decode_step(spec: MimiSpec, p: Dict[str, Any], latents: np.ndarray, state: D
     x = latents @ p["quantizer"]["output_proj"]["weight"][:, :, 0].T  # [N, C_q] -> [N, C]
     x = np.ascontiguousarray(x.T)  # [C, N]
     if spec.resample_stride > 1:
-        x = conv.conv_transpose1d_step(
-            p["upsample"]["convtr"]["convtr"], x, state.upsample, spec.resample_stride, spec.decoder_dim
-        )  # [C, N * stride]
+        x = conv.conv_transpose1d_step(p["upsample"]["convtr"]["convtr"], x, state.upsample, spec.resample_stride)
     x = _projected(
         p["decoder_transformer"],
         x.T,

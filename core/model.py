@@ -74,7 +74,9 @@ class TTSModel:
         self.tokenizer = tokenizer
         self.params = params.nest(tensors)
         self.flow_spec = flow_lm.FlowLMSpec.from_config(cfg)
+        flow_lm.prepare(self.params["flow_lm"])
         self.mimi_spec = mimi.MimiSpec.from_config(cfg.mimi)
+        mimi.prepare(self.mimi_spec, self.params["mimi"])
         self.text_options = TextOptions.from_config(cfg)
         self.voices = dict(voices or {})
         self.default_voice = default_voice

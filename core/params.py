@@ -178,14 +178,18 @@ def check(tensors: Dict[str, np.ndarray], cfg: Config, source: str) -> bool:
 
 
 def nest(tensors: Dict[str, np.ndarray]) -> Dict[str, Any]:
-    """{"a.b.0.c": x} -> {"a": {"b": [{"c": x}]}}: digit keys become list indices (None for gaps)."""
+    """{"a.b.0.c": x} -> {"a": {"b": [{"c": x}]}}: digit keys become list indices (None for gaps).
+
+    Leaves become plain ndarray views (of memory-mapped files too): np.memmap's subclass hooks
+    cost a few microseconds on every slice and transpose of the per-frame loop.
+    """
     root: Dict[str, Any] = {}
     for key, value in tensors.items():
         node = root
         parts = key.split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
-        node[parts[-1]] = value
+        node[parts[-1]] = value.view(np.ndarray)
     return _lists(root)
 
 

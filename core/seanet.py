@@ -88,6 +88,13 @@ def weight_shapes(layers: List[Layer], prefix: str) -> Dict[str, Tuple[int, ...]
     return shapes
 
 
+def prepare(layers: List[Layer], params: List[Any]) -> None:
+    """Derived weight layouts, made once at load (see conv.prepare_transposed)."""
+    for layer in layers:
+        if layer.kind == "convtr":
+            conv.prepare_transposed(params[layer.index]["convtr"], layer.stride)
+
+
 def encode(layers: List[Layer], params: List[Any], x: np.ndarray, pad_mode: str) -> np.ndarray:
     """Batch encoder: x [channels, T] -> [dimension, T / hop]."""
     for layer in layers:

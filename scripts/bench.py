@@ -1,0 +1,173 @@
+"""Side-by-side speed of our NumPy core and the official pocket-tts 4.0.1, on the same machine,
+weights, voice and texts.
+
+    .venv/bin/python -m scripts.bench                 # english and english_2m_2026-10, 5 rounds
+    .venv/bin/python -m scripts.bench --models english_2m_2026-10 --repeats 3
+
+Needs the fixtures of scripts/test.sh (build/reference) and the official environment (.venv-ref).
+Each implementation runs in its own worker process (scripts/bench_worker.py): ours in float32 and
+from its int8 bundle, the official in float32 and with `quantize=True`. Every measurement is taken
+from each implementation in turn, rotating the order every round, so that machine drift falls on
+all of them alike; the tables give medians. Writes build/bench/bench.json and bench.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "build" / "reference"
+OUT = ROOT / "build" / "bench"
+VOICE_WAV = ROOT / "tests" / "fixtures" / "voice" / "voice_24000.wav"
+TEXTS = {
+    "short": "Hello there, this is a short test.",
+    "medium": (
+        "Streaming speech synthesis starts playing the first words while the rest of the "
+        "sentence is still being generated on a small CPU."
+    ),
+    "long": (
+        "The quick brown fox jumps over the lazy dog, then rests in the warm afternoon sun. "
+        "Meanwhile, a small robot in the kitchen reads the news aloud, one sentence at a time, "
+        "so that nobody has to wait for the whole article before hearing the first words. "
+        "When the story ends, it says goodbye and switches itself off until the next morning."
+    ),
+}
+IMPLEMENTATIONS = ("ours fp32", "ours int8", "official fp32", "official int8")
+METRICS = [  # (key, label, unit)
+    ("ttfc_short", "first chunk, short text (~10 tokens)", "ms"),
+    ("ttfc_medium", "first chunk, medium text (~40 tokens)", "ms"),
+    ("ttfc_long", "first chunk, long paragraph", "ms"),
+    ("rtf", "real-time factor, 125 frames", "x"),
+    ("text_prompt", "text prompt pass (~40 tokens)", "ms"),
+    ("flow_step", "one flow-LM step", "ms"),
+    ("mimi_frame", "Mimi decode per frame", "ms"),
+    ("voice_encode", "voice encoding, 5 s prompt", "ms"),
+    ("peak_rss_mb", "peak memory (RSS)", "MB"),
+]
+
+
+class Worker:
+    def __init__(self, name: str, command: List[str]):
+        self.name = name
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        self.ask_raw(None)
+
+    def ask_raw(self, job) -> Dict[str, float]:  # noqa: ANN001
+        if job is not None:
+            self.process.stdin.write(json.dumps(job) + "\n")
+            self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"bench worker {self.name} died (see its error above)")
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def int8_bundle(model: str) -> Path:
+    bundle = OUT / f"{model}-int8"
+    if not (bundle / "bundle.json").exists():
+        from core.bundle import export
+
+        print(f"  exporting the int8 bundle of {model}", file=sys.stderr)
+        export(
+            str(REFERENCE / model / "config.yaml"), str(bundle), [str(REFERENCE / model / "voice_state.safetensors")]
+        )
+    return bundle
+
+
+def start_workers(model: str) -> Dict[str, Worker]:
+    fixture = REFERENCE / model
+    if not (fixture / "model.safetensors").exists():
+        raise SystemExit(f"{fixture} is missing: run scripts/test.sh (or scripts.make_reference) first")
+    voice = str(fixture / "voice_state.safetensors")
+    ours = [str(ROOT / ".venv" / "bin" / "python"), "-m", "scripts.bench_worker", "ours"]
+    official = [str(ROOT / ".venv-ref" / "bin" / "python"), "-m", "scripts.bench_worker", "official"]
+    commands = {
+        "ours fp32": ours + [str(fixture / "config.yaml"), voice, str(VOICE_WAV)],
+        "ours int8": ours + [str(int8_bundle(model)), voice, str(VOICE_WAV)],
+        "official fp32": official + [str(fixture / "config.yaml"), voice, str(VOICE_WAV)],
+        "official int8": official + [str(fixture / "config.yaml"), voice, str(VOICE_WAV), "--quantize"],
+    }
+    workers = {}
+    for name, command in commands.items():
+        print(f"  starting {name}", file=sys.stderr)
+        workers[name] = Worker(name, command)
+    return workers
+
+
+def run_model(model: str, repeats: int) -> Dict[str, Dict[str, List[float]]]:
+    workers = start_workers(model)
+    samples: Dict[str, Dict[str, List[float]]] = {name: {} for name in workers}
+    jobs = [{"what": "ttfc", "text": TEXTS[k], "key": f"ttfc_{k}"} for k in TEXTS]
+    jobs += [{"what": "rtf", "text": TEXTS["medium"]}, {"what": "stages", "text": TEXTS["medium"]}, {"what": "voice"}]
+    order = list(workers)
+    for round_index in range(repeats):
+        start = time.monotonic()
+        for job in jobs:
+            for name in order:
+                result = workers[name].ask_raw(job)
+                for key, value in result.items():
+                    if job["what"] == "ttfc" and key == "ttfc":
+                        key = job["key"]
+                    elif job["what"] == "ttfc":
+                        continue
+                    samples[name].setdefault(key, []).append(value)
+        order = order[1:] + order[:1]
+        print(f"  {model}: round {round_index + 1}/{repeats} in {time.monotonic() - start:.0f} s", file=sys.stderr)
+    for name, worker in workers.items():
+        samples[name]["peak_rss_mb"] = [worker.ask_raw({"what": "memory"})["peak_rss_mb"]]
+        worker.close()
+    return samples
+
+
+def table(results: Dict[str, Dict[str, Dict[str, List[float]]]]) -> str:
+    lines = [
+        "| model | measurement | " + " | ".join(IMPLEMENTATIONS) + " | ours/official fp32 | ours int8/official int8 |",
+        "|---|---|" + "---|" * (len(IMPLEMENTATIONS) + 2),
+    ]
+    for model, samples in results.items():
+        for key, label, unit in METRICS:
+            med = {name: statistics.median(samples[name][key]) if key in samples[name] else None for name in samples}
+            cells = [
+                f"{med[n]:.3f}" if unit == "x" else f"{med[n]:.0f}" if med[n] is not None else "-"
+                for n in IMPLEMENTATIONS
+            ]
+            ratio = [med["ours fp32"] / med["official fp32"], med["ours int8"] / med["official int8"]]
+            lines.append(
+                f"| {model} | {label} ({unit}) | "
+                + " | ".join(cells)
+                + " | "
+                + " | ".join(f"{r:.2f}" for r in ratio)
+                + " |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["english", "english_2m_2026-10"])
+    parser.add_argument("--repeats", type=int, default=5, help="rounds of every measurement (default: 5)")
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for model in args.models:
+        print(f"benchmarking {model}", file=sys.stderr)
+        results[model] = run_model(model, args.repeats)
+    markdown = table(results)
+    (OUT / "bench.json").write_text(json.dumps({"texts": TEXTS, "samples": results}, indent=1))
+    (OUT / "bench.md").write_text(markdown + "\n")
+    print(markdown)
+
+
+if __name__ == "__main__":
+    main()
