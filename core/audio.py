@@ -1,4 +1,4 @@
-"""Audio in: WAV reading, resampling and the voice-prompt cleanup, with NumPy alone.
+"""Audio in and out: WAV reading and writing, resampling and the voice-prompt cleanup, with NumPy alone.
 
 `resample` is the polyphase filter of scipy.signal.resample_poly (Kaiser window, beta 5, the
 official `convert_audio`), so a prompt at any sample rate gives the official latents. WAV files of
@@ -19,6 +19,34 @@ from .errors import AudioError
 
 # Voice prompts longer than this are cut (as the official server and export-voice do).
 MAX_PROMPT_SECONDS = 30.0
+# A WAV streamed to a pipe cannot go back to write its length: the sizes say "as long as it gets".
+STREAMING_WAV_SIZE = 0xFFFFFFFF
+
+
+def pcm16(pcm: np.ndarray) -> bytes:
+    """16-bit little-endian samples, as the official writer makes them (clamp, scale, truncate)."""
+    return (np.clip(pcm, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+
+
+def wav_header(sample_rate: int, data_bytes: int = STREAMING_WAV_SIZE) -> bytes:
+    """The 44-byte header of a 16-bit mono WAV; without a length, the header of a stream."""
+    riff = STREAMING_WAV_SIZE if data_bytes == STREAMING_WAV_SIZE else 36 + data_bytes
+    fmt = struct.pack("<HHIIHH", 1, 1, sample_rate, sample_rate * 2, 2, 16)
+    return (
+        b"RIFF"
+        + struct.pack("<I", riff)
+        + b"WAVEfmt "
+        + struct.pack("<I", 16)
+        + fmt
+        + b"data"
+        + struct.pack("<I", data_bytes)
+    )
+
+
+def wav_bytes(pcm: np.ndarray, sample_rate: int) -> bytes:
+    """A whole 16-bit mono WAV file."""
+    data = pcm16(pcm)
+    return wav_header(sample_rate, len(data)) + data
 
 
 def read(path: str) -> Tuple[np.ndarray, int]:

@@ -15,39 +15,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import struct
 import sys
 import time
-import wave
 from typing import Iterable, Iterator, List, Optional
 
 import numpy as np
 
 from . import catalog, hub, sources
+from .audio import pcm16, wav_bytes, wav_header
 from .errors import PocketTTSError
 from .model import TTSModel
-
-# A WAV streamed to a pipe cannot go back to write its length: the sizes say "as long as it gets".
-_STREAMING_SIZE = 0xFFFFFFFF
-
-
-def pcm16(pcm: np.ndarray) -> bytes:
-    """16-bit little-endian samples, as the official writer makes them (clamp, scale, truncate)."""
-    return (np.clip(pcm, -1.0, 1.0) * 32767).astype("<i2").tobytes()
-
-
-def wav_header(sample_rate: int, data_bytes: int = _STREAMING_SIZE) -> bytes:
-    riff = _STREAMING_SIZE if data_bytes == _STREAMING_SIZE else 36 + data_bytes
-    fmt = struct.pack("<HHIIHH", 1, 1, sample_rate, sample_rate * 2, 2, 16)
-    return (
-        b"RIFF"
-        + struct.pack("<I", riff)
-        + b"WAVEfmt "
-        + struct.pack("<I", 16)
-        + fmt
-        + b"data"
-        + struct.pack("<I", data_bytes)
-    )
 
 
 def write_wav(path: str, pcm: np.ndarray, sample_rate: int) -> None:
@@ -55,11 +32,8 @@ def write_wav(path: str, pcm: np.ndarray, sample_rate: int) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        with wave.open(tmp, "wb") as f:
-            f.setnchannels(1)
-            f.setsampwidth(2)
-            f.setframerate(sample_rate)
-            f.writeframes(pcm16(pcm))
+        with open(tmp, "wb") as f:
+            f.write(wav_bytes(pcm, sample_rate))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from typing import Any, Dict, Iterator, List, Optional, Union
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
@@ -44,6 +44,37 @@ DEFAULT_DECODE_STEPS = 1
 FADE_IN_SECONDS = 1 / 200
 
 VoiceSource = Union[VoiceState, str, np.ndarray, None]
+
+
+class Frame(NamedTuple):
+    """One step of the stream: a generated latent, or a stretch of silence (a pause)."""
+
+    latent: Optional[np.ndarray]  # [latent_dim], denormalised; None for silence
+    silence: int  # samples of silence when latent is None
+    first: bool  # first frame of a text chunk: decoded by a fresh decoder, faded in
+
+
+class FrameDecoder:
+    """Decodes frames to audio in order, one text chunk after another (each chunk, as in the
+    official package, on a fresh decoder state with a 5 ms fade-in against its start click)."""
+
+    def __init__(self, model: TTSModel):
+        self.model = model
+        self.state: Optional[mimi.DecoderState] = None
+        self.fade = np.linspace(0, 1, int(model.sample_rate * FADE_IN_SECONDS), dtype=np.float32)
+
+    def decode(self, frames: Sequence[Frame]) -> np.ndarray:
+        """Audio of consecutive frames: one silence, or latents where only the first may be `first`."""
+        if frames[0].latent is None:
+            return np.zeros(frames[0].silence, np.float32)
+        model = self.model
+        if frames[0].first or self.state is None:
+            self.state = mimi.init_decoder_state(model.mimi_spec, model.params["mimi"])
+        latents = np.stack([frame.latent for frame in frames])  # [N, latent_dim]
+        pcm = mimi.decode_step(model.mimi_spec, model.params["mimi"], latents, self.state)
+        if frames[0].first:
+            pcm[: self.fade.shape[0]] *= self.fade[: pcm.shape[0]]
+        return pcm
 
 
 class TTSModel:
@@ -171,7 +202,21 @@ class TTSModel:
         chunks = list(self.stream(text, voice, **options))
         return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
 
-    def stream(
+    def stream(self, text: str, voice: VoiceSource, **options: Any) -> Iterator[np.ndarray]:
+        """Yield float32 PCM chunks (`frame_size` samples) as each frame is decoded.
+
+        The options, `None` meaning the model config's default as in the official package:
+        temperature: noise variance (0.3 for the released models; 0 = deterministic).
+        eos_threshold: stop once the EOS logit exceeds it (inf never stops).
+        max_frames: total frames budget; replaces the official length estimate when set.
+        frames_after_eos: frames kept after EOS (else 3 or 5 depending on the length).
+        lsd_decode_steps: flow head steps per frame (1). seed / rng: the noise source.
+        max_tokens: tokens per text chunk (50). noise_clamp: truncate the noise to +-clamp.
+        """
+        decoder = self.decoder()
+        return (decoder.decode([frame]) for frame in self.frames(text, voice, **options))
+
+    def frames(
         self,
         text: str,
         voice: VoiceSource,
@@ -184,15 +229,10 @@ class TTSModel:
         max_tokens: int = MAX_TOKENS_PER_CHUNK,
         noise_clamp: Optional[float] = None,
         rng: Optional[np.random.Generator] = None,
-    ) -> Iterator[np.ndarray]:
-        """Yield float32 PCM chunks of `frame_size` samples as each frame is decoded.
+    ) -> Iterator[Frame]:
+        """The flow LM half of `stream`: the generated frames, not yet decoded (see `decoder`).
 
-        temperature: noise variance (config default, 0.3 for the released models; 0 = deterministic).
-        eos_threshold: stop once the EOS logit exceeds it (config default; inf never stops).
-        max_frames: total frames budget; replaces the official length estimate when set.
-        frames_after_eos: frames kept after EOS (config default, else 3 or 5 depending on length).
-        lsd_decode_steps: flow head steps per frame (1). seed / rng: the noise source.
-        max_tokens: tokens per text chunk (50). noise_clamp: truncate the noise to +-clamp.
+        Options are checked and the text is split now, so that bad input fails before any work.
         """
         cfg = self.config
         temperature = cfg.default_temperature if temperature is None else temperature
@@ -205,7 +245,6 @@ class TTSModel:
             raise PocketTTSError(f"text must be a string, got {type(text).__name__}")
         if not text.strip():
             raise TextError("the text to speak is empty")
-        # The text between pauses is split into chunks now, so that bad text fails before any audio.
         plan: List[Union[List[str], float]] = [
             part if isinstance(part, float) else split_into_chunks(self.tokenizer, part, max_tokens, self.text_options)
             for part in split_pauses(text)
@@ -213,9 +252,13 @@ class TTSModel:
         state = self.voice_state(voice)
         noise = _noise_source(self.flow_spec.latent_dim, temperature, noise_clamp, seed, rng)
         times = self._times(steps)
-        return self._stream(plan, state, eos_threshold, frames_after_eos, max_frames, noise, times)
+        return self._frames(plan, state, eos_threshold, frames_after_eos, max_frames, noise, times)
 
-    def _stream(
+    def decoder(self) -> FrameDecoder:
+        """The Mimi half of `stream`: turns frames into audio, keeping the decoder's state."""
+        return FrameDecoder(self)
+
+    def _frames(
         self,
         plan: List[Union[List[str], float]],
         state: VoiceState,
@@ -224,13 +267,13 @@ class TTSModel:
         budget: Optional[int],
         noise: Any,
         times: List[np.ndarray],
-    ) -> Iterator[np.ndarray]:
+    ) -> Iterator[Frame]:
         """Text chunks, each from the voice state, and pauses as exact runs of zeros; `budget` counts frames."""
         for part in plan:
             if isinstance(part, float):
                 silence = int(round(part * self.sample_rate))
                 for start in range(0, silence, self.frame_size):
-                    yield np.zeros(min(self.frame_size, silence - start), np.float32)
+                    yield Frame(None, min(self.frame_size, silence - start), False)
                 continue
             for chunk in part:
                 if budget == 0:
@@ -239,12 +282,12 @@ class TTSModel:
                 after = frames_after_eos if frames_after_eos is not None else guess + 2
                 tokens = self.tokenizer.encode(prepared)
                 max_gen_len = self.estimate_max_frames(len(tokens)) if budget is None else budget
-                for pcm in self._stream_chunk(tokens, state, max_gen_len, after, eos_threshold, noise, times):
+                for frame in self._chunk_frames(tokens, state, max_gen_len, after, eos_threshold, noise, times):
                     if budget is not None:
                         budget -= 1
-                    yield pcm
+                    yield frame
 
-    def _stream_chunk(
+    def _chunk_frames(
         self,
         tokens: List[int],
         voice_state: VoiceState,
@@ -253,13 +296,11 @@ class TTSModel:
         eos_threshold: float,
         noise: Any,
         times: List[np.ndarray],
-    ) -> Iterator[np.ndarray]:
+    ) -> Iterator[Frame]:
         spec, p = self.flow_spec, self.params["flow_lm"]
         state = voice_state.transformer.copy()
         transformer.reserve(state, state.offset + len(tokens) + max_gen_len)
         flow_lm.prompt(spec, p, state, flow_lm.text_embeddings(p, tokens))
-        decoder = mimi.init_decoder_state(self.mimi_spec, self.params["mimi"])
-        fade = np.linspace(0, 1, int(self.sample_rate * FADE_IN_SECONDS), dtype=np.float32)
         latent = None
         eos_step = None
         for step in range(max_gen_len):
@@ -268,11 +309,8 @@ class TTSModel:
                 eos_step = step
             if eos_step is not None and step >= eos_step + frames_after_eos:
                 return
-            frame = latent * p["emb_std"] + p["emb_mean"]  # back from the normalised latent space
-            pcm = mimi.decode_step(self.mimi_spec, self.params["mimi"], frame[None, :], decoder)
-            if step == 0:
-                pcm[: fade.shape[0]] *= fade[: pcm.shape[0]]
-            yield pcm
+            # Back from the normalised latent space, which the flow LM reads its own output in.
+            yield Frame(latent * p["emb_std"] + p["emb_mean"], 0, step == 0)
 
     def estimate_max_frames(self, token_count: int) -> int:
         """The official length cap of a chunk: 3 tokens per second plus 2 s."""

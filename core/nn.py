@@ -8,7 +8,7 @@ transformers and [C, T] (channels first) in the convolutions, like the official 
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -72,25 +72,27 @@ def elu(x: np.ndarray) -> np.ndarray:
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+    """Softmax over the last axis, computed in place (x is overwritten)."""
+    x -= x.max(axis=-1, keepdims=True)
+    np.exp(x, out=x)
+    x /= x.sum(axis=-1, keepdims=True)
+    return x
 
 
-def rope_tables(positions: np.ndarray, head_dim: int, max_period: float) -> Tuple[np.ndarray, np.ndarray]:
-    """cos and sin [T, head_dim // 2] of the rotation angles at the given positions (float32, as torch)."""
+def rope_rotation(positions: np.ndarray, head_dim: int, max_period: float) -> np.ndarray:
+    """cos + i sin [T, head_dim // 2] (complex64) of the rotation angles, computed in float32 as torch."""
     half = np.arange(head_dim // 2, dtype=np.float32)
     freqs = np.exp(half * np.float32(-math.log(max_period) * 2 / head_dim))  # [D/2]
     angles = positions.astype(np.float32)[:, None] * freqs  # [T, D/2]
-    return np.cos(angles), np.sin(angles)
+    rotation = np.empty(angles.shape, dtype=np.complex64)
+    rotation.real = np.cos(angles)
+    rotation.imag = np.sin(angles)
+    return rotation
 
 
-def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """Rotate x [T, H, D] by position; RoPE here rotates *adjacent pairs* (x[2i], x[2i+1]), not halves."""
+def apply_rope(x: np.ndarray, rotation: np.ndarray) -> np.ndarray:
+    """Rotate x [T, H, D] by position. RoPE here rotates *adjacent pairs* (x[2i], x[2i+1]), not
+    halves, so each pair is one complex number: the rotation is one complex product."""
     t, h, d = x.shape
-    pairs = x.reshape(t, h, d // 2, 2)
-    real, imag = pairs[..., 0], pairs[..., 1]  # [T, H, D/2]
-    c, s = cos[:, None, :], sin[:, None, :]  # [T, 1, D/2]
-    out = np.empty_like(pairs)
-    out[..., 0] = real * c - imag * s
-    out[..., 1] = real * s + imag * c
-    return out.reshape(t, h, d)
+    pairs = np.ascontiguousarray(x).view(np.complex64)  # [T, H, D/2]: x[2i] + i x[2i+1]
+    return (pairs * rotation[:, None, :]).view(np.float32).reshape(t, h, d)

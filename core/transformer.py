@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -70,10 +70,9 @@ def step(spec: TransformerSpec, layers: List[Any], x: np.ndarray, state: Transfo
         needed = state.offset + t
         if state.keys and state.keys[0].shape[1] < needed:
             reserve(state, max(needed, 2 * state.keys[0].shape[1]))
-    positions = np.arange(state.offset, state.offset + t)
-    cos, sin = nn.rope_tables(positions, spec.head_dim, spec.max_period)
+    rotation = nn.rope_rotation(np.arange(state.offset, state.offset + t), spec.head_dim, spec.max_period)
     for i, p in enumerate(layers):
-        x = _layer(spec, p, x, state, i, cos, sin)
+        x = _layer(spec, p, x, state, i, rotation)
     state.offset += t
     return x
 
@@ -94,11 +93,10 @@ def _layer(
     x: np.ndarray,
     state: TransformerState,
     i: int,
-    cos: np.ndarray,
-    sin: np.ndarray,
+    rotation: np.ndarray,
 ) -> np.ndarray:
     h = nn.layer_norm(x, p["norm1"]["weight"], p["norm1"]["bias"], 1e-5)
-    update = _attention(spec, p["self_attn"], h, state, i, cos, sin)
+    update = _attention(spec, p["self_attn"], h, state, i, rotation)
     x = x + (update * p["layer_scale_1"]["scale"] if spec.layer_scale else update)
     h = nn.layer_norm(x, p["norm2"]["weight"], p["norm2"]["bias"], 1e-5)
     update = nn.linear(p["linear2"], nn.gelu_tanh(nn.linear(p["linear1"], h)))
@@ -111,18 +109,16 @@ def _attention(
     x: np.ndarray,
     state: TransformerState,
     i: int,
-    cos: np.ndarray,
-    sin: np.ndarray,
+    rotation: np.ndarray,
 ) -> np.ndarray:
     t = x.shape[0]
     h, h_kv, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
     group = h // h_kv
-    projected = nn.linear(p["in_proj"], x)  # [T, (H + 2 H_kv) D]
-    q = projected[:, : h * d].reshape(t, h, d)
-    kv = projected[:, h * d :].reshape(t, 2, h_kv, d)
-    q = nn.apply_rope(q, cos, sin)
-    k = nn.apply_rope(np.ascontiguousarray(kv[:, 0]), cos, sin).transpose(1, 0, 2)  # [H_kv, T, D]
-    v = kv[:, 1].transpose(1, 0, 2)  # [H_kv, T, D]
+    projected = nn.linear(p["in_proj"], x)  # [T, (H + 2 H_kv) D]: queries, keys, values
+    rotated = nn.apply_rope(projected[:, : (h + h_kv) * d].reshape(t, h + h_kv, d), rotation)
+    q = rotated[:, :h]  # [T, H, D]
+    k = rotated[:, h:].transpose(1, 0, 2)  # [H_kv, T, D]
+    v = projected[:, (h + h_kv) * d :].reshape(t, h_kv, d).transpose(1, 0, 2)  # [H_kv, T, D]
 
     offset = state.offset
     if spec.context is None:
@@ -142,21 +138,31 @@ def _attention(
     queries = q.reshape(t, h_kv, group, d).transpose(1, 2, 0, 3).reshape(h_kv, group * t, d)
     scores = queries @ keys.transpose(0, 2, 1)  # [H_kv, G*T, L]
     scores *= np.float32(1.0 / math.sqrt(d))
-    mask = _mask(offset, t, first_key, keys.shape[1], spec.context)
+    mask = _mask(offset - first_key, t, keys.shape[1], spec.context)
     if mask is not None:
-        scores = scores.reshape(h_kv, group, t, -1)
-        scores = np.where(mask, scores, np.float32(-np.inf)).reshape(h_kv, group * t, -1)
+        scores.reshape(h_kv, group, t, -1)[...] += mask  # -inf where a query may not look
     out = nn.softmax(scores) @ values  # [H_kv, G*T, D]
     out = out.reshape(h_kv, group, t, d).transpose(2, 0, 1, 3).reshape(t, h * d)  # heads in order kv*G + g
     return nn.linear(p["out_proj"], out)
 
 
-def _mask(offset: int, t: int, first_key: int, n_keys: int, context: Optional[int]) -> Optional[np.ndarray]:
-    """[T, L] keys each query may see (causal, within the context); None when it sees them all."""
-    if t == 1 and (context is None or offset - first_key < context):
-        return None
-    delta = (offset + np.arange(t))[:, None] - (first_key + np.arange(n_keys))[None, :]  # [T, L]
-    mask = delta >= 0
-    if context is not None:
-        mask &= delta < context
-    return mask
+_masks: Dict[Tuple[int, int, int, Optional[int]], Optional[np.ndarray]] = {}
+
+
+def _mask(lead: int, t: int, n_keys: int, context: Optional[int]) -> Optional[np.ndarray]:
+    """[T, L] additive mask (0 or -inf) of the keys each query may see: causal, within the context.
+
+    `lead` is how far the first query is past the first key. None when every query sees every key.
+    The streaming decoder asks for the same few masks every frame, so they are kept.
+    """
+    key = (lead, t, n_keys, context)
+    if key not in _masks:
+        delta = lead + np.arange(t)[:, None] - np.arange(n_keys)[None, :]  # [T, L] query minus key position
+        visible = delta >= 0
+        if context is not None:
+            visible &= delta < context
+        mask = None if visible.all() else np.where(visible, np.float32(0), np.float32(-np.inf))
+        if len(_masks) > 256:
+            _masks.clear()
+        _masks[key] = mask
+    return _masks[key]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -39,7 +40,7 @@ TEXTS = {
         "When the story ends, it says goodbye and switches itself off until the next morning."
     ),
 }
-IMPLEMENTATIONS = ("ours fp32", "ours int8", "official fp32", "official int8")
+IMPLEMENTATIONS = ("ours fp32", "ours int8", "ours fp32 pipelined", "official fp32", "official int8")
 METRICS = [  # (key, label, unit)
     ("ttfc_short", "first chunk, short text (~10 tokens)", "ms"),
     ("ttfc_medium", "first chunk, medium text (~40 tokens)", "ms"),
@@ -54,9 +55,11 @@ METRICS = [  # (key, label, unit)
 
 
 class Worker:
-    def __init__(self, name: str, command: List[str]):
+    def __init__(self, name: str, command: List[str], env: Dict[str, str]):
         self.name = name
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env
+        )
         self.ask_raw(None)
 
     def ask_raw(self, job) -> Dict[str, float]:  # noqa: ANN001
@@ -85,7 +88,7 @@ def int8_bundle(model: str) -> Path:
     return bundle
 
 
-def start_workers(model: str) -> Dict[str, Worker]:
+def start_workers(model: str, names: List[str]) -> Dict[str, Worker]:
     fixture = REFERENCE / model
     if not (fixture / "model.safetensors").exists():
         raise SystemExit(f"{fixture} is missing: run scripts/test.sh (or scripts.make_reference) first")
@@ -95,18 +98,23 @@ def start_workers(model: str) -> Dict[str, Worker]:
     commands = {
         "ours fp32": ours + [str(fixture / "config.yaml"), voice, str(VOICE_WAV)],
         "ours int8": ours + [str(int8_bundle(model)), voice, str(VOICE_WAV)],
+        "ours fp32 pipelined": ours + [str(fixture / "config.yaml"), voice, str(VOICE_WAV), "--pipelined"],
         "official fp32": official + [str(fixture / "config.yaml"), voice, str(VOICE_WAV)],
         "official int8": official + [str(fixture / "config.yaml"), voice, str(VOICE_WAV), "--quantize"],
     }
     workers = {}
     for name, command in commands.items():
+        if name not in names:
+            continue
         print(f"  starting {name}", file=sys.stderr)
-        workers[name] = Worker(name, command)
+        # The pipelined streamer runs its two halves on the two cores: one BLAS thread each.
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1") if name.endswith("pipelined") else dict(os.environ)
+        workers[name] = Worker(name, command, env)
     return workers
 
 
-def run_model(model: str, repeats: int) -> Dict[str, Dict[str, List[float]]]:
-    workers = start_workers(model)
+def run_model(model: str, repeats: int, names: List[str]) -> Dict[str, Dict[str, List[float]]]:
+    workers = start_workers(model, names)
     samples: Dict[str, Dict[str, List[float]]] = {name: {} for name in workers}
     jobs = [{"what": "ttfc", "text": TEXTS[k], "key": f"ttfc_{k}"} for k in TEXTS]
     jobs += [{"what": "rtf", "text": TEXTS["medium"]}, {"what": "stages", "text": TEXTS["medium"]}, {"what": "voice"}]
@@ -132,24 +140,26 @@ def run_model(model: str, repeats: int) -> Dict[str, Dict[str, List[float]]]:
 
 def table(results: Dict[str, Dict[str, Dict[str, List[float]]]]) -> str:
     lines = [
-        "| model | measurement | " + " | ".join(IMPLEMENTATIONS) + " | ours/official fp32 | ours int8/official int8 |",
-        "|---|---|" + "---|" * (len(IMPLEMENTATIONS) + 2),
+        "| model | measurement | "
+        + " | ".join(IMPLEMENTATIONS)
+        + " | ours/official fp32 | ours pipelined/official fp32 | ours int8/official int8 |",
+        "|---|---|" + "---|" * (len(IMPLEMENTATIONS) + 3),
     ]
     for model, samples in results.items():
         for key, label, unit in METRICS:
-            med = {name: statistics.median(samples[name][key]) if key in samples[name] else None for name in samples}
+            med = {
+                n: statistics.median(samples[n][key]) if key in samples.get(n, {}) else None for n in IMPLEMENTATIONS
+            }
             cells = [
-                f"{med[n]:.3f}" if unit == "x" else f"{med[n]:.0f}" if med[n] is not None else "-"
-                for n in IMPLEMENTATIONS
+                "-" if med[n] is None else f"{med[n]:.3f}" if unit == "x" else f"{med[n]:.0f}" for n in IMPLEMENTATIONS
             ]
-            ratio = [med["ours fp32"] / med["official fp32"], med["ours int8"] / med["official int8"]]
-            lines.append(
-                f"| {model} | {label} ({unit}) | "
-                + " | ".join(cells)
-                + " | "
-                + " | ".join(f"{r:.2f}" for r in ratio)
-                + " |"
-            )
+            pairs = [
+                ("ours fp32", "official fp32"),
+                ("ours fp32 pipelined", "official fp32"),
+                ("ours int8", "official int8"),
+            ]
+            ratio = ["-" if None in (med[a], med[b]) else f"{med[a] / med[b]:.2f}" for a, b in pairs]
+            lines.append(f"| {model} | {label} ({unit}) | " + " | ".join(cells) + " | " + " | ".join(ratio) + " |")
     return "\n".join(lines)
 
 
@@ -157,15 +167,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["english", "english_2m_2026-10"])
     parser.add_argument("--repeats", type=int, default=5, help="rounds of every measurement (default: 5)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=IMPLEMENTATIONS,
+        default=list(IMPLEMENTATIONS),
+        help="implementations to run (default: all)",
+    )
+    parser.add_argument("--out", type=Path, default=OUT, help="folder for bench.json and bench.md")
     args = parser.parse_args()
-    OUT.mkdir(parents=True, exist_ok=True)
+    OUT.mkdir(parents=True, exist_ok=True)  # int8 bundles live here
     results = {}
     for model in args.models:
         print(f"benchmarking {model}", file=sys.stderr)
-        results[model] = run_model(model, args.repeats)
+        results[model] = run_model(model, args.repeats, args.only)
     markdown = table(results)
-    (OUT / "bench.json").write_text(json.dumps({"texts": TEXTS, "samples": results}, indent=1))
-    (OUT / "bench.md").write_text(markdown + "\n")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench.json").write_text(json.dumps({"texts": TEXTS, "samples": results}, indent=1))
+    (args.out / "bench.md").write_text(markdown + "\n")
     print(markdown)
 
 

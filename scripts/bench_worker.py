@@ -1,11 +1,12 @@
 """One implementation under benchmark, driven by scripts/bench.py over stdin/stdout (JSON lines).
 
-    python -m scripts.bench_worker ours MODEL_DIR_OR_BUNDLE VOICE_STATE VOICE_WAV
+    python -m scripts.bench_worker ours MODEL_DIR_OR_BUNDLE VOICE_STATE VOICE_WAV [--pipelined]
     python -m scripts.bench_worker official CONFIG_YAML VOICE_STATE VOICE_WAV [--quantize]
 
 Each command line names a measurement; the answer is one JSON object of timings in milliseconds.
 The official side runs as shipped (one torch thread plus its decoder thread); ours runs the
-single-threaded core (NumPy's BLAS uses its own threads).
+single-threaded core (NumPy's BLAS uses its own threads), or with --pipelined the two-thread
+CPython streamer of server/pipeline.py (started with one BLAS thread).
 """
 
 from __future__ import annotations
@@ -21,15 +22,20 @@ STEP_SAMPLES = 20
 
 
 class Ours:
-    def __init__(self, source: str, voice_state: str, voice_wav: str):
+    def __init__(self, source: str, voice_state: str, voice_wav: str, pipelined: bool):
         from core import TTSModel
 
         self.model = TTSModel.load(source)
         self.voice = self.model.voice_state(voice_state)
         self.voice_wav = voice_wav
+        self.pipelined = pipelined
 
     def stream(self, text: str, frames: int = 0) -> Iterator:
+        from server import pipeline
+
         options = {"eos_threshold": float("inf"), "max_frames": frames} if frames else {}
+        if self.pipelined:
+            return pipeline.stream(self.model, text, self.voice, seed=0, **options)
         return self.model.stream(text, self.voice, seed=0, **options)
 
     def stages(self, text: str) -> Dict[str, float]:
@@ -153,7 +159,7 @@ def peak_rss_mb() -> float:
 def main() -> None:
     kind, source, voice_state, voice_wav = sys.argv[1:5]
     if kind == "ours":
-        impl = Ours(source, voice_state, voice_wav)
+        impl = Ours(source, voice_state, voice_wav, pipelined="--pipelined" in sys.argv)
     else:
         impl = Official(source, voice_state, voice_wav, quantize="--quantize" in sys.argv)
     print(json.dumps({"ready": True}), flush=True)

@@ -39,5 +39,16 @@ step "core/ runs on Python 3.8 (vermin) and lint (ruff)"
 .venv/bin/vermin -t=3.8- --no-tips --violations core
 .venv/bin/ruff check .
 
+step "core/ on the Pyodide versions: Python 3.8 with NumPy 1.17.5 (.venv-py38)"
+py38=$(command -v python3.8 || ls "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.8*/bin/python3.8 2>/dev/null | tail -n 1 || true)
+if [ -n "$py38" ]; then
+    [ -x .venv-py38/bin/python ] || "$py38" -m venv .venv-py38
+    .venv-py38/bin/pip install -q --disable-pip-version-check numpy==1.17.5 pyyaml pytest
+    PYTHONPATH=. .venv-py38/bin/python -m pytest -q -p no:cacheprovider --reference-dir /nonexistent \
+        tests/test_parity.py tests/test_streaming.py tests/test_generation.py -k "tiny or streaming or generation"
+else
+    echo "SKIPPED: no Python 3.8 on this machine (pyenv install 3.8 to run this check)" >&2
+fi
+
 step "pytest"
 .venv/bin/python -m pytest --require-full-reference "$@"

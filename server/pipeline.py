@@ -1,0 +1,73 @@
+"""Two-thread streaming for CPython: the flow LM generates frames in a worker thread while the
+caller's thread decodes them with Mimi, so the two halves of each frame overlap on two cores.
+
+NumPy releases the GIL inside its array operations, so the threads really run in parallel; BLAS
+should then use one thread per caller (OPENBLAS_NUM_THREADS=1), or the two halves fight over the
+cores. Frames that queued up while the decoder was busy are decoded in one call (as the official
+package does), which costs less than one by one. The audio equals `model.stream` up to float32
+rounding. The core itself stays single-threaded; this adapter is for CPython only.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any, Iterator, List
+
+import numpy as np
+
+from core.model import Frame, TTSModel
+
+# At most this many queued frames are decoded together (bounded latency of the batch's first frame).
+MAX_BATCH = 8
+_DONE = object()
+
+
+def stream(model: TTSModel, text: str, voice: Any, **options: Any) -> Iterator[np.ndarray]:
+    """Like `model.stream` (same options; bad input raises here, before any work)."""
+    return _pipelined(model, model.frames(text, voice, **options))
+
+
+def _pipelined(model: TTSModel, frames: Iterator[Frame]) -> Iterator[np.ndarray]:
+    items: queue.Queue[Any] = queue.Queue()
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for frame in frames:
+                if stop.is_set():
+                    break
+                items.put(frame)
+        except BaseException as error:  # handed to the consumer, which re-raises it
+            items.put(error)
+        finally:
+            frames.close()
+            items.put(_DONE)
+
+    worker = threading.Thread(target=produce, name="pocket-tts-flow-lm", daemon=True)
+    worker.start()
+    decoder = model.decoder()
+    try:
+        pending = None
+        while True:
+            item = items.get() if pending is None else pending
+            pending = None
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            batch: List[Frame] = [item]
+            while item.latent is not None and len(batch) < MAX_BATCH:
+                try:
+                    following = items.get_nowait()
+                except queue.Empty:
+                    break
+                if not isinstance(following, Frame) or following.latent is None or following.first:
+                    pending = following
+                    break
+                batch.append(following)
+            yield decoder.decode(batch)
+    finally:
+        # Closing the stream (a client that went away) stops the generation within a frame.
+        stop.set()
+        worker.join()
