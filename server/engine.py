@@ -54,7 +54,7 @@ class Engine:
         self.max_concurrent = max_concurrent
         self.active = 0
         self._lock = threading.Lock()
-        self._voices: "OrderedDict[str, VoiceState]" = OrderedDict()
+        self._voices: OrderedDict[str, VoiceState] = OrderedDict()
         self.default_voice_name = default_voice if default_voice is not None else model.default_voice
         # Loaded now: a voice that cannot be loaded fails at startup, not on the first request.
         self.default_voice = model.voice_state(self.default_voice_name)
@@ -65,7 +65,7 @@ class Engine:
         return sorted(self.model.voices)
 
     def voice(self, name: Optional[str]) -> VoiceState:
-        """"default"/None, a predefined voice, an OpenAI voice name, or an uploaded voice's id."""
+        """ "default"/None, a predefined voice, an OpenAI voice name, or an uploaded voice's id."""
         if name is None or name == "default":
             return self.default_voice
         if name in OPENAI_VOICES:
@@ -159,7 +159,6 @@ class Engine:
     def _release(self) -> None:
         with self._lock:
             self.active -= 1
-
 
 
 async def _relay(items: asyncio.Queue[Any], stop: threading.Event) -> AsyncIterator[np.ndarray]:

@@ -2,24 +2,23 @@
 caller's thread decodes them with Mimi, so the two halves of each frame overlap on two cores.
 
 NumPy releases the GIL inside its array operations, so the threads really run in parallel; BLAS
-should then use one thread per caller (OPENBLAS_NUM_THREADS=1), or the two halves fight over the
-cores. Frames that queued up while the decoder was busy are decoded in one call (as the official
-package does), which costs less than one by one. The audio equals `model.stream` up to float32
-rounding. The core itself stays single-threaded; this adapter is for CPython only.
+should then use one thread per caller (OPENBLAS_NUM_THREADS=1, or threadpoolctl), or the two
+halves fight over the cores. Frames are decoded one by one, exactly as `model.stream` does, so the
+audio is the same to the bit whatever the timing (the official package batches queued frames,
+whose rounding then depends on the machine's load). The core itself stays single-threaded; this
+adapter is for CPython only.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Iterator, List
+from typing import Any, Iterator
 
 import numpy as np
 
 from core.model import Frame, TTSModel
 
-# At most this many queued frames are decoded together (bounded latency of the batch's first frame).
-MAX_BATCH = 8
 _DONE = object()
 
 
@@ -48,25 +47,13 @@ def _pipelined(model: TTSModel, frames: Iterator[Frame]) -> Iterator[np.ndarray]
     worker.start()
     decoder = model.decoder()
     try:
-        pending = None
         while True:
-            item = items.get() if pending is None else pending
-            pending = None
+            item = items.get()
             if item is _DONE:
                 return
             if isinstance(item, BaseException):
                 raise item
-            batch: List[Frame] = [item]
-            while item.latent is not None and len(batch) < MAX_BATCH:
-                try:
-                    following = items.get_nowait()
-                except queue.Empty:
-                    break
-                if not isinstance(following, Frame) or following.latent is None or following.first:
-                    pending = following
-                    break
-                batch.append(following)
-            yield decoder.decode(batch)
+            yield decoder.decode([item])
     finally:
         # Closing the stream (a client that went away) stops the generation within a frame.
         stop.set()

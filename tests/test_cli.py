@@ -9,6 +9,7 @@ import wave
 
 import numpy as np
 import soundfile
+
 from conftest import ROOT, TINY_DIR, VOICE_24K
 
 CONFIG = str(TINY_DIR / "tiny_lsd" / "config.yaml")

@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import TINY_DIR, VOICE_24K
 
 from core import AudioError, ConfigError, PocketTTSError, TextError, TTSModel, WeightsError
 from core.config import Config, load_yaml
+
+from conftest import TINY_DIR, VOICE_24K
 
 OFFICIAL_CONFIGS = Path(__file__).resolve().parent.parent / ".venv-ref/lib/python3.11/site-packages/pocket_tts/config"
 

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, ROOT, TINY_DIR, VOICE_24K, model_dir, record_int8
-from fake_hub import FakeHub
 
 from core import TTSModel, catalog
 from core.metrics import nmse_db
+
+from conftest import FIXTURES, ROOT, TINY_DIR, VOICE_24K, model_dir, record_int8
+from fake_hub import FakeHub
 
 MODEL = "english_2m_2026-10"
 TEXT = "Downloads are cached, then the model speaks offline."

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TINY_DIR, tiny_models
 
 from core import TTSModel, conv, mimi, transformer
 from core.metrics import nmse_db
+
+from conftest import TINY_DIR, tiny_models
 
 rng = np.random.default_rng(0)
 

@@ -6,11 +6,12 @@ import json
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, run_reference
 
 from core import TextError
 from core.text import TextOptions, prepare_text_prompt, split_into_chunks, split_pauses
 from core.tokenizer import Tokenizer
+
+from conftest import FIXTURES, run_reference
 
 LONG = " ".join(f"word{i}" for i in range(80))
 TEXTS = [

@@ -6,10 +6,11 @@ import json
 
 import numpy as np
 import pytest
-from conftest import TINY_DIR, VOICE_24K, run_reference
 
 from core import TTSModel, VoiceError, safetensors_file
 from core.metrics import nmse_db
+
+from conftest import TINY_DIR, VOICE_24K, run_reference
 
 OFFICIAL_GENERATE = """
 import os, sys

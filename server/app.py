@@ -1,0 +1,355 @@
+"""The Litestar app: the API over one loaded model, and the web UI at /.
+
+    python -m server --model english --voice alba           # see server/__main__.py
+    POCKET_TTS_MODEL=english uvicorn server.app:app         # the same app for uvicorn directly
+
+Routes: GET /health, GET /voices, POST /voices (upload), POST /generate (WAV), POST /stream
+(raw 16-bit PCM as it is generated), POST /tts (the official server's form), POST /v1/audio/speech
+(OpenAI's). OpenAPI at /schema. Every error is a JSON body in OpenAI's shape.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, AsyncIterator, Dict, List, Optional
+
+import anyio
+import msgspec
+import numpy as np
+from litestar import Litestar, MediaType, Request, Response, get, post
+from litestar.datastructures import UploadFile
+from litestar.enums import RequestEncodingType
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.openapi import OpenAPIConfig
+from litestar.params import Body, JSONBody
+from litestar.response import Stream
+from litestar.static_files import create_static_files_router
+
+from core import PocketTTSError, TTSModel, VoiceState
+from core.audio import pcm16, wav_header
+from server import audio_out
+from server.engine import OPENAI_VOICES, Busy, Engine
+from server.schemas import (
+    MAX_TEXT,
+    ErrorBody,
+    ErrorDetail,
+    GenerateRequest,
+    Health,
+    SpeechRequest,
+    UploadedVoice,
+    Voices,
+)
+
+WEB = Path(__file__).resolve().parent.parent / "web"
+MAX_UPLOAD = 20 * 1024 * 1024  # bytes of a voice upload (and of any request body)
+PCM_HEADERS = {"X-Sample-Format": "s16le", "X-Channels": "1"}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, param: Optional[str] = None, code: Optional[str] = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+
+
+def _error(
+    status: int,
+    message: str,
+    param: Optional[str] = None,
+    code: Optional[str] = None,
+    headers: Optional[Dict[str, str]] = None,
+) -> Response:
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    body = ErrorBody(ErrorDetail(message=message, type=kind, param=param, code=code))
+    return Response(msgspec.json.encode(body), status_code=status, media_type=MediaType.JSON, headers=headers)
+
+
+def _engine(request: Request) -> Engine:
+    return request.app.state.engine
+
+
+# Routes
+
+
+@get("/health", summary="Server status and the loaded model")
+async def health(request: Request) -> Health:
+    engine = _engine(request)
+    return Health(
+        status="ok",
+        model=engine.model.name,
+        sample_rate=engine.model.sample_rate,
+        default_voice=str(engine.default_voice_name),
+        active_generations=engine.active,
+        max_concurrent=engine.max_concurrent,
+    )
+
+
+@get("/voices", summary="Predefined voices of the loaded model, and OpenAI's names")
+async def voices(request: Request) -> Voices:
+    engine = _engine(request)
+    table = {name: (mapped if mapped in engine.model.voices else "default") for name, mapped in OPENAI_VOICES.items()}
+    return Voices(default=str(engine.default_voice_name), voices=engine.voice_names(), openai_voices=table)
+
+
+@post("/voices", summary="Upload a recording to clone (wav, flac, ogg or mp3); returns its voice id", status_code=200)
+async def upload_voice(
+    request: Request, data: Annotated[Dict[str, UploadFile], Body(media_type=RequestEncodingType.MULTI_PART)]
+) -> UploadedVoice:
+    upload = data.get("voice_wav") or data.get("file")
+    if upload is None:
+        raise ApiError(400, "send the recording as the multipart field 'voice_wav'", "voice_wav", "missing_field")
+    content = await upload.read()
+    voice_id = await anyio.to_thread.run_sync(_engine(request).upload, content, upload.filename or "upload")
+    return UploadedVoice(voice=voice_id)
+
+
+@post("/generate", summary="Speak a text; the whole WAV file", status_code=200, media_type="audio/wav")
+async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Response:
+    engine = _engine(request)
+    chunks = await engine.chunks(data.text, engine.voice(data.voice), data.options())
+    pcm = await _collect(request, chunks)
+    if pcm is None:
+        return Response(b"", status_code=499)
+    return Response(audio_out.encode(pcm, engine.model.sample_rate, "wav"), media_type="audio/wav")
+
+
+@post("/stream", summary="Speak a text; raw 16-bit PCM streamed as it is generated", status_code=200)
+async def stream(request: Request, data: JSONBody[GenerateRequest]) -> Stream:
+    engine = _engine(request)
+    chunks = await engine.chunks(data.text, engine.voice(data.voice), data.options())
+    headers = dict(PCM_HEADERS, **{"X-Sample-Rate": str(engine.model.sample_rate)})
+    return Stream(_pcm_bytes(chunks), media_type="application/octet-stream", headers=headers)
+
+
+@post(
+    "/tts",
+    summary="The official pocket-tts server's form: text, voice_url or voice_wav; a streamed WAV",
+    status_code=200,
+)
+async def tts(
+    request: Request, data: Annotated[Dict[str, Any], Body(media_type=RequestEncodingType.MULTI_PART)]
+) -> Stream:
+    """Form fields as the official server's (multipart, or url-encoded without an upload)."""
+    engine = _engine(request)
+    text = data.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise ApiError(400, "Text cannot be empty", "text", "empty_text")
+    if len(text) > MAX_TEXT:
+        raise ApiError(400, f"text is longer than {MAX_TEXT} characters", "text", "text_too_long")
+    voice_url, voice_wav = data.get("voice_url"), data.get("voice_wav")
+    if voice_url is not None and voice_wav is not None:
+        raise ApiError(400, "Cannot provide both voice_url and voice_wav", "voice_url", "conflicting_fields")
+    if isinstance(voice_wav, UploadFile):
+        content = await voice_wav.read()
+        voice = engine.voice(await anyio.to_thread.run_sync(engine.upload, content, voice_wav.filename or "upload"))
+    elif voice_url is not None:
+        if not isinstance(voice_url, str) or voice_url not in engine.model.voices:
+            raise ApiError(
+                400,
+                f"voice_url must be a predefined voice of this model: {engine.voice_names()}",
+                "voice_url",
+                "unknown_voice",
+            )
+        voice = engine.voice(voice_url)
+    else:
+        voice = engine.default_voice
+    chunks = await engine.chunks(text, voice, {})
+    return Stream(
+        _wav_stream(chunks, engine.model.sample_rate),
+        media_type="audio/wav",
+        headers={"Content-Disposition": "attachment; filename=generated_speech.wav"},
+    )
+
+
+@post("/v1/audio/speech", summary="OpenAI-compatible speech", status_code=200)
+async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Response:
+    engine = _engine(request)
+    fmt = data.response_format
+    if fmt == "aac" or not audio_out.available(fmt):
+        raise ApiError(
+            400,
+            f"response_format {fmt!r} is not supported here: use wav, pcm, flac"
+            + (", mp3" if audio_out.available("mp3") else "")
+            + (", opus" if audio_out.available("opus") else ""),
+            "response_format",
+            "unsupported_value",
+        )
+    if data.speed != 1.0:
+        raise ApiError(400, "speed other than 1.0 is not supported by Pocket TTS", "speed", "unsupported_value")
+    voice_name = data.voice if isinstance(data.voice, str) else data.voice.id
+    voice = _openai_voice(engine, voice_name)
+    chunks = await engine.chunks(data.input, voice, {})
+    rate = engine.model.sample_rate
+    if data.stream_format == "sse":
+        return Stream(_sse(chunks, rate, fmt), media_type="text/event-stream")
+    if fmt in ("pcm", "wav"):
+        return Stream(
+            _wav_stream(chunks, rate) if fmt == "wav" else _pcm_bytes(chunks),
+            media_type=audio_out.MEDIA_TYPES[fmt],
+            headers={"X-Sample-Rate": str(rate)},
+        )
+    pcm = await _collect(request, chunks)
+    if pcm is None:
+        return Response(b"", status_code=499)
+    return Response(audio_out.encode(pcm, rate, fmt), media_type=audio_out.MEDIA_TYPES[fmt])
+
+
+def _openai_voice(engine: Engine, name: str) -> VoiceState:
+    try:
+        return engine.voice(name)
+    except PocketTTSError as e:
+        raise ApiError(400, str(e), "voice", "unknown_voice") from None
+
+
+# Streaming bodies
+
+
+async def _pcm_bytes(chunks: AsyncIterator[np.ndarray]) -> AsyncIterator[bytes]:
+    async for chunk in chunks:
+        yield pcm16(chunk)
+
+
+async def _wav_stream(chunks: AsyncIterator[np.ndarray], sample_rate: int) -> AsyncIterator[bytes]:
+    yield wav_header(sample_rate)
+    async for chunk in chunks:
+        yield pcm16(chunk)
+
+
+async def _sse(chunks: AsyncIterator[np.ndarray], sample_rate: int, fmt: str) -> AsyncIterator[bytes]:
+    """OpenAI's speech events: base64 audio deltas, then `speech.audio.done`.
+
+    PCM and WAV deltas stream; a compressed format comes as one delta at the end.
+    """
+
+    def event(payload: dict) -> bytes:
+        return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+    samples = 0
+    kept: List[np.ndarray] = []
+    if fmt == "wav":
+        yield event({"type": "speech.audio.delta", "audio": base64.b64encode(wav_header(sample_rate)).decode()})
+    async for chunk in chunks:
+        samples += chunk.shape[0]
+        if fmt in ("pcm", "wav"):
+            yield event({"type": "speech.audio.delta", "audio": base64.b64encode(pcm16(chunk)).decode()})
+        else:
+            kept.append(chunk)
+    if kept:
+        data = audio_out.encode(np.concatenate(kept), sample_rate, fmt)
+        yield event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+    usage = {"input_tokens": 0, "output_tokens": samples // 1920, "total_tokens": samples // 1920}
+    yield event({"type": "speech.audio.done", "usage": usage})
+
+
+async def _collect(request: Request, chunks: AsyncIterator[np.ndarray]) -> Optional[np.ndarray]:
+    """All the audio of a generation; None if the client went away first (which stops it)."""
+    parts: List[np.ndarray] = []
+    gone = False
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            nonlocal gone
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            gone = True
+            group.cancel_scope.cancel()
+
+        group.start_soon(watch)
+        async for chunk in chunks:
+            parts.append(chunk)
+        group.cancel_scope.cancel()
+    if gone:
+        await chunks.aclose()
+        return None
+    return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+
+# Errors
+
+
+def _api_error(_: Request, error: ApiError) -> Response:
+    return _error(error.status, error.message, error.param, error.code)
+
+
+def _bad_input(_: Request, error: PocketTTSError) -> Response:
+    field = {"VoiceError": "voice", "AudioError": "voice", "TextError": "text"}.get(type(error).__name__)
+    return _error(400, str(error), field, type(error).__name__)
+
+
+def _busy(_: Request, error: Busy) -> Response:
+    return _error(
+        503,
+        "the server is busy: every generation slot is taken, retry shortly",
+        None,
+        "busy",
+        headers={"Retry-After": str(error.retry_after)},
+    )
+
+
+def _validation(_: Request, error: ValidationException) -> Response:
+    extra = error.extra if isinstance(error.extra, list) else []
+    first = extra[0] if extra and isinstance(extra[0], dict) else {}
+    param = str(first.get("key") or "") or None
+    message = str(first.get("message") or error.detail or "invalid request")
+    return _error(400, f"{error.detail}: {message}" if first else message, param, "invalid_request")
+
+
+def _http(_: Request, error: HTTPException) -> Response:
+    messages = {
+        400: f"malformed request body: {error.detail}",
+        413: f"request body larger than {MAX_UPLOAD} bytes",
+        415: "unsupported content type",
+    }
+    message = messages.get(error.status_code, str(error.detail))
+    return _error(error.status_code, message, None, str(error.status_code), headers=error.headers)
+
+
+def _unexpected(_: Request, error: Exception) -> Response:
+    return _error(500, f"internal error: {type(error).__name__}", None, "internal_error")
+
+
+# The app
+
+
+def create_app(engine: Optional[Engine] = None, web: Path = WEB) -> Litestar:
+    """The app over `engine`; without one, the lifespan loads the model the environment names
+    (POCKET_TTS_MODEL, POCKET_TTS_VOICE, POCKET_TTS_MAX_CONCURRENT), as `uvicorn server.app:app` does."""
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        from threadpoolctl import threadpool_limits
+
+        # One BLAS thread per caller: generations run side by side (and give the same bytes alone
+        # or together, since BLAS results depend on its thread count).
+        with threadpool_limits(limits=1, user_api="blas"):
+            app.state.engine = engine or engine_from_environment()
+            yield
+
+    handlers: List[Any] = [health, voices, upload_voice, generate, stream, tts, openai_speech]
+    if (web / "index.html").exists():
+        handlers.append(create_static_files_router(path="/", directories=[web], html_mode=True, name="web"))
+    return Litestar(
+        route_handlers=handlers,
+        lifespan=[lifespan],
+        openapi_config=OpenAPIConfig(title="Pocket TTS in NumPy", version="0.1.0", path="/schema"),
+        request_max_body_size=MAX_UPLOAD,
+        exception_handlers={
+            ApiError: _api_error,
+            PocketTTSError: _bad_input,
+            Busy: _busy,
+            ValidationException: _validation,
+            HTTPException: _http,
+            Exception: _unexpected,
+        },
+    )
+
+
+def engine_from_environment() -> Engine:
+    model = TTSModel.load(os.environ.get("POCKET_TTS_MODEL", "english"))
+    return Engine(model, os.environ.get("POCKET_TTS_VOICE"), int(os.environ.get("POCKET_TTS_MAX_CONCURRENT", "4")))
+
+
+app = create_app()

@@ -1,0 +1,334 @@
+"""The HTTP server: routes through Litestar's TestClient, and a real `python -m server` process
+driven by the official openai SDK and plain HTTP (concurrency, disconnects, overload)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import soundfile
+from litestar.testing import TestClient
+
+from core.audio import pcm16
+from server.app import create_app
+from server.engine import Engine
+
+from conftest import ROOT, TINY_DIR, VOICE_22K, VOICE_24K
+
+CONFIG = str(TINY_DIR / "tiny_lsd" / "config.yaml")
+QUIET = {"temperature": 0.0, "max_frames": 6}
+
+
+def expected_pcm(model, text: str, voice, **options) -> bytes:
+    return pcm16(model.generate(text, voice, **dict(QUIET, **options)))
+
+
+def error_of(response) -> dict:
+    body = response.json()
+    assert set(body) == {"error"} and {"message", "type", "param", "code"} <= set(body["error"]), body
+    return body["error"]
+
+
+@pytest.fixture(scope="module")
+def engine(model) -> Engine:
+    return Engine(model, str(VOICE_24K), max_concurrent=2)
+
+
+@pytest.fixture(scope="module")
+def client(engine):
+    with TestClient(app=create_app(engine)) as test_client:
+        yield test_client
+
+
+def test_health_and_voices(client, engine) -> None:
+    health = client.get("/health").json()
+    assert health["status"] == "ok" and health["sample_rate"] == 24000 and health["active_generations"] == 0
+    assert health["model"] == CONFIG
+    listing = client.get("/voices").json()
+    assert listing["voices"] == [] and listing["openai_voices"]["alloy"] == "default"
+
+
+def test_generate_returns_the_core_audio_as_wav(client, engine) -> None:
+    response = client.post("/generate", json={"text": "Hello world.", **QUIET})
+    assert response.status_code == 200 and response.headers["content-type"] == "audio/wav"
+    samples, rate = soundfile.read(io.BytesIO(response.content), dtype="int16")
+    assert rate == 24000 and samples.shape == (6 * 1920,)
+    assert samples.tobytes() == expected_pcm(engine.model, "Hello world.", engine.default_voice)
+
+
+def test_stream_is_raw_pcm_of_the_same_audio(client, engine) -> None:
+    response = client.post("/stream", json={"text": "Hello world.", **QUIET})
+    assert response.status_code == 200
+    assert response.headers["x-sample-rate"] == "24000" and response.headers["x-sample-format"] == "s16le"
+    assert response.content == expected_pcm(engine.model, "Hello world.", engine.default_voice)
+
+
+def test_official_tts_form(client, engine) -> None:
+    response = client.post("/tts", files={"text": (None, "Hello world.")})
+    assert response.status_code == 200 and response.headers["content-type"] == "audio/wav"
+    assert response.content[:4] == b"RIFF" and response.content[40:44] == b"\xff\xff\xff\xff"  # streamed WAV
+    with open(VOICE_22K, "rb") as f:
+        uploaded = client.post("/tts", files={"text": (None, "Hello world."), "voice_wav": ("me.wav", f.read())})
+    assert uploaded.status_code == 200 and len(uploaded.content) > 44
+    assert error_of(client.post("/tts", files={"text": (None, "  ")}))["message"] == "Text cannot be empty"
+    unknown = client.post("/tts", files={"text": (None, "Hi"), "voice_url": (None, "https://example.com/v.wav")})
+    assert unknown.status_code == 400 and error_of(unknown)["param"] == "voice_url"
+
+
+def test_uploaded_voice_is_encoded_once(client, engine, monkeypatch) -> None:
+    calls = []
+    original = engine.model.voice_state
+    monkeypatch.setattr(engine.model, "voice_state", lambda *a, **k: calls.append(1) or original(*a, **k))
+    samples, rate = soundfile.read(VOICE_22K, dtype="float32")
+    buffer = io.BytesIO()
+    soundfile.write(buffer, 0.9 * samples, rate, format="FLAC")  # a recording no other test uploads
+    data = buffer.getvalue()
+    first = client.post("/voices", files={"voice_wav": ("a.flac", data)}).json()["voice"]
+    second = client.post("/voices", files={"voice_wav": ("b.flac", data)}).json()["voice"]
+    assert first == second and first.startswith("upload:") and len(calls) == 1
+    spoken = client.post("/generate", json={"text": "Cloned.", "voice": first, **QUIET})
+    assert spoken.status_code == 200
+    assert spoken.content[44:] == expected_pcm(engine.model, "Cloned.", engine.voice(first))
+
+
+@pytest.mark.parametrize("payload, message", [(b"", "empty"), (b"RIFF1234WAVEnot audio", "cannot decode")])
+def test_bad_voice_uploads(client, payload: bytes, message: str) -> None:
+    response = client.post("/voices", files={"voice_wav": ("v.wav", payload)})
+    assert response.status_code == 400 and message in error_of(response)["message"]
+
+
+@pytest.mark.parametrize("fmt, container", [("wav", "WAV"), ("flac", "FLAC"), ("mp3", "MP3"), ("opus", "OGG")])
+def test_openai_speech_formats(client, fmt: str, container: str) -> None:
+    response = client.post(
+        "/v1/audio/speech", json={"model": "tts-1", "input": "Hello.", "voice": "alloy", "response_format": fmt}
+    )
+    assert response.status_code == 200, response.text
+    info = soundfile.info(io.BytesIO(response.content))
+    assert info.format == container and info.channels == 1 and info.duration > 0.3
+
+
+def test_openai_pcm_and_sse(client) -> None:
+    """OpenAI's API has no seed: the model's default temperature makes every call differ."""
+    body = {"model": "tts-1", "input": "Hello there.", "voice": {"id": "default"}}
+    pcm = client.post("/v1/audio/speech", json=dict(body, response_format="pcm"))
+    assert pcm.status_code == 200 and pcm.headers["content-type"] == "audio/pcm"
+    assert len(pcm.content) % (2 * 1920) == 0 and len(pcm.content) > 0
+    events = client.post("/v1/audio/speech", json=dict(body, response_format="pcm", stream_format="sse"))
+    assert events.headers["content-type"].startswith("text/event-stream")
+    parsed = [json.loads(line[len("data: ") :]) for line in events.text.splitlines() if line.startswith("data: ")]
+    assert parsed[-1]["type"] == "speech.audio.done" and len(parsed) > 2
+    audio = b"".join(base64.b64decode(e["audio"]) for e in parsed if e["type"] == "speech.audio.delta")
+    assert len(audio) % (2 * 1920) == 0 and len(audio) > 0
+
+
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"response_format": "aac"}, "response_format"),
+        ({"speed": 2.0}, "speed"),
+        ({"voice": "nobody"}, "voice"),
+        ({"response_format": "ogg-vorbis"}, "response_format"),
+        ({"input": ""}, "input"),
+    ],
+)
+def test_openai_errors_have_openai_shape(client, body: dict, param: str) -> None:
+    request = dict({"model": "tts-1", "input": "Hello.", "voice": "alloy"}, **body)
+    response = client.post("/v1/audio/speech", json=request)
+    assert response.status_code == 400
+    assert error_of(response)["param"] == param
+
+
+@pytest.mark.parametrize(
+    "request_kwargs, status, text",
+    [
+        ({"json": {"text": ""}}, 400, "text"),
+        ({"json": {"text": "   \n "}}, 400, "empty"),
+        ({"json": {"text": "x" * 5001}}, 400, "text"),
+        ({"json": {"text": "Hi.", "voice": "ghost"}}, 400, "unknown voice 'ghost'"),
+        ({"json": {"text": "Hi.", "temperature": -1}}, 400, "temperature"),
+        ({"json": {"text": "Hi.", "temperature": "NaN"}}, 400, "temperature"),
+        ({"json": {"text": "Hi.", "lsd_decode_steps": 0}}, 400, "lsd_decode_steps"),
+        ({"json": {"text": "Hi.", "seed": -5}}, 400, "seed"),
+        ({"json": {"text": "Hi.", "extra": 1}}, 400, "extra"),
+        ({"json": ["not", "an", "object"]}, 400, ""),
+        ({"content": b'{"text": "unterminated', "headers": {"content-type": "application/json"}}, 400, "malformed"),
+        ({"content": b"text=hi", "headers": {"content-type": "text/plain"}}, 400, ""),
+        ({"json": {"text": "[pause:forever] hi"}}, 400, "malformed pause"),
+    ],
+)
+def test_bad_input_gets_a_json_4xx_and_the_server_keeps_serving(client, request_kwargs, status: int, text: str) -> None:
+    response = client.post("/generate", **request_kwargs)
+    assert response.status_code == status, response.text
+    assert text.lower() in json.dumps(error_of(response)).lower()
+    assert client.get("/health").json()["status"] == "ok"
+
+
+def test_oversized_body_is_413_json(client) -> None:
+    response = client.post("/voices", files={"voice_wav": ("big.wav", b"\0" * (21 * 1024 * 1024))})
+    assert response.status_code == 413 and "larger than" in error_of(response)["message"]
+
+
+# A real server process
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveServer:
+    def __init__(self, *args: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [
+            sys.executable,
+            "-m",
+            "server",
+            "--model",
+            CONFIG,
+            "--voice",
+            str(VOICE_24K),
+            "--port",
+            str(self.port),
+            *args,
+        ]
+        self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+            if self.process.poll() is not None:
+                raise RuntimeError(self.process.stderr.read())
+        raise RuntimeError("the server did not start")
+
+    def active(self) -> int:
+        return httpx.get(self.url + "/health").json()["active_generations"]
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def live():
+    server = LiveServer("--max-concurrent", "8")
+    yield server
+    server.close()
+
+
+def test_openai_sdk_against_the_server(live) -> None:
+    from openai import OpenAI
+
+    client = OpenAI(base_url=live.url + "/v1", api_key="not-needed")
+    wav = client.audio.speech.create(
+        model="pocket-tts", voice="alloy", input="Hello from the SDK.", response_format="wav"
+    )
+    samples, rate = soundfile.read(io.BytesIO(wav.content), dtype="int16")
+    assert rate == 24000 and samples.size > 0
+    with client.audio.speech.with_streaming_response.create(
+        model="pocket-tts", voice="alloy", input="Hello from the SDK.", response_format="pcm"
+    ) as response:
+        assert response.headers["content-type"] == "audio/pcm"
+        pieces = list(response.iter_bytes())
+    streamed = b"".join(pieces)
+    assert len(streamed) % (2 * 1920) == 0 and np.abs(np.frombuffer(streamed, "<i2")).max() > 0
+
+
+def test_concurrent_requests_give_the_same_bytes_as_alone(live) -> None:
+    body = {"text": "Eight at once, each on its own.", "temperature": 0.0, "max_frames": 12, "eos_threshold": 100.0}
+    alone = httpx.post(live.url + "/generate", json=body, timeout=120).content
+    results = [None] * 8
+
+    def call(i: int) -> None:
+        results[i] = httpx.post(live.url + "/generate", json=body, timeout=120)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r.status_code == 200 for r in results), [r.status_code for r in results]
+    assert all(r.content == alone for r in results)
+    assert len(alone) == 44 + 12 * 1920 * 2
+
+
+def wait_idle(server: LiveServer, seconds: float = 5.0) -> float:
+    start = time.monotonic()
+    while server.active() and time.monotonic() - start < seconds:
+        time.sleep(0.02)
+    return time.monotonic() - start
+
+
+def test_a_client_that_goes_away_stops_its_generation(live) -> None:
+    body = {"text": "A very long story that nobody will hear to the end.", "max_frames": 3000, "eos_threshold": 100.0}
+    with httpx.stream("POST", live.url + "/stream", json=body, timeout=60) as response:
+        received = response.iter_bytes()  # kept: dropping the iterator closes the response
+        next(received)
+        assert live.active() == 1
+    assert wait_idle(live) < 2.0 and live.active() == 0
+    # The same for a request that waits for the whole file.
+    with socket.create_connection(("127.0.0.1", live.port)) as s:
+        payload = json.dumps(body).encode()
+        s.sendall(
+            b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(payload)}\r\n\r\n".encode()
+            + payload
+        )
+        deadline = time.monotonic() + 5
+        while live.active() == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert live.active() == 1
+    assert wait_idle(live) < 2.0 and live.active() == 0
+
+
+def test_overload_gets_a_quick_503_with_retry_after() -> None:
+    server = LiveServer("--max-concurrent", "1")
+    try:
+        body = {"text": "Keep the only slot busy.", "max_frames": 3000, "eos_threshold": 100.0}
+        with httpx.stream("POST", server.url + "/stream", json=body, timeout=60) as response:
+            received = response.iter_bytes()
+            next(received)
+            start = time.monotonic()
+            refused = httpx.post(server.url + "/generate", json={"text": "Me too."}, timeout=10)
+            assert time.monotonic() - start < 1.0
+            assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+            assert error_of(refused)["code"] == "busy"
+        wait_idle(server)
+        assert httpx.post(server.url + "/generate", json={"text": "Now.", **QUIET}, timeout=30).status_code == 200
+    finally:
+        server.close()
+
+
+def test_a_voice_that_cannot_load_fails_at_startup(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "server",
+            "--model",
+            CONFIG,
+            "--voice",
+            str(tmp_path / "no.wav"),
+            "--port",
+            str(free_port()),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1 and done.stderr.splitlines()[-1].startswith("error: voice not found")

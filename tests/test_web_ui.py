@@ -1,0 +1,79 @@
+"""The web UI in a real browser (Debian's Chromium through Playwright): server mode plays the
+stream through the AudioWorklet and records the run."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from test_server import LiveServer
+
+CHROMIUM = shutil.which("chromium")
+# Without the networking flags Chromium floods this machine's closed network with connections.
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def browser(request):
+    if CHROMIUM is None:
+        if request.config.getoption("--require-full-reference"):
+            pytest.fail("chromium is not installed (apt-get install chromium)")
+        pytest.skip("chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def ui_server():
+    server = LiveServer("--max-concurrent", "2")
+    yield server
+    server.close()
+
+
+def test_generate_in_server_mode_plays_audio_and_records_the_run(browser, ui_server) -> None:
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(ui_server.url + "/")
+    page.wait_for_function("window.pocketTTS && window.pocketTTS.ready", timeout=20_000)
+    assert page.input_value("#mode") == "server"
+    page.fill("#text", "Hello from the browser.")
+    page.click("#generate")
+    page.wait_for_function("window.pocketTTS.played.length >= 1", timeout=60_000)
+    run = page.evaluate("window.pocketTTS.runs[0]")
+    played = page.evaluate("window.pocketTTS.played[0]")
+    assert run["mode"] == "server" and set(run) == {"mode", "ttfc_ms", "ttfa_ms", "total_ms", "audio_ms"}
+    assert 0 < run["ttfc_ms"] <= run["ttfa_ms"] and run["ttfc_ms"] <= run["total_ms"]
+    assert run["audio_ms"] > 0 and played["samples"] >= run["audio_ms"] * 24 * 0.99
+    assert played["audible"] > 0.5 * played["samples"]
+    assert page.is_visible("#download") and page.get_attribute("#download", "href").startswith("blob:")
+    assert errors == []
+
+
+def test_stop_cancels_and_errors_show_in_the_page(browser, ui_server) -> None:
+    page = browser.new_page()
+    page.goto(ui_server.url + "/")
+    page.wait_for_function("window.pocketTTS.ready", timeout=20_000)
+    page.fill("#text", "Hello [pause:forever] there")
+    page.click("#generate")
+    page.wait_for_function("document.getElementById('status').classList.contains('error')", timeout=20_000)
+    assert "malformed pause" in page.inner_text("#status")
+    page.fill("#text", "A long text that goes on and on, " * 20)
+    page.click("#generate")
+    page.wait_for_function("!document.getElementById('stop').disabled", timeout=20_000)
+    page.click("#stop")
+    assert page.inner_text("#status") == "Stopped." and not page.is_disabled("#generate")
+    page.wait_for_timeout(300)
+    assert page.evaluate("window.pocketTTS.runs.length") == 0
