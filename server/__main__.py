@@ -16,6 +16,7 @@ def main() -> int:
     parser.add_argument("--voice", help="default voice: predefined name, audio file or .safetensors state")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--site", help="serve this built site (scripts.build_site: both engines) instead of web/")
     parser.add_argument(
         "--max-concurrent",
         type=int,
@@ -42,7 +43,14 @@ def main() -> int:
         f"serving {engine.model.name} with voice {engine.default_voice_name} on http://{args.host}:{args.port}",
         file=sys.stderr,
     )
-    uvicorn.run(create_app(engine), host=args.host, port=args.port, log_level="warning")
+    from pathlib import Path
+
+    web = Path(args.site) if args.site else None
+    if web is not None and not (web / "site.json").exists():
+        print(f"error: {web} is not a site built by scripts.build_site (no site.json)", file=sys.stderr)
+        return 1
+    app = create_app(engine) if web is None else create_app(engine, web=web)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 
 

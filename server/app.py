@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, AsyncIterator, Dict, List, Optional
@@ -315,8 +316,9 @@ def _unexpected(_: Request, error: Exception) -> Response:
 
 
 def create_app(engine: Optional[Engine] = None, web: Path = WEB) -> Litestar:
-    """The app over `engine`; without one, the lifespan loads the model the environment names
-    (POCKET_TTS_MODEL, POCKET_TTS_VOICE, POCKET_TTS_MAX_CONCURRENT), as `uvicorn server.app:app` does."""
+    """The app over `engine`, serving the page from `web` (web/, or a site from scripts.build_site);
+    without an engine, the lifespan loads the model the environment names (POCKET_TTS_MODEL,
+    POCKET_TTS_VOICE, POCKET_TTS_MAX_CONCURRENT, POCKET_TTS_SITE), as `uvicorn server.app:app` does."""
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -324,12 +326,15 @@ def create_app(engine: Optional[Engine] = None, web: Path = WEB) -> Litestar:
 
         # One BLAS thread per caller: generations run side by side (and give the same bytes alone
         # or together, since BLAS results depend on its thread count).
+        # A chunk crosses three threads (flow LM, decoder, event loop): hand the GIL over quickly,
+        # or each crossing may wait out the default 5 ms switch interval.
+        sys.setswitchinterval(0.0005)
         with threadpool_limits(limits=1, user_api="blas"):
             app.state.engine = engine or engine_from_environment()
             yield
 
     handlers: List[Any] = [health, voices, upload_voice, generate, stream, tts, openai_speech]
-    if (web / "index.html").exists():
+    if (web / "index.html").exists():  # the built site (both engines), or the UI's sources (server mode)
         handlers.append(create_static_files_router(path="/", directories=[web], html_mode=True, name="web"))
     return Litestar(
         route_handlers=handlers,
@@ -352,4 +357,4 @@ def engine_from_environment() -> Engine:
     return Engine(model, os.environ.get("POCKET_TTS_VOICE"), int(os.environ.get("POCKET_TTS_MAX_CONCURRENT", "4")))
 
 
-app = create_app()
+app = create_app(web=Path(os.environ.get("POCKET_TTS_SITE", str(WEB))))

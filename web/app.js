@@ -1,17 +1,19 @@
 // The page: text, voice, Generate/Stop, playback as audio arrives, a download link, and the TTFA
-// panel. Every finished run is appended to window.pocketTTS.runs as
+// panel. Two engines with one contract (speak, voices, uploadVoice): the server (POST /stream) and
+// the browser (Pyodide in a worker). Every finished run is appended to window.pocketTTS.runs as
 // {mode, ttfc_ms, ttfa_ms, total_ms, audio_ms}, and every run that played out to
 // window.pocketTTS.played as {samples, audible} (samples the worklet rendered, how many not
 // silent). Automation reads both (tests/test_web_ui.py, e2e/).
 
+import * as browser from "./browser-engine.js";
 import { Player, wavBlob } from "./player.js";
 import * as server from "./server-engine.js";
 
 const $ = (id) => document.getElementById(id);
-const engines = { server };
-const player = new Player(server.sampleRate);
-const state = { controller: null, run: null };
-window.pocketTTS = { runs: [], played: [], ready: false };
+const sampleRate = server.sampleRate;
+const player = new Player(sampleRate);
+const state = { controller: null, run: null, site: null, modes: [] };
+window.pocketTTS = { runs: [], played: [], ready: false, load: null, collect };
 
 function status(message, isError = false) {
   $("status").textContent = message;
@@ -42,15 +44,41 @@ function renderPanel() {
       "</tr>";
   });
   $("runs").innerHTML = medians.join("") + rows.join("");
+  const load = window.pocketTTS.load;
+  $("load").textContent = load
+    ? `In-browser model loaded in ${ms(load.total_ms)} ms (Pyodide ${ms(load.pyodide_ms)}, NumPy ${ms(load.numpy_ms)}, ` +
+      `download ${ms(load.download_ms)}, model ${ms(load.load_ms)}); the runs below are with it warm.`
+    : "";
 }
 
-async function loadVoices() {
-  const list = await server.voices();
+const engines = { server, browser };
+const mode = () => $("mode").value;
+
+function fillVoices(list) {
   const select = $("voice");
   select.innerHTML = "";
-  const add = (value, label) => select.append(new Option(label, value));
-  add("", `default (${list.default})`);
-  for (const name of list.voices) add(name, name);
+  select.append(new Option(`default (${list.default})`, ""));
+  for (const name of list.voices) select.append(new Option(name, name));
+}
+
+async function useMode(name) {
+  $("generate").disabled = true;
+  if (name === "server") {
+    fillVoices(await server.voices());
+    $("generate").disabled = false;
+    status("Ready (server).");
+    return;
+  }
+  const start = performance.now();
+  const { info, timings } = await browser.boot(state.site, (progress) => {
+    const share = progress.total ? ` ${Math.round((100 * progress.loaded) / progress.total)}%` : "";
+    status(`${progress.stage}…${share}`);
+  });
+  if (!window.pocketTTS.load) window.pocketTTS.load = { ...timings, total_ms: performance.now() - start };
+  fillVoices({ default: info.default_voice, voices: info.voices.filter((v) => v !== info.default_voice) });
+  renderPanel();
+  $("generate").disabled = false;
+  status(`Ready (in this browser: Python ${info.python}, NumPy ${info.numpy}).`);
 }
 
 async function generate() {
@@ -60,9 +88,8 @@ async function generate() {
     return;
   }
   stop();
-  const mode = $("mode").value;
   const controller = new AbortController();
-  const run = { mode, t0: performance.now(), ttfc: null, ttfa: null, end: null, chunks: [], samples: 0 };
+  const run = { mode: mode(), t0: performance.now(), ttfc: null, ttfa: null, end: null, chunks: [], samples: 0 };
   state.controller = controller;
   state.run = run;
   $("generate").disabled = true;
@@ -71,7 +98,7 @@ async function generate() {
   status("Generating…");
   try {
     await player.start();
-    await engines[mode].speak({
+    await engines[run.mode].speak({
       text,
       voice: $("voice").value,
       signal: controller.signal,
@@ -97,9 +124,8 @@ async function generate() {
 }
 
 function finish(run) {
-  const audioMs = (1000 * run.samples) / server.sampleRate;
-  const blob = wavBlob(run.chunks, server.sampleRate);
-  $("download").href = URL.createObjectURL(blob);
+  const audioMs = (1000 * run.samples) / sampleRate;
+  $("download").href = URL.createObjectURL(wavBlob(run.chunks, sampleRate));
   $("download").hidden = false;
   const record = () => {
     window.pocketTTS.runs.push({
@@ -122,6 +148,13 @@ function stop() {
   $("stop").disabled = true;
 }
 
+// All the audio of one generation, without playing it (for automated comparisons).
+async function collect({ mode: name, text, voice, options }) {
+  const chunks = [];
+  await engines[name].speak({ text, voice, options, signal: new AbortController().signal, onChunk: (c) => chunks.push(c) });
+  return chunks.flatMap((c) => Array.from(c));
+}
+
 player.on("first-audio", ({ time }) => {
   const run = state.run;
   if (!run || run.ttfa !== null) return;
@@ -138,12 +171,13 @@ $("stop").addEventListener("click", () => {
   stop();
   status("Stopped.");
 });
+$("mode").addEventListener("change", () => useMode(mode()).catch((error) => status(error.message, true)));
 $("voice-file").addEventListener("change", async (event) => {
   const file = event.target.files[0];
   if (!file) return;
-  status(`Uploading ${file.name}…`);
+  status(`Preparing the voice ${file.name}…`);
   try {
-    const id = await server.uploadVoice(file);
+    const id = await engines[mode()].uploadVoice(file);
     $("voice").append(new Option(`uploaded: ${file.name}`, id));
     $("voice").value = id;
     status(`Voice ${file.name} ready.`);
@@ -152,10 +186,17 @@ $("voice-file").addEventListener("change", async (event) => {
   }
 });
 
-loadVoices()
-  .then(() => {
-    window.pocketTTS.ready = true;
-    status("Ready.");
-  })
-  .catch((error) => status(`Cannot reach the server: ${error.message}`, true));
+async function start() {
+  const [hasServer, site] = await Promise.all([server.available(), browser.site()]);
+  state.site = site;
+  const select = $("mode");
+  select.innerHTML = "";
+  if (hasServer) select.append(new Option("server", "server"));
+  if (site) select.append(new Option("in this browser", "browser"));
+  if (!select.options.length) throw new Error("no engine: neither a server nor the in-browser site files answer");
+  await useMode(select.value);
+  window.pocketTTS.ready = true;
+}
+
 renderPanel();
+start().catch((error) => status(error.message, true));

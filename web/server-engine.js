@@ -4,8 +4,8 @@ export const sampleRate = 24000;
 
 // Calls onChunk(Float32Array) for every piece of audio received; resolves when the stream ends.
 // Rejects with the server's error message (a 4xx/5xx JSON body) or an AbortError on Stop.
-export async function speak({ text, voice, signal, onChunk }) {
-  const body = { text };
+export async function speak({ text, voice, signal, onChunk, options }) {
+  const body = { ...(options || {}), text };
   if (voice) body.voice = voice;
   const response = await fetch("/stream", {
     method: "POST",
@@ -41,7 +41,17 @@ export async function speak({ text, voice, signal, onChunk }) {
 export async function voices() {
   const response = await fetch("/voices");
   if (!response.ok) throw new Error(await errorMessage(response));
-  return response.json();
+  const list = await response.json();
+  return { default: list.default, voices: list.voices };
+}
+
+// Whether a server answers here (a static host of the site has none).
+export async function available() {
+  try {
+    return (await fetch("/health", { cache: "no-cache" })).ok;
+  } catch {
+    return false;
+  }
 }
 
 export async function uploadVoice(file) {

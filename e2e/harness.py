@@ -1,0 +1,170 @@
+"""What the browser runs need: built sites, a model server and a static file server on free ports,
+Debian's Chromium driven by Playwright, and the page's hooks (window.pocketTTS)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "build" / "reference"
+SITES = ROOT / "build" / "e2e"
+CHROMIUM = shutil.which("chromium")
+# Without the networking flags Chromium floods this machine's closed network with connections.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SHORT_TEXT = "Hello there, this is a short test."
+
+
+def fixture(model: str) -> Path:
+    directory = REFERENCE / model
+    if not (directory / "model.safetensors").exists():
+        raise FileNotFoundError(f"{directory} is missing: scripts/test.sh makes it")
+    return directory
+
+
+def site(model: str) -> Path:
+    """The static site of a fixture model (int8 bundle with its voice), built once."""
+    out = SITES / f"site-{model}"
+    if not (out / "site.json").exists():
+        from scripts.build_site import build
+
+        shutil.rmtree(out, ignore_errors=True)
+        voice = str(fixture(model) / "voice_state.safetensors")
+        build(str(fixture(model) / "config.yaml"), out, [voice], int8=True)
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(url: str, process: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args} exited: {process.stderr.read() if process.stderr else ''}")
+    raise RuntimeError(f"{url} did not answer")
+
+
+@contextmanager
+def model_server(model: str, site_dir: Optional[Path] = None) -> Iterator[str]:
+    """`python -m server` on a fixture model (serving the built site when given); yields its URL."""
+    port = free_port()
+    directory = fixture(model)
+    command = [
+        sys.executable,
+        "-m",
+        "server",
+        "--model",
+        str(directory / "config.yaml"),
+        "--voice",
+        str(directory / "voice_state.safetensors"),
+        "--port",
+        str(port),
+        "--max-concurrent",
+        "2",
+    ]
+    if site_dir is not None:
+        command += ["--site", str(site_dir)]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait(f"http://127.0.0.1:{port}/health", process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@contextmanager
+def static_server(directory: Path) -> Iterator[str]:
+    """The site from a plain static file server (e2e/static_server.py)."""
+    port = free_port()
+    command = [sys.executable, "-m", "e2e.static_server", "--directory", str(directory), "--port", str(port)]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait(f"http://127.0.0.1:{port}/site.json", process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    if CHROMIUM is None:
+        raise FileNotFoundError("chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+class Page:
+    """A page of the UI, with the byte count of what it downloads."""
+
+    def __init__(self, context: Any, url: str):
+        self.page = context.new_page()
+        self.errors: List[str] = []
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.responses: List[Any] = []
+        context.on("requestfinished", lambda request: self.responses.append(request))
+        self.page.goto(url + "/")
+        self.page.wait_for_function("window.pocketTTS && window.pocketTTS.ready", timeout=120_000)
+
+    @property
+    def downloaded(self) -> int:
+        """Bytes that came over the network (not from the HTTP cache or the Cache API)."""
+        return sum(max(0, request.sizes()["responseBodySize"]) for request in self.responses)
+
+    def use(self, mode: str) -> Dict[str, Any]:
+        """Switch the engine; for the browser, wait for the model and return its load timings."""
+        if self.page.input_value("#mode") != mode:
+            self.page.select_option("#mode", mode)
+        if mode == "browser":
+            self.page.wait_for_function("window.pocketTTS.load !== null", timeout=600_000)
+        self.page.wait_for_function("!document.getElementById('generate').disabled", timeout=600_000)
+        return self.page.evaluate("window.pocketTTS.load")
+
+    def run(self, text: str = SHORT_TEXT) -> Dict[str, Any]:
+        """Click Generate, wait until the run is recorded and its audio played out."""
+        done = self.page.evaluate("window.pocketTTS.runs.length")
+        self.page.fill("#text", text)
+        self.page.click("#generate")
+        self.page.wait_for_function(
+            f"window.pocketTTS.runs.length > {done} && window.pocketTTS.played.length > {done}", timeout=600_000
+        )
+        run = self.page.evaluate(f"window.pocketTTS.runs[{done}]")
+        run["played"] = self.page.evaluate(f"window.pocketTTS.played[{done}]")
+        return run
+
+    def collect(self, mode: str, text: str, options: Dict[str, Any]) -> List[float]:
+        """The audio of one generation (not played), through the page's engine."""
+        request = json.dumps({"mode": mode, "text": text, "voice": "", "options": options})
+        return self.page.evaluate(f"window.pocketTTS.collect({request})")

@@ -1,0 +1,136 @@
+"""Time to first audio of both modes, measured in Chromium: the web UI against `python -m server`
+(server mode) and the same UI from a static file server (in-browser mode).
+
+    .venv/bin/python -m e2e.ttfa                        # english and english_2m_2026-10, 20 runs
+    .venv/bin/python -m e2e.ttfa --models english_2m_2026-10 --runs 5
+
+Per model (int8 bundle of the fixture weights; the numbers measure speed, not voice quality):
+a cold page load and first run, then `--runs` warmed short-prompt runs per mode, a reload with the
+model cached, and the download sizes. Writes build/e2e/ttfa.json and ttfa.md and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from typing import Any, Dict, List
+
+from e2e import harness
+
+OUT = harness.ROOT / "build" / "e2e"
+METRICS = [("ttfc_ms", "TTFC (ms)"), ("ttfa_ms", "TTFA (ms)"), ("total_ms", "total (ms)"), ("rtf", "RTF")]
+
+
+def stats(values: List[float]) -> Dict[str, float]:
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)]
+    return {"median": statistics.median(ordered), "p90": p90, "min": ordered[0], "max": ordered[-1]}
+
+
+def summarize(runs: List[Dict[str, Any]]) -> Dict[str, Dict[str, float]]:
+    for run in runs:
+        run["rtf"] = run["total_ms"] / run["audio_ms"]
+    return {key: stats([run[key] for run in runs]) for key, _ in METRICS}
+
+
+def measure(model: str, runs: int, progress: Any = print) -> Dict[str, Any]:
+    site = harness.site(model)
+    result: Dict[str, Any] = {
+        "model": model,
+        "site_bytes": sum(p.stat().st_size for p in site.rglob("*") if p.is_file()),
+    }
+    with harness.chromium() as browser:
+        with harness.model_server(model) as server_url:
+            page = harness.Page(browser.new_context(), server_url)
+            page.use("server")
+            cold = page.run()
+            warm = []
+            for i in range(runs):
+                warm.append(page.run())
+                progress(f"  {model} server: run {i + 1}/{runs}")
+            result["server"] = {"cold": cold, "runs": warm, "summary": summarize(warm), "errors": page.errors}
+        with harness.static_server(site) as site_url:
+            context = browser.new_context()
+            page = harness.Page(context, site_url)
+            load = page.use("browser")
+            cold = page.run()
+            cold_bytes = page.downloaded
+            warm = []
+            for i in range(runs):
+                warm.append(page.run())
+                progress(f"  {model} browser: run {i + 1}/{runs}")
+            result["browser"] = {
+                "cold": cold,
+                "runs": warm,
+                "summary": summarize(warm),
+                "load": load,
+                "errors": page.errors,
+            }
+            again = harness.Page(context, site_url)  # a reload: the model comes from the Cache API
+            result["browser"]["cached_load"] = again.use("browser")
+            result["download"] = {"cold_bytes": cold_bytes, "cached_bytes": again.downloaded}
+    return result
+
+
+def markdown(results: List[Dict[str, Any]]) -> str:
+    lines = [
+        "| model | mode | " + " | ".join(f"{label} median / p90 / min / max" for _, label in METRICS) + " |",
+        "|---|---|" + "---|" * len(METRICS),
+    ]
+    for r in results:
+        for mode in ("server", "browser"):
+            summary = r[mode]["summary"]
+            cells = []
+            for key, _ in METRICS:
+                s = summary[key]
+                fmt = "{:.2f}" if key == "rtf" else "{:.0f}"
+                cells.append(" / ".join(fmt.format(s[k]) for k in ("median", "p90", "min", "max")))
+            lines.append(f"| {r['model']} | {mode} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "| model | cold start: Pyodide / NumPy / model download / model load (ms) | reload with cached model (ms) "
+        "| first run TTFA cold, server / browser (ms) | site size | downloaded cold / cached |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        load, cached = r["browser"]["load"], r["browser"]["cached_load"]
+        parts = " / ".join(f"{load[k]:.0f}" for k in ("pyodide_ms", "numpy_ms", "download_ms", "load_ms"))
+        first = f"{r['server']['cold']['ttfa_ms']:.0f} / {r['browser']['cold']['ttfa_ms']:.0f}"
+        sizes = f"{r['download']['cold_bytes'] / 1e6:.1f} MB / {r['download']['cached_bytes'] / 1e6:.1f} MB"
+        lines.append(
+            f"| {r['model']} | {parts} (total {load['total_ms']:.0f}) | {cached['total_ms']:.0f} (download "
+            f"{cached['download_ms']:.0f}) | {first} | {r['site_bytes'] / 1e6:.1f} MB | {sizes} |"
+        )
+    return "\n".join(lines)
+
+
+def save(result: Dict[str, Any]) -> str:
+    """Add one model's result to build/e2e/ttfa.json and rewrite ttfa.md; returns the table."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / "ttfa.json"
+    results = [r for r in (json.loads(path.read_text()) if path.exists() else []) if r["model"] != result["model"]]
+    results.append(result)
+    results.sort(key=lambda r: r["model"])
+    path.write_text(json.dumps(results, indent=1))
+    table = markdown(results)
+    (OUT / "ttfa.md").write_text(table + "\n")
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["english", "english_2m_2026-10"])
+    parser.add_argument("--runs", type=int, default=20, help="warmed runs per mode (default: %(default)s)")
+    args = parser.parse_args()
+    table = ""
+    for model in args.models:
+        print(f"{model}: building the site, starting the servers", file=sys.stderr)
+        table = save(measure(model, args.runs, lambda m: print(m, file=sys.stderr)))
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

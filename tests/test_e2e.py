@@ -1,0 +1,100 @@
+"""The in-browser engine end to end, in Debian's Chromium (Playwright): the core runs unchanged in
+Pyodide (the same PCM as CPython), both modes play audio, and the TTFA runs of e2e/ttfa.py (their
+report is written to build/e2e/ttfa.md; no test asserts a wall-clock bound)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from core import TTSModel
+from core.metrics import max_abs, nmse_db
+from e2e import harness, ttfa
+
+from conftest import VOICE_22K, record
+
+SMALL = "english_2m_2026-10"
+
+
+def require_browser(request) -> None:
+    if harness.CHROMIUM is None or not (harness.REFERENCE / SMALL / "model.safetensors").exists():
+        if request.config.getoption("--require-full-reference"):
+            pytest.fail("the browser tests need chromium and the full-size fixtures (scripts/test.sh)")
+        pytest.skip("needs chromium and the full-size fixtures")
+
+
+@pytest.fixture(scope="module")
+def small_site(request):
+    require_browser(request)
+    return harness.site(SMALL)
+
+
+@pytest.fixture(scope="module")
+def page(small_site):
+    with harness.chromium() as browser, harness.static_server(small_site) as url:
+        page = harness.Page(browser.new_context(), url)
+        page.use("browser")
+        yield page
+
+
+def test_the_core_gives_the_same_pcm_in_the_browser_and_on_cpython(page, small_site) -> None:
+    text = "The same numbers in every runtime."
+    options = {"temperature": 0.0, "max_frames": 20, "eos_threshold": 1000.0}
+    in_browser = np.array(page.collect("browser", text, options), dtype=np.float32)
+    on_cpython = TTSModel.load(str(small_site / "model")).generate(text, None, **options)
+    assert in_browser.shape == on_cpython.shape == (20 * 1920,)
+    error = nmse_db(in_browser, on_cpython)
+    record(SMALL + " (int8 bundle)", "PCM in Pyodide 0.17 vs CPython", error, max_abs(in_browser, on_cpython), -50)
+    assert error <= -50
+
+
+def test_the_browser_engine_reports_its_runtime(page) -> None:
+    assert page.page.evaluate("document.getElementById('status').textContent").startswith(
+        "Ready (in this browser: Python 3.8.2, NumPy 1.17.5)"
+    )
+    load = page.page.evaluate("window.pocketTTS.load")
+    assert all(load[k] > 0 for k in ("pyodide_ms", "numpy_ms", "download_ms", "load_ms", "total_ms"))
+
+
+def test_voice_upload_stop_and_errors_in_browser_mode(page) -> None:
+    page.page.set_input_files("#voice-file", str(VOICE_22K))
+    page.page.wait_for_function("document.getElementById('status').textContent.startsWith('Voice ')", timeout=120_000)
+    assert page.page.input_value("#voice").startswith("upload:")
+    run = page.run("Spoken with an uploaded voice.")
+    assert run["played"]["audible"] > 0
+    page.page.fill("#text", "Hello [pause:forever] there")
+    page.page.click("#generate")
+    page.page.wait_for_function("document.getElementById('status').classList.contains('error')", timeout=60_000)
+    assert "malformed pause" in page.page.inner_text("#status")
+    page.page.fill("#text", "A long text that goes on and on, " * 10)
+    page.page.click("#generate")
+    page.page.wait_for_function("window.pocketTTS.played.length >= 0 && !document.getElementById('stop').disabled")
+    page.page.click("#stop")
+    assert page.page.inner_text("#status") == "Stopped."
+    assert page.run()["played"]["audible"] > 0  # the worker is free again
+    assert page.errors == []
+
+
+def sane(run: dict) -> None:
+    assert 0 < run["ttfc_ms"] <= run["ttfa_ms"] and run["ttfc_ms"] <= run["total_ms"], run
+    assert run["audio_ms"] > 0 and run["played"]["samples"] >= run["audio_ms"] * 24 * 0.99, run
+    assert run["played"]["audible"] > 0.5 * run["played"]["samples"], run
+
+
+@pytest.mark.parametrize("model", [SMALL, "english"])
+def test_ttfa_runs_in_both_modes(request, model: str) -> None:
+    """Cold load then 20 warmed runs per mode (e2e/ttfa.py); the report goes to build/e2e/ttfa.md."""
+    require_browser(request)
+    result = ttfa.measure(model, runs=20, progress=lambda _message: None)
+    for mode in ("server", "browser"):
+        runs = [result[mode]["cold"]] + result[mode]["runs"]
+        assert len(runs) == 21 and all(r["mode"] == mode for r in runs)
+        for run in runs:
+            sane(run)
+        assert result[mode]["errors"] == []
+    assert result["download"]["cached_bytes"] < result["download"]["cold_bytes"]
+    model_bytes = sum(json.loads((harness.site(model) / "site.json").read_text())["model"]["files"].values())
+    assert result["download"]["cold_bytes"] - result["download"]["cached_bytes"] >= model_bytes  # model cached
+    ttfa.save(result)
