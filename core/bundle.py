@@ -20,8 +20,7 @@ from typing import Dict, List, Sequence
 
 from . import params, quantize, safetensors_file, sources, voice
 from .errors import PocketTTSError
-from .model import TTSModel
-from .tokenizer import Tokenizer
+from .model import TTSModel, load_weights
 
 
 def export(
@@ -38,18 +37,8 @@ def export(
     bundle then speaks only with its voice states).
     """
     files = sources.resolve(model_source)
-    tensors, metadata = safetensors_file.load(files.weights)
-    tensors = quantize.dequantize(tensors, metadata, files.weights)
-    model = TTSModel(
-        files.config,
-        tensors,
-        Tokenizer.from_file(files.tokenizer),
-        files.name,
-        files.weights,
-        files.voices,
-        files.default_voice,
-        files.voice_cloning,
-    )
+    tensors = load_weights(files.weights)
+    model = TTSModel.from_files(files, tensors)
     chosen = list(voices) or ([files.default_voice] if files.default_voice in files.voices else [])
     states = {_voice_name(v): model.voice_state(v) for v in chosen}
     keep_cloning = voice_cloning and model.can_clone_voices

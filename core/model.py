@@ -126,12 +126,14 @@ class TTSModel:
     def load(cls, source: str) -> TTSModel:
         """Load a catalog model by name ("english", downloaded and cached), an official-schema
         config file (.yaml or .json; local or hf:// paths), or a bundle folder (`core.cli export`)."""
-        files = sources.resolve(os.fspath(source))
-        tensors, metadata = safetensors_file.load(files.weights)
-        tensors = quantize.dequantize(tensors, metadata, files.weights)
+        return cls.from_files(sources.resolve(os.fspath(source)))
+
+    @classmethod
+    def from_files(cls, files: sources.ModelFiles, tensors: Optional[Dict[str, np.ndarray]] = None) -> TTSModel:
+        """A model from resolved files; `tensors` when the caller has read the weights already."""
         return cls(
             files.config,
-            tensors,
+            load_weights(files.weights) if tensors is None else tensors,
             Tokenizer.from_file(files.tokenizer),
             files.name,
             files.weights,
@@ -321,6 +323,12 @@ class TTSModel:
         if steps not in self._time_terms:
             self._time_terms[steps] = flow_lm.time_terms(self.flow_spec, self.params["flow_lm"], steps)
         return self._time_terms[steps]
+
+
+def load_weights(path: str) -> Dict[str, np.ndarray]:
+    """The float32 tensors of a weights file (int8 files are dequantized)."""
+    tensors, metadata = safetensors_file.load(path)
+    return quantize.dequantize(tensors, metadata, path)
 
 
 def _check_options(

@@ -3,22 +3,11 @@ stream through the AudioWorklet and records the run."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
-from test_server import LiveServer
+from e2e.harness import CHROMIUM, CHROMIUM_ARGS
 
-CHROMIUM = shutil.which("chromium")
-# Without the networking flags Chromium floods this machine's closed network with connections.
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+from test_server import LiveServer
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +19,7 @@ def browser(request):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
 
