@@ -40,7 +40,14 @@ step "core/ runs on Python 3.8 (vermin) and lint (ruff)"
 .venv/bin/ruff check .
 
 step "core/ on the Pyodide versions: Python 3.8 with NumPy 1.17.5 (.venv-py38)"
-py38=$(command -v python3.8 || ls "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.8*/bin/python3.8 2>/dev/null | tail -n 1 || true)
+py38=""
+for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.8*/bin/python3.8 python3.8; do
+    # pyenv's shims exist even where they cannot run: try each.
+    if "$candidate" -c "import sys; assert sys.version_info[:2] == (3, 8)" 2>/dev/null; then
+        py38=$candidate
+        break
+    fi
+done
 if [ -n "$py38" ]; then
     [ -x .venv-py38/bin/python ] || "$py38" -m venv .venv-py38
     .venv-py38/bin/pip install -q --disable-pip-version-check numpy==1.17.5 pyyaml pytest
