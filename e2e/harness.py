@@ -89,13 +89,8 @@ def model_server(model: str, site_dir: Optional[Path] = None) -> Iterator[str]:
     ]
     if site_dir is not None:
         command += ["--site", str(site_dir)]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        _wait(f"http://127.0.0.1:{port}/health", process)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with _serving(command, port, "/health") as url:
+        yield url
 
 
 @contextmanager
@@ -103,9 +98,16 @@ def static_server(directory: Path) -> Iterator[str]:
     """The site from a plain static file server (e2e/static_server.py)."""
     port = free_port()
     command = [sys.executable, "-m", "e2e.static_server", "--directory", str(directory), "--port", str(port)]
+    with _serving(command, port, "/site.json") as url:
+        yield url
+
+
+@contextmanager
+def _serving(command: List[str], port: int, probe: str) -> Iterator[str]:
+    """Run a server process until the block ends; yields its URL once `probe` answers."""
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        _wait(f"http://127.0.0.1:{port}/site.json", process)
+        _wait(f"http://127.0.0.1:{port}{probe}", process)
         yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
