@@ -20,6 +20,7 @@ import soundfile
 from litestar.testing import TestClient
 
 from core.audio import pcm16
+from e2e.harness import free_port
 from server.app import create_app
 from server.engine import Engine
 
@@ -179,12 +180,6 @@ def test_oversized_body_is_413_json(client) -> None:
 
 
 # A real server process
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LiveServer:
