@@ -59,10 +59,16 @@ def test_stop_cancels_and_errors_show_in_the_page(browser, ui_server) -> None:
     page.click("#generate")
     page.wait_for_function("document.getElementById('status').classList.contains('error')", timeout=20_000)
     assert "malformed pause" in page.inner_text("#status")
-    page.fill("#text", "A long text that goes on and on, " * 20)
-    page.click("#generate")
-    page.wait_for_function("!document.getElementById('stop').disabled", timeout=20_000)
+    # The stream is held until Stop has been clicked, so the generation cannot finish first.
+    held = []
+    page.route("**/stream", lambda route: held.append(route))
+    page.fill("#text", "A long text that goes on and on.")
+    with page.expect_request("**/stream"):
+        page.click("#generate")
+    assert not page.is_disabled("#stop")
     page.click("#stop")
     assert page.inner_text("#status") == "Stopped." and not page.is_disabled("#generate")
-    page.wait_for_timeout(300)
+    for route in held:
+        route.abort()
+    page.unroute("**/stream")
     assert page.evaluate("window.pocketTTS.runs.length") == 0
