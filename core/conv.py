@@ -10,15 +10,14 @@ matrix product per call (see `prepare_transposed`).
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Any, Dict
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-Params = Dict[str, np.ndarray]
+from . import ops
 
-# Largest im2col block, in float32 elements, so long inputs (voice prompts) stay in bounded memory.
-_IM2COL_BLOCK = 1 << 22
+Params = Dict[str, Any]
 
 
 def conv1d_context(kernel_size: int, stride: int, dilation: int) -> int:
@@ -33,28 +32,12 @@ def conv1d_init_state(p: Params, stride: int, dilation: int) -> np.ndarray:
 
 def conv1d_step(p: Params, x: np.ndarray, previous: np.ndarray, stride: int = 1, dilation: int = 1) -> np.ndarray:
     """x [C_in, T] (T a multiple of stride) -> [C_out, T // stride]; `previous` [C_in, P] is updated."""
-    weight = p["weight"]  # [C_out, C_in, K]
-    c_out, c_in, k = weight.shape
     context = previous.shape[1]
     padded = np.concatenate([previous, x], axis=1) if context else np.ascontiguousarray(x)  # [C_in, P + T]
-    t_out = x.shape[1] // stride
-    step = padded.strides[1]
-    windows = as_strided(
-        padded, shape=(c_in, k, t_out), strides=(padded.strides[0], dilation * step, stride * step)
-    )  # [C_in, K, T_out], a view
-    kernel = weight.reshape(c_out, c_in * k)  # [C_out, C_in*K]
-    block = max(1, _IM2COL_BLOCK // (c_in * k))
-    if t_out <= block:
-        y = kernel @ windows.reshape(c_in * k, t_out)  # [C_out, T_out]
-    else:
-        y = np.empty((c_out, t_out), dtype=np.float32)
-        for start in range(0, t_out, block):
-            stop = min(start + block, t_out)
-            y[:, start:stop] = kernel @ windows[:, :, start:stop].reshape(c_in * k, stop - start)
+    y = ops.conv(p["weight"], padded, x.shape[1] // stride, stride, dilation, p.get("bias"))  # [C_out, T // stride]
     if context:
         previous[...] = padded[:, padded.shape[1] - context :]
-    bias = p.get("bias")
-    return y if bias is None else y + bias[:, None]
+    return y
 
 
 def conv1d(p: Params, x: np.ndarray, stride: int = 1, dilation: int = 1, pad_mode: str = "constant") -> np.ndarray:
@@ -96,11 +79,11 @@ def conv_transpose1d_step(p: Params, x: np.ndarray, previous: np.ndarray, stride
     c_in, t = x.shape
     m = previous.shape[1] + 1
     padded = np.concatenate([previous, x], axis=1) if m > 1 else np.ascontiguousarray(x)  # [C_in, m - 1 + T]
-    step = padded.strides[1]
-    windows = as_strided(padded, shape=(c_in, m, t), strides=(padded.strides[0], step, step))  # [C_in, m, T]
     if groups == 1:
-        out = kernel[0] @ windows.reshape(c_in * m, t)  # [C_out * S, T]
+        out = ops.conv(kernel[0].reshape(rows, c_in, m), padded, t)  # [C_out * S, T]
     else:
+        step = padded.strides[1]
+        windows = as_strided(padded, shape=(c_in, m, t), strides=(padded.strides[0], step, step))  # [C_in, m, T]
         out = np.matmul(kernel, windows.reshape(groups, c_in // groups * m, t))  # [G, C_out/G * S, T]
     if m > 1:
         previous[...] = padded[:, padded.shape[1] - (m - 1) :]

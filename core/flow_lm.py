@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import nn, transformer
+from . import nn, ops, quantize, transformer
 from .config import Config
 
 
@@ -51,12 +51,12 @@ def prepare(p: Dict[str, Any]) -> None:
     are replaced by views into it, so no memory is duplicated."""
     net = p["flow_net"]
     layers = [block["adaLN_modulation"][1] for block in net["res_blocks"]] + [net["final_layer"]["adaLN_modulation"][1]]
-    weight = np.concatenate([layer["weight"] for layer in layers])  # [sum of 3F.. + 2F, F]
+    weight = quantize.concatenate([layer["weight"] for layer in layers])  # [sum of 3F.. + 2F, F]
     bias = np.concatenate([layer["bias"] for layer in layers])
     start = 0
     for layer in layers:
         rows = layer["weight"].shape[0]
-        layer["weight"], layer["bias"] = weight[start : start + rows], bias[start : start + rows]
+        layer["weight"], layer["bias"] = quantize.row_slice(weight, start, start + rows), bias[start : start + rows]
         start += rows
     net["modulation"] = {"weight": weight, "bias": bias}
 
@@ -70,7 +70,7 @@ def text_embeddings(p: Dict[str, Any], tokens: List[int]) -> np.ndarray:
 
 def voice_conditioning(spec: FlowLMSpec, p: Dict[str, Any], latents: np.ndarray) -> np.ndarray:
     """Mimi encoder latents [T, C] -> the voice prompt [T (+1 for BOS), d_model]."""
-    x = latents @ p["speaker_proj_weight"].T  # [T, C] -> [T, d_model]
+    x = ops.linear(latents, p["speaker_proj_weight"])  # [T, C] -> [T, d_model]
     if spec.insert_bos_before_voice:
         x = np.concatenate([p["bos_before_voice"][0], x])
     return x

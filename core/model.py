@@ -22,6 +22,7 @@ from . import (
     flow_lm,
     hub,
     mimi,
+    ops,
     params,
     quantize,
     safetensors_file,
@@ -130,10 +131,11 @@ class TTSModel:
 
     @classmethod
     def from_files(cls, files: sources.ModelFiles, tensors: Optional[Dict[str, np.ndarray]] = None) -> TTSModel:
-        """A model from resolved files; `tensors` when the caller has read the weights already."""
+        """A model from resolved files; `tensors` when the caller has read the weights already.
+        int8 weights stay int8 where the core.ops backend multiplies them (see quantize)."""
         return cls(
             files.config,
-            load_weights(files.weights) if tensors is None else tensors,
+            load_weights(files.weights, ops.current().keeps_int8) if tensors is None else tensors,
             Tokenizer.from_file(files.tokenizer),
             files.name,
             files.weights,
@@ -325,10 +327,11 @@ class TTSModel:
         return self._time_terms[steps]
 
 
-def load_weights(path: str) -> Dict[str, np.ndarray]:
-    """The float32 tensors of a weights file (int8 files are dequantized)."""
+def load_weights(path: str, keep_int8: bool = False) -> Dict[str, quantize.Weight]:
+    """The tensors of a weights file: float32, int8 ones dequantized, except that with `keep_int8`
+    the matrices of linear layers stay `Int8Matrix` (for a core.ops backend that multiplies them)."""
     tensors, metadata = safetensors_file.load(path)
-    return quantize.dequantize(tensors, metadata, path)
+    return quantize.dequantize(tensors, metadata, path, params.is_linear_matrix if keep_int8 else lambda key: False)
 
 
 def _check_options(

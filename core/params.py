@@ -15,11 +15,13 @@ import numpy as np
 from . import seanet
 from .config import TIME_CONDITIONS, Config, MimiTransformerConfig
 from .errors import WeightsError
+from .quantize import Int8Matrix, Weight
 
 Shapes = Dict[str, Tuple[int, ...]]
 # Keys that only serve voice cloning; see `voice_cloning_keys`.
 _CLONING_PREFIXES = ("mimi.encoder.", "mimi.encoder_transformer.", "mimi.downsample.")
 _SPEAKER_PROJ = "flow_lm.speaker_proj_weight"
+_LOOKUP_TABLE = "flow_lm.conditioner.embed.weight"
 
 
 def expected_shapes(cfg: Config) -> Shapes:
@@ -28,6 +30,12 @@ def expected_shapes(cfg: Config) -> Shapes:
     shapes.update(_flow_lm_shapes(cfg))
     shapes.update(_mimi_shapes(cfg))
     return shapes
+
+
+def is_linear_matrix(key: str) -> bool:
+    """Whether a 2-D tensor is a matrix the model multiplies as a linear layer (core.ops.linear):
+    all of them but the text embedding table, which is indexed."""
+    return key != _LOOKUP_TABLE
 
 
 def is_voice_cloning_key(key: str) -> bool:
@@ -43,7 +51,7 @@ def _flow_lm_shapes(cfg: Config) -> Shapes:
         "flow_lm.bos_emb": (ldim,),
         "flow_lm.emb_mean": (ldim,),
         "flow_lm.emb_std": (ldim,),
-        "flow_lm.conditioner.embed.weight": (f.lookup_table.n_bins + 1, f.lookup_table.rank or f.lookup_table.dim),
+        _LOOKUP_TABLE: (f.lookup_table.n_bins + 1, f.lookup_table.rank or f.lookup_table.dim),
         "flow_lm.input_linear.weight": (d, ldim),
         "flow_lm.out_norm.weight": (d,),
         "flow_lm.out_norm.bias": (d,),
@@ -153,7 +161,7 @@ def _mimi_shapes(cfg: Config) -> Shapes:
     return s
 
 
-def check(tensors: Dict[str, np.ndarray], cfg: Config, source: str) -> bool:
+def check(tensors: Dict[str, Weight], cfg: Config, source: str) -> bool:
     """Raise WeightsError unless `tensors` are this config's checkpoint; True if it can clone voices."""
     expected = expected_shapes(cfg)
     unexpected = sorted(set(tensors) - set(expected))
@@ -172,12 +180,12 @@ def check(tensors: Dict[str, np.ndarray], cfg: Config, source: str) -> bool:
         got = tuple(tensors[key].shape)
         if got != shape:
             raise WeightsError(f"{source}: tensor {key!r} has shape {list(got)}, the config implies {list(shape)}")
-        if tensors[key].dtype != np.float32:
+        if not isinstance(tensors[key], Int8Matrix) and tensors[key].dtype != np.float32:
             raise WeightsError(f"{source}: tensor {key!r} is {tensors[key].dtype}, expected float32")
     return can_clone
 
 
-def nest(tensors: Dict[str, np.ndarray]) -> Dict[str, Any]:
+def nest(tensors: Dict[str, Weight]) -> Dict[str, Any]:
     """{"a.b.0.c": x} -> {"a": {"b": [{"c": x}]}}: digit keys become list indices (None for gaps).
 
     Leaves become plain ndarray views (of memory-mapped files too): np.memmap's subclass hooks
@@ -189,7 +197,7 @@ def nest(tensors: Dict[str, np.ndarray]) -> Dict[str, Any]:
         parts = key.split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
-        node[parts[-1]] = value.view(np.ndarray)
+        node[parts[-1]] = value if isinstance(value, Int8Matrix) else value.view(np.ndarray)
     return _lists(root)
 
 

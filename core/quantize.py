@@ -1,52 +1,113 @@
-"""int8 weights: per-row symmetric int8 for matrices and convolution kernels, float32 scales.
+"""int8 weights: symmetric int8 with a float32 scale per group of consecutive values of each row.
 
-A quantized tensor keeps its checkpoint name and gets its scales beside it under `<name>.int8_scale`
-(one per row of the stored tensor: per output channel, per token of the text table, per input
-channel of a transposed convolution). Norms, biases, LayerScale and other small tensors stay
-float32. The file's metadata names the format and version. NumPy has no fast int8 matrix product,
-so models dequantize once at load (see README: the memory/speed trade).
+A quantized tensor keeps its checkpoint name and shape, and gets its scales beside it under
+`<name>.int8_scale`: [rows, groups], one scale per `group` values of each row of the tensor seen as
+[rows, rest] (rest = in_features for a linear layer, C_in * K for a convolution kernel). Version 1
+files (one scale per row, [rows]) still load. Norms, biases, LayerScale and other small tensors stay
+float32. The file's metadata names the format and version.
+
+At load, a runtime with int8 kernels (core.ops) keeps the matrices of linear layers as `Int8Matrix`
+(a quarter of the memory); everywhere else the weights are dequantized once, to exactly the float32
+values the kernels compute with (NumPy has no int8 matrix product).
 """
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Callable, Dict, Mapping, NamedTuple, Sequence, Tuple, Union
 
 import numpy as np
 
 from .errors import WeightsError
 
 FORMAT = "pocket-tts-numpy-int8"
-VERSION = "1"
+VERSION = "2"
+READABLE_VERSIONS = ("1", "2")
 SCALE_SUFFIX = ".int8_scale"
 # Tensors smaller than this stay float32: quantizing them saves nothing worth their error.
 MIN_ELEMENTS = 1024
+# Values per scale: finer groups follow the weights' local range (llama.cpp's q8_0 uses 32). 64
+# measured best per byte on the fixtures' weights (README, "int8 bundles").
+GROUP = 64
+
+
+class Int8Matrix(NamedTuple):
+    """A [rows, cols] matrix as int8 values and a float32 scale per group of `cols // groups` columns."""
+
+    values: np.ndarray  # int8 [rows, cols]
+    scales: np.ndarray  # float32 [rows, groups]
+
+    @property
+    def shape(self) -> Tuple[int, int]:
+        return self.values.shape
+
+    @property
+    def group(self) -> int:
+        return self.values.shape[1] // self.scales.shape[1]
+
+    def dequantize(self) -> np.ndarray:
+        return _dequantized(self.values, self.scales)
+
+
+Weight = Union[np.ndarray, Int8Matrix]
+
+
+def concatenate(weights: Sequence[Weight]) -> Weight:
+    """Matrices stacked by rows: int8 when all are int8 with the same groups, else float32."""
+    if all(isinstance(w, Int8Matrix) and w.scales.shape[1] == weights[0].scales.shape[1] for w in weights):
+        return Int8Matrix(np.concatenate([w.values for w in weights]), np.concatenate([w.scales for w in weights]))
+    return np.concatenate([w.dequantize() if isinstance(w, Int8Matrix) else w for w in weights])
+
+
+def row_slice(weight: Weight, start: int, stop: int) -> Weight:
+    """Rows [start, stop) of a matrix, as a view."""
+    if isinstance(weight, Int8Matrix):
+        return Int8Matrix(weight.values[start:stop], weight.scales[start:stop])
+    return weight[start:stop]
+
+
+def group_size(columns: int, group: int = GROUP) -> int:
+    """The group for rows of `columns` values: `group` where it divides them, else the whole row."""
+    return group if columns % group == 0 else columns
 
 
 def quantizes(value: np.ndarray) -> bool:
     return value.dtype == np.float32 and value.ndim >= 2 and value.size >= MIN_ELEMENTS
 
 
-def quantize(tensors: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+def quantize(
+    tensors: Mapping[str, np.ndarray], group: int = GROUP, keep: Callable[[str], bool] = lambda key: False
+) -> Dict[str, np.ndarray]:
+    """int8 tensors and their scales (`keep(key)`: leave that tensor float32)."""
     out: Dict[str, np.ndarray] = {}
     for key, value in tensors.items():
-        if not quantizes(value):
+        if not quantizes(value) or keep(key):
             out[key] = np.asarray(value, dtype=value.dtype)
             continue
         rows = value.reshape(value.shape[0], -1)  # [rows, rest]
-        peak = np.abs(rows).max(axis=1)  # [rows]
+        size = group_size(rows.shape[1], group)
+        groups = rows.reshape(rows.shape[0], -1, size)  # [rows, groups, size]
+        peak = np.abs(groups).max(axis=2)  # [rows, groups]
         scale = np.where(peak > 0, peak / np.float32(127), np.float32(1)).astype(np.float32)
-        out[key] = np.clip(np.round(rows / scale[:, None]), -127, 127).astype(np.int8).reshape(value.shape)
+        out[key] = np.clip(np.round(groups / scale[:, :, None]), -127, 127).astype(np.int8).reshape(value.shape)
         out[key + SCALE_SUFFIX] = scale
     return out
 
 
-def dequantize(tensors: Dict[str, np.ndarray], metadata: Dict[str, str], source: str) -> Dict[str, np.ndarray]:
-    """float32 tensors from an int8 file (a float file is returned as it is)."""
+def dequantize(
+    tensors: Dict[str, np.ndarray],
+    metadata: Dict[str, str],
+    source: str,
+    keep_int8: Callable[[str], bool] = lambda key: False,
+) -> Dict[str, Weight]:
+    """The tensors of a weights file, int8 ones dequantized to float32, or kept as `Int8Matrix` where
+    `keep_int8(key)` (2-D tensors only). A float file is returned as it is."""
     if metadata.get("format") != FORMAT:
-        return tensors
-    if metadata.get("version") != VERSION:
-        raise WeightsError(f"{source}: int8 format version {metadata.get('version')!r}, expected {VERSION}")
-    out: Dict[str, np.ndarray] = {}
+        return dict(tensors)
+    if metadata.get("version") not in READABLE_VERSIONS:
+        raise WeightsError(
+            f"{source}: int8 format version {metadata.get('version')!r}, expected one of {READABLE_VERSIONS}"
+        )
+    out: Dict[str, Weight] = {}
     for key, value in tensors.items():
         if key.endswith(SCALE_SUFFIX):
             continue
@@ -54,7 +115,26 @@ def dequantize(tensors: Dict[str, np.ndarray], metadata: Dict[str, str], source:
             out[key] = value
             continue
         scale = tensors.get(key + SCALE_SUFFIX)
-        if scale is None or scale.shape != (value.shape[0],):
+        rest = value.size // value.shape[0] if value.shape[0] else 0
+        if scale is not None and scale.ndim == 1:
+            scale = scale.reshape(-1, 1)  # version 1: one scale per row
+        if (
+            scale is None
+            or scale.ndim != 2
+            or scale.shape[0] != value.shape[0]
+            or scale.shape[1] == 0
+            or rest % scale.shape[1]
+        ):
             raise WeightsError(f"{source}: int8 tensor {key!r} has no matching {SCALE_SUFFIX}")
-        out[key] = value.astype(np.float32) * scale.reshape((-1,) + (1,) * (value.ndim - 1))
+        if value.ndim == 2 and keep_int8(key):
+            out[key] = Int8Matrix(np.asarray(value), np.ascontiguousarray(scale, dtype=np.float32))
+        else:
+            out[key] = _dequantized(value, scale)
     return out
+
+
+def _dequantized(values: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    rows, groups = scales.shape
+    grouped = values.reshape(rows, groups, -1).astype(np.float32)  # [rows, groups, size]
+    grouped *= scales[:, :, None]
+    return grouped.reshape(values.shape)

@@ -162,3 +162,26 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
     out.write_text("# Parity against pocket-tts 4.0.1\n\n" + text + "\n", encoding="utf-8")
     terminalreporter.write_sep("-", f"parity report (also in {out.relative_to(ROOT)})")
     terminalreporter.write_line(text)
+
+
+@pytest.fixture(scope="session")
+def native_kernels(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """core/kernels.c compiled for this machine and loaded with ctypes: {name: function}."""
+    import ctypes
+
+    from core.kernels import SIGNATURES
+    from scripts.build_kernels import BuildError, build_native
+
+    try:
+        library = ctypes.CDLL(str(build_native(tmp_path_factory.mktemp("kernels"))))
+    except BuildError as e:
+        if request.config.getoption("--require-full-reference"):
+            pytest.fail(str(e))
+        pytest.skip(str(e))
+    types = {"p": ctypes.c_void_p, "i": ctypes.c_int}
+    functions = {}
+    for name, signature in SIGNATURES.items():
+        function = getattr(library, name)
+        function.argtypes, function.restype = [types[code] for code in signature], None
+        functions[name] = function
+    return functions

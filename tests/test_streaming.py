@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core import TTSModel, conv, mimi, transformer
+from core import TTSModel, conv, mimi, ops, transformer
 from core.metrics import nmse_db
 
 from conftest import TINY_DIR, tiny_models
@@ -64,7 +64,7 @@ def test_conv1d_long_input_in_blocks_equals_one_block(monkeypatch: pytest.Monkey
     p = {"weight": random(4, 3, 5), "bias": random(4)}
     x = random(3, 1000)
     whole = conv.conv1d(p, x)
-    monkeypatch.setattr(conv, "_IM2COL_BLOCK", 3 * 5 * 7)
+    monkeypatch.setattr(ops, "_IM2COL_BLOCK", 3 * 5 * 7)
     assert np.allclose(conv.conv1d(p, x), whole, atol=1e-6)
 
 

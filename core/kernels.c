@@ -1,0 +1,362 @@
+// The compiled kernels under core.ops: the matrix products and activations NumPy runs slowly where it
+// has no BLAS and no SIMD (Pyodide). Built to WebAssembly SIMD by scripts/build_kernels.py, and with
+// the same source natively (GCC/Clang vector extensions; the compiler picks the vector instructions).
+//
+// The WebAssembly module runs inside Pyodide's own memory: it imports that memory, and every pointer
+// is a NumPy array's data pointer handed over by core/kernels.py, which checks dtype, contiguity,
+// shapes and writability before each call. So the code must not own any memory: no globals, no
+// static data, no local arrays or address-taken locals (they would need a shadow stack at a fixed
+// address inside Pyodide's heap), no libc. The build fails if the module has globals or data.
+//
+// All arrays are C-contiguous float32 unless named otherwise; `bias` may be 0 (none).
+#include <stdint.h>
+
+#if defined(__wasm__)
+#include <wasm_simd128.h>
+#define EXPORT(name) __attribute__((export_name(#name)))
+#define LANES 4
+#else
+#define EXPORT(name) __attribute__((visibility("default")))
+#define LANES 8
+#endif
+
+// Vectors of LANES floats, loaded and stored at any 4-byte alignment.
+typedef float vf __attribute__((vector_size(LANES * 4), aligned(4), may_alias));
+typedef int32_t vi __attribute__((vector_size(LANES * 4), aligned(4), may_alias));
+
+#define LOAD(p) (*(const vf *)(p))
+#define STORE(p, v) (*(vf *)(p) = (v))
+
+static inline vf splat(float x) { return (vf){0} + x; }
+
+// Lanes of a where mask (a comparison's result) is set, else of b.
+static inline vf select(vi mask, vf a, vf b) { return (vf)(((vi)a & mask) | ((vi)b & ~mask)); }
+
+// The sum of the lanes (constant lane indices: a variable index would put the vector in memory).
+static inline float hsum(vf v) {
+#if LANES == 4
+  return (v[0] + v[1]) + (v[2] + v[3]);
+#else
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// int8 -> float32, 16 weights at a time: the sum over those 16 of x[k] * q[k] as one vector.
+
+#if defined(__wasm__)
+// The empty asm hides the sign extensions from LLVM, which would otherwise fold them with the
+// int -> float conversion into an i8 -> float convert that WebAssembly lacks, and scalarise it.
+static inline vf to_float(v128_t i) {
+  __asm__("" : "+r"(i));
+  return (vf)wasm_f32x4_convert_i32x4(i);
+}
+#define WIDEN16(q, f0, f1, f2, f3)                                                   \
+  do {                                                                               \
+    v128_t b_ = wasm_v128_load(q);                                                   \
+    v128_t lo_ = wasm_i16x8_extend_low_i8x16(b_), hi_ = wasm_i16x8_extend_high_i8x16(b_); \
+    f0 = to_float(wasm_i32x4_extend_low_i16x8(lo_));                                \
+    f1 = to_float(wasm_i32x4_extend_high_i16x8(lo_));                               \
+    f2 = to_float(wasm_i32x4_extend_low_i16x8(hi_));                                \
+    f3 = to_float(wasm_i32x4_extend_high_i16x8(hi_));                               \
+  } while (0)
+
+static inline vf qdot16(const float *x, const int8_t *q) {
+  vf f0, f1, f2, f3;
+  WIDEN16(q, f0, f1, f2, f3);
+  return (LOAD(x) * f0 + LOAD(x + 4) * f1) + (LOAD(x + 8) * f2 + LOAD(x + 12) * f3);
+}
+
+static inline void dequant16(const int8_t *q, vf scale, float *w) {
+  vf f0, f1, f2, f3;
+  WIDEN16(q, f0, f1, f2, f3);
+  STORE(w, f0 * scale);
+  STORE(w + 4, f1 * scale);
+  STORE(w + 8, f2 * scale);
+  STORE(w + 12, f3 * scale);
+}
+#else
+typedef int8_t vb __attribute__((vector_size(8), aligned(1), may_alias));
+
+static inline vf qdot16(const float *x, const int8_t *q) {
+  vf f0 = __builtin_convertvector(*(const vb *)q, vf), f1 = __builtin_convertvector(*(const vb *)(q + 8), vf);
+  return LOAD(x) * f0 + LOAD(x + 8) * f1;
+}
+
+static inline void dequant16(const int8_t *q, vf scale, float *w) {
+  STORE(w, __builtin_convertvector(*(const vb *)q, vf) * scale);
+  STORE(w + 8, __builtin_convertvector(*(const vb *)(q + 8), vf) * scale);
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Linear layers: Y[M, N] = X[M, K] @ W[N, K]^T + bias[N], the weight stored as nn.Linear stores it.
+
+// Rows of X per pass over W: a block of X (40 KB at K = 512) stays in cache while W streams by.
+#define ROW_BLOCK 16
+
+// Columns [0, 4) of Y (row stride N) for all M rows: four rows of W (w, stride K) against every
+// row of X, two X rows at a time.
+static void linear_4cols(const float *X, const float *w0, float *Y, int M, int N, int K) {
+  const float *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+  int kv = K - K % LANES;
+  int m = 0;
+  for (; m + 2 <= M; m += 2) {
+    const float *x0 = X + (long)m * K, *x1 = x0 + K;
+    vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+    for (int k = 0; k < kv; k += LANES) {
+      vf u = LOAD(x0 + k), v = LOAD(x1 + k), w;
+      w = LOAD(w0 + k); a0 += u * w; b0 += v * w;
+      w = LOAD(w1 + k); a1 += u * w; b1 += v * w;
+      w = LOAD(w2 + k); a2 += u * w; b2 += v * w;
+      w = LOAD(w3 + k); a3 += u * w; b3 += v * w;
+    }
+    float s0 = hsum(a0), s1 = hsum(a1), s2 = hsum(a2), s3 = hsum(a3);
+    float t0 = hsum(b0), t1 = hsum(b1), t2 = hsum(b2), t3 = hsum(b3);
+    for (int k = kv; k < K; k++) {
+      s0 += x0[k] * w0[k]; s1 += x0[k] * w1[k]; s2 += x0[k] * w2[k]; s3 += x0[k] * w3[k];
+      t0 += x1[k] * w0[k]; t1 += x1[k] * w1[k]; t2 += x1[k] * w2[k]; t3 += x1[k] * w3[k];
+    }
+    float *y0 = Y + (long)m * N, *y1 = y0 + N;
+    y0[0] = s0; y0[1] = s1; y0[2] = s2; y0[3] = s3;
+    y1[0] = t0; y1[1] = t1; y1[2] = t2; y1[3] = t3;
+  }
+  if (m < M) {  // the last odd row (the matrix-vector case): k unrolled twice, 8 accumulators
+    const float *x = X + (long)m * K;
+    vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+    int k = 0;
+    for (; k + 2 * LANES <= kv; k += 2 * LANES) {
+      vf u = LOAD(x + k), v = LOAD(x + k + LANES);
+      a0 += u * LOAD(w0 + k); b0 += v * LOAD(w0 + k + LANES);
+      a1 += u * LOAD(w1 + k); b1 += v * LOAD(w1 + k + LANES);
+      a2 += u * LOAD(w2 + k); b2 += v * LOAD(w2 + k + LANES);
+      a3 += u * LOAD(w3 + k); b3 += v * LOAD(w3 + k + LANES);
+    }
+    for (; k < kv; k += LANES) {
+      vf u = LOAD(x + k);
+      a0 += u * LOAD(w0 + k); a1 += u * LOAD(w1 + k); a2 += u * LOAD(w2 + k); a3 += u * LOAD(w3 + k);
+    }
+    float s0 = hsum(a0 + b0), s1 = hsum(a1 + b1), s2 = hsum(a2 + b2), s3 = hsum(a3 + b3);
+    for (k = kv; k < K; k++) {
+      s0 += x[k] * w0[k]; s1 += x[k] * w1[k]; s2 += x[k] * w2[k]; s3 += x[k] * w3[k];
+    }
+    float *y = Y + (long)m * N;
+    y[0] = s0; y[1] = s1; y[2] = s2; y[3] = s3;
+  }
+}
+
+static float dot(const float *x, const float *w, int K) {
+  vf a = {0};
+  int k = 0;
+  for (; k + LANES <= K; k += LANES) a += LOAD(x + k) * LOAD(w + k);
+  float s = hsum(a);
+  for (; k < K; k++) s += x[k] * w[k];
+  return s;
+}
+
+// `count` columns of Y (row stride N) for all M rows, from `count` rows of W starting at W.
+static void linear_cols(const float *X, const float *W, float *Y, int M, int N, int K, int count) {
+  int n = 0;
+  for (; n + 4 <= count; n += 4) linear_4cols(X, W + (long)n * K, Y + n, M, N, K);
+  for (; n < count; n++)
+    for (int m = 0; m < M; m++) Y[(long)m * N + n] = dot(X + (long)m * K, W + (long)n * K, K);
+}
+
+static void add_bias(float *Y, const float *bias, int M, int N) {
+  if (!bias) return;
+  for (int m = 0; m < M; m++) {
+    float *y = Y + (long)m * N;
+    int n = 0;
+    for (; n + LANES <= N; n += LANES) STORE(y + n, LOAD(y + n) + LOAD(bias + n));
+    for (; n < N; n++) y[n] += bias[n];
+  }
+}
+
+EXPORT(pk_linear_f32)
+void pk_linear_f32(const float *X, const float *W, const float *bias, float *Y, int M, int N, int K) {
+  for (int m = 0; m < M; m += ROW_BLOCK) {
+    int rows = M - m < ROW_BLOCK ? M - m : ROW_BLOCK;
+    linear_cols(X + (long)m * K, W, Y + (long)m * N, rows, N, K, N);
+  }
+  add_bias(Y, bias, M, N);
+}
+
+// int8 weights Q[N, K] with a float32 scale per group of G consecutive columns of each row,
+// S[N, K / G]: W[n, k] = Q[n, k] * S[n, k / G]. One row of X (the autoregressive step) multiplies
+// in registers, reading each weight byte once; more rows dequantize 4 weight rows at a time into
+// `scratch` (float32 [4 * K], the caller's) and run the float32 kernel on them, exactly as if the
+// whole matrix had been dequantized first.
+EXPORT(pk_linear_i8)
+void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const float *bias, float *Y, int M, int N, int K,
+                  int G, float *scratch) {
+  int groups = K / G;
+  if (M == 1) {
+    for (int n = 0; n < N; n++) {
+      const int8_t *q = Q + (long)n * K;
+      const float *s = S + (long)n * groups;
+      vf total = {0};
+      float rest = 0;
+      for (int g = 0; g < groups; g++) {
+        int k = g * G, end = k + G;
+        vf acc = {0};
+        for (; k + 16 <= end; k += 16) acc += qdot16(X + k, q + k);
+        float tail = 0;
+        for (; k < end; k++) tail += X[k] * q[k];
+        total += acc * s[g];
+        rest += tail * s[g];
+      }
+      Y[n] = hsum(total) + rest;
+    }
+    add_bias(Y, bias, M, N);
+    return;
+  }
+  for (int n = 0; n < N; n += 4) {
+    int rows = N - n < 4 ? N - n : 4;
+    for (int r = 0; r < rows; r++) {
+      const int8_t *q = Q + (long)(n + r) * K;
+      const float *s = S + (long)(n + r) * groups;
+      float *w = scratch + (long)r * K;
+      for (int g = 0; g < groups; g++) {
+        int k = g * G, end = k + G;
+        for (; k + 16 <= end; k += 16) dequant16(q + k, splat(s[g]), w + k);
+        for (; k < end; k++) w[k] = (float)q[k] * s[g];
+      }
+    }
+    for (int m = 0; m < M; m += ROW_BLOCK) {
+      int count = M - m < ROW_BLOCK ? M - m : ROW_BLOCK;
+      linear_cols(X + (long)m * K, scratch, Y + (long)m * N + n, count, N, K, rows);
+    }
+  }
+  add_bias(Y, bias, M, N);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Convolution over time, channels first: Y[M, N] = sum over c < C, j < T of
+// W[M, C, T][m, c, j] * X[c * ldx + n + j * dilation], + bias[m]. X rows hold the left context
+// (ldx >= N + (T - 1) * dilation). With T = 1 this is the plain product W[M, C] @ X[C, N].
+// Output columns are computed 2 vectors at a time against 4 weight rows; the strip of X they read
+// stays in cache across all the weight rows.
+
+static inline __attribute__((always_inline)) void conv_block(const float *W, const float *X, float *Y, int M, int C, int T, int N, int ldx, int dilation,
+                       int n, int width) {
+  int ct = C * T;
+  int m = 0;
+  for (; m + 4 <= M; m += 4) {
+    const float *w0 = W + (long)m * ct, *w1 = w0 + ct, *w2 = w1 + ct, *w3 = w2 + ct;
+    vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+    for (int c = 0; c < C; c++) {
+      for (int j = 0; j < T; j++) {
+        const float *x = X + (long)c * ldx + n + j * dilation;
+        int i = c * T + j;
+        vf u = LOAD(x), v = width > LANES ? LOAD(x + LANES) : u;
+        vf s0 = splat(w0[i]), s1 = splat(w1[i]), s2 = splat(w2[i]), s3 = splat(w3[i]);
+        a0 += u * s0; b0 += v * s0;
+        a1 += u * s1; b1 += v * s1;
+        a2 += u * s2; b2 += v * s2;
+        a3 += u * s3; b3 += v * s3;
+      }
+    }
+    float *y = Y + (long)m * N + n;
+    STORE(y, a0); STORE(y + N, a1); STORE(y + 2 * N, a2); STORE(y + 3 * N, a3);
+    if (width > LANES) {
+      STORE(y + LANES, b0); STORE(y + N + LANES, b1); STORE(y + 2 * N + LANES, b2); STORE(y + 3 * N + LANES, b3);
+    }
+  }
+  for (; m < M; m++) {
+    const float *w = W + (long)m * ct;
+    vf a = {0}, b = {0};
+    for (int c = 0; c < C; c++) {
+      for (int j = 0; j < T; j++) {
+        const float *x = X + (long)c * ldx + n + j * dilation;
+        vf s = splat(w[c * T + j]);
+        a += LOAD(x) * s;
+        if (width > LANES) b += LOAD(x + LANES) * s;
+      }
+    }
+    float *y = Y + (long)m * N + n;
+    STORE(y, a);
+    if (width > LANES) STORE(y + LANES, b);
+  }
+}
+
+EXPORT(pk_conv_f32)
+void pk_conv_f32(const float *W, const float *X, const float *bias, float *Y, int M, int C, int T, int N, int ldx,
+                 int dilation) {
+  int n = 0;
+  for (; n + 2 * LANES <= N; n += 2 * LANES) conv_block(W, X, Y, M, C, T, N, ldx, dilation, n, 2 * LANES);
+  for (; n + LANES <= N; n += LANES) conv_block(W, X, Y, M, C, T, N, ldx, dilation, n, LANES);
+  for (; n < N; n++) {
+    for (int m = 0; m < M; m++) {
+      const float *w = W + (long)m * C * T;
+      float s = 0;
+      for (int c = 0; c < C; c++)
+        for (int j = 0; j < T; j++) s += w[c * T + j] * X[(long)c * ldx + n + j * dilation];
+      Y[(long)m * N + n] = s;
+    }
+  }
+  if (bias)
+    for (int m = 0; m < M; m++) {
+      float *y = Y + (long)m * N;
+      vf b = splat(bias[m]);
+      int i = 0;
+      for (; i + LANES <= N; i += LANES) STORE(y + i, LOAD(y + i) + b);
+      for (; i < N; i++) y[i] += bias[m];
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activations. exp(x) as 2^n * e^r with n = round(x / ln 2) and |r| <= ln(2) / 2, e^r by the
+// classic Cephes polynomial (within 2 ulp of the correctly rounded float).
+
+static inline vf vexp(vf x) {
+  x = select(x < -87.3f, splat(-87.3f), x);  // below, e^x is no normal float (and e^x - 1 is -1 anyway)
+  x = select(x > 88.3f, splat(88.3f), x);
+  vf shifter = splat(12582912.0f);      // 1.5 * 2^23: adding it rounds to an integer
+  vf n = (x * 1.44269504088896341f + shifter) - shifter;
+  vf r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln 2 in two parts, for an exact product
+  vf p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  vi bits = (__builtin_convertvector(n, vi) + 127) << 23;  // 2^n
+  return p * (vf)bits;
+}
+
+static inline float sexp(float x) {
+  vf v = vexp(splat(x));
+  return v[0];
+}
+
+// ELU: max(x, e^min(x, 0) - 1), as core.nn.elu.
+EXPORT(pk_elu)
+void pk_elu(const float *X, float *Y, int n) {
+  int i = 0;
+  for (; i + LANES <= n; i += LANES) {
+    vf x = LOAD(X + i);
+    vf e = vexp(select(x < 0, x, splat(0))) - 1.0f;
+    STORE(Y + i, select(x > e, x, e));
+  }
+  for (; i < n; i++) {
+    float x = X[i], e = sexp(x < 0 ? x : 0) - 1.0f;
+    Y[i] = x > e ? x : e;
+  }
+}
+
+// GELU with the tanh approximation: 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)),
+// u = sqrt(2 / pi) (x + 0.044715 x^3).
+EXPORT(pk_gelu_tanh)
+void pk_gelu_tanh(const float *X, float *Y, int n) {
+  const float c = -2.0f * 0.7978845608028654f;
+  int i = 0;
+  for (; i + LANES <= n; i += LANES) {
+    vf x = LOAD(X + i);
+    STORE(Y + i, x / (1.0f + vexp(c * (x + 0.044715f * x * x * x))));
+  }
+  for (; i < n; i++) {
+    float x = X[i];
+    Y[i] = x / (1.0f + sexp(c * (x + 0.044715f * x * x * x)));
+  }
+}

@@ -1,0 +1,228 @@
+"""The compiled kernels of core/kernels.c as a core.ops backend.
+
+The kernels take raw pointers: in the browser they run inside Pyodide's own WebAssembly memory, so
+Python hands them NumPy data pointers and nothing is copied; natively they are the same C compiled
+for the machine. A kernel trusts its pointers, and inside Pyodide an out-of-bounds write does not
+trap, it silently corrupts the heap. So every call goes through `KernelBinding`, which checks each
+array's type, dtype, C-contiguity, shape and (for outputs) writability first, and refuses anything
+else with a KernelArgumentError naming the argument. `CompiledKernels` is the backend on top: it
+makes activations contiguous, allocates outputs and chooses the kernel.
+
+`functions` maps the exported names (pk_linear_f32, ...) to callables that take ints: the module's
+exports through Pyodide's JS bridge, or ctypes functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Optional, Tuple
+
+import numpy as np
+
+from .quantize import Int8Matrix, Weight
+
+# Each kernel's arguments in order (kernels.c): "p" a pointer, "i" an int.
+SIGNATURES = {
+    "pk_linear_f32": "ppppiii",
+    "pk_linear_i8": "pppppiiiip",
+    "pk_conv_f32": "ppppiiiiii",
+    "pk_elu": "ppi",
+    "pk_gelu_tanh": "ppi",
+}
+NAMES = tuple(SIGNATURES)
+# The int8 kernel dequantizes this many weight rows at a time into its scratch (kernels.c).
+_SCRATCH_ROWS = 4
+_INT_MAX = 2**31 - 1
+
+
+class KernelArgumentError(ValueError):
+    """An array a kernel would misread: refused before any pointer is handed over."""
+
+
+def _pointer(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+def _checked(
+    name: str, array: Any, dtype: Any, shape: Tuple[int, ...], writable: bool = False, optional: bool = False
+) -> int:
+    """The data pointer of `array` after checking it is what the kernel will read (or write)."""
+    if array is None and optional:
+        return 0
+    if not isinstance(array, np.ndarray):
+        raise KernelArgumentError(f"{name}: expected a NumPy array, got {type(array).__name__}")
+    if array.dtype != dtype:
+        raise KernelArgumentError(f"{name}: expected {np.dtype(dtype)}, got {array.dtype}")
+    if array.shape != shape:
+        raise KernelArgumentError(f"{name}: expected shape {shape}, got {array.shape}")
+    if not array.flags.c_contiguous:
+        raise KernelArgumentError(f"{name}: expected a C-contiguous array")
+    if writable and not array.flags.writeable:
+        raise KernelArgumentError(f"{name}: the output must be writable")
+    if array.size > _INT_MAX:
+        raise KernelArgumentError(f"{name}: {array.size} elements is more than a kernel indexes")
+    return _pointer(array)
+
+
+def _dims(*values: int) -> None:
+    for value in values:
+        if not 0 <= value <= _INT_MAX:
+            raise KernelArgumentError(f"dimension {value} out of range")
+
+
+class KernelBinding:
+    """One checked call per kernel: arguments are arrays, never pointers."""
+
+    def __init__(self, functions: Mapping[str, Callable[..., Any]]):
+        missing = [name for name in NAMES if name not in functions]
+        if missing:
+            raise KernelArgumentError(f"the kernel module lacks {', '.join(missing)}")
+        self._f = {name: functions[name] for name in NAMES}
+
+    def linear_f32(self, x: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarray], out: np.ndarray) -> None:
+        """out[M, N] = x[M, K] @ weight[N, K]^T + bias[N]."""
+        if not (isinstance(x, np.ndarray) and x.ndim == 2 and isinstance(weight, np.ndarray) and weight.ndim == 2):
+            raise KernelArgumentError("linear_f32: x and weight must be 2-D arrays")
+        (m, k), n = x.shape, weight.shape[0]
+        _dims(m, n, k)
+        self._f["pk_linear_f32"](
+            _checked("x", x, np.float32, (m, k)),
+            _checked("weight", weight, np.float32, (n, k)),
+            _checked("bias", bias, np.float32, (n,), optional=True),
+            _checked("out", out, np.float32, (m, n), writable=True),
+            m,
+            n,
+            k,
+        )
+
+    def linear_i8(
+        self,
+        x: np.ndarray,
+        values: np.ndarray,
+        scales: np.ndarray,
+        bias: Optional[np.ndarray],
+        out: np.ndarray,
+        scratch: np.ndarray,
+    ) -> None:
+        """out[M, N] = x[M, K] @ (values[N, K] * scales[N, K / G] per group of G columns)^T + bias[N];
+        scratch: float32 [4 * K], written by the kernel."""
+        if not (isinstance(x, np.ndarray) and x.ndim == 2 and isinstance(scales, np.ndarray) and scales.ndim == 2):
+            raise KernelArgumentError("linear_i8: x and scales must be 2-D arrays")
+        (m, k), (n, groups) = x.shape, scales.shape
+        if groups == 0 or k % groups:
+            raise KernelArgumentError(f"linear_i8: {groups} scale groups do not divide {k} columns")
+        _dims(m, n, k)
+        self._f["pk_linear_i8"](
+            _checked("x", x, np.float32, (m, k)),
+            _checked("values", values, np.int8, (n, k)),
+            _checked("scales", scales, np.float32, (n, groups)),
+            _checked("bias", bias, np.float32, (n,), optional=True),
+            _checked("out", out, np.float32, (m, n), writable=True),
+            m,
+            n,
+            k,
+            k // groups,
+            _checked("scratch", scratch, np.float32, (_SCRATCH_ROWS * k,), writable=True),
+        )
+
+    def conv_f32(
+        self, weight: np.ndarray, x: np.ndarray, bias: Optional[np.ndarray], out: np.ndarray, dilation: int
+    ) -> None:
+        """out[M, N] = sum over c, j of weight[M, C, T][m, c, j] * x[c, n + j * dilation] + bias[m];
+        x [C, L] with L >= N + (T - 1) * dilation."""
+        if not (isinstance(weight, np.ndarray) and weight.ndim == 3 and isinstance(x, np.ndarray) and x.ndim == 2):
+            raise KernelArgumentError("conv_f32: weight must be 3-D and x 2-D")
+        if not (isinstance(out, np.ndarray) and out.ndim == 2):
+            raise KernelArgumentError("conv_f32: out must be a 2-D array")
+        (m, c, taps), length, n = weight.shape, x.shape[1], out.shape[1]
+        if dilation < 1 or length < n + (taps - 1) * dilation:
+            raise KernelArgumentError(f"conv_f32: x holds {length} steps, {n} outputs need {n + (taps - 1) * dilation}")
+        _dims(m, c, taps, n, length, dilation)
+        self._f["pk_conv_f32"](
+            _checked("weight", weight, np.float32, (m, c, taps)),
+            _checked("x", x, np.float32, (c, length)),
+            _checked("bias", bias, np.float32, (m,), optional=True),
+            _checked("out", out, np.float32, (m, n), writable=True),
+            m,
+            c,
+            taps,
+            n,
+            length,
+            dilation,
+        )
+
+    def elu(self, x: np.ndarray, out: np.ndarray) -> None:
+        self._elementwise("pk_elu", x, out)
+
+    def gelu_tanh(self, x: np.ndarray, out: np.ndarray) -> None:
+        self._elementwise("pk_gelu_tanh", x, out)
+
+    def _elementwise(self, name: str, x: np.ndarray, out: np.ndarray) -> None:
+        if not isinstance(x, np.ndarray):
+            raise KernelArgumentError(f"{name}: expected a NumPy array, got {type(x).__name__}")
+        self._f[name](_checked("x", x, np.float32, x.shape), _checked("out", out, np.float32, x.shape, True), x.size)
+
+
+class CompiledKernels:
+    """A core.ops backend on the compiled kernels (int8 linear layers stay int8)."""
+
+    keeps_int8 = True
+
+    def __init__(self, functions: Mapping[str, Callable[..., Any]], name: str):
+        self.binding = KernelBinding(functions)
+        self.name = name
+        self._scratch = np.zeros(0, np.float32)
+
+    def linear(self, x: np.ndarray, weight: Weight, bias: Optional[np.ndarray]) -> np.ndarray:
+        rows = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, x.shape[-1])  # [M, K]
+        out = np.empty((rows.shape[0], weight.shape[0]), dtype=np.float32)
+        if isinstance(weight, Int8Matrix):
+            size = _SCRATCH_ROWS * rows.shape[1]
+            if self._scratch.shape[0] < size:
+                self._scratch = np.empty(size, np.float32)
+            self.binding.linear_i8(rows, weight.values, weight.scales, bias, out, self._scratch[:size])
+        else:
+            self.binding.linear_f32(rows, weight, bias, out)
+        return out.reshape(x.shape[:-1] + (weight.shape[0],))
+
+    def conv(
+        self, weight: np.ndarray, x: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]
+    ) -> np.ndarray:
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if stride > 1:
+            weight, x = _polyphase(weight, x, n, stride, dilation)
+            dilation = 1
+        out = np.empty((weight.shape[0], n), dtype=np.float32)
+        self.binding.conv_f32(weight, x, bias, out, dilation)
+        return out
+
+    def elu(self, x: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        out = np.empty_like(x)
+        self.binding.elu(x, out)
+        return out
+
+    def gelu_tanh(self, x: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        out = np.empty_like(x)
+        self.binding.gelu_tanh(x, out)
+        return out
+
+
+def _polyphase(weight: np.ndarray, x: np.ndarray, n: int, stride: int, dilation: int):
+    """A strided convolution as a stride-1 one over `stride` phases of the input.
+
+    Tap j reads x[c, t * stride + j * dilation]; with j * dilation = q * stride + r, that is phase r
+    of x (x[c, r::stride]) at step t + q. So the phases become channels, and the taps are regrouped
+    by (phase, step) with zeros where no tap falls.
+    """
+    c_out, c_in, k = weight.shape
+    offsets = np.arange(k) * dilation
+    steps = int(offsets[-1]) // stride + 1
+    length = n + steps - 1
+    needed = length * stride
+    if x.shape[1] < needed:
+        x = np.concatenate([x, np.zeros((c_in, needed - x.shape[1]), np.float32)], axis=1)
+    phases = np.ascontiguousarray(x[:, :needed].reshape(c_in, length, stride).transpose(0, 2, 1))  # [C, S, L']
+    regrouped = np.zeros((c_out, c_in, stride, steps), np.float32)
+    regrouped[:, :, offsets % stride, offsets // stride] = weight
+    return regrouped.reshape(c_out, c_in * stride, steps), phases.reshape(c_in * stride, length)

@@ -1,0 +1,121 @@
+"""The model's heavy operations behind one seam: NumPy by default, compiled kernels where installed.
+
+On CPython NumPy hands matrix products to a BLAS; in Pyodide 0.17 it has none and no SIMD, so the
+same products run a scalar loop ten times slower. A runtime with faster kernels (the browser's
+WebAssembly SIMD module, bound by core/kernels.py) installs them with `use()` before it loads a
+model; the layers call the functions below and never know which backend runs them. The NumPy
+backend is complete and is what the tests and the CPython paths run unless told otherwise.
+
+A backend provides `linear`, `conv`, `elu`, `gelu_tanh`, a `name`, and `keeps_int8`: whether its
+`linear` multiplies `Int8Matrix` weights itself (then int8 bundles keep them int8 at load).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .quantize import Int8Matrix, Weight
+
+# Largest im2col block, in float32 elements, so long inputs (voice prompts) stay in bounded memory.
+_IM2COL_BLOCK = 1 << 22
+
+
+class NumpyBackend:
+    name = "numpy"
+    keeps_int8 = False
+
+    def linear(self, x: np.ndarray, weight: Weight, bias: Optional[np.ndarray]) -> np.ndarray:
+        """x [in] or [T, in] -> [out] or [T, out], the weight stored [out, in] as in nn.Linear.
+
+        For a few rows, OpenBLAS is 2x faster computing W @ x^T than x @ W^T (measured on the codec's
+        16-step frames); the result is then a transposed view, which the next layer reads as it is.
+        """
+        if isinstance(weight, Int8Matrix):
+            weight = weight.dequantize()
+        y = x @ weight.T if x.ndim == 1 else (weight @ x.T).T  # [T, in] -> [T, out]
+        return y if bias is None else y + bias
+
+    def conv(
+        self, weight: np.ndarray, x: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]
+    ) -> np.ndarray:
+        """y[m, t] = sum over c, j of weight[m, c, j] * x[c, t * stride + j * dilation] (+ bias[m]):
+        weight [M, C, K], x [C, L] holding the left context -> y [M, n]. As one product over an
+        im2col view, in blocks of columns."""
+        c_out, c_in, k = weight.shape
+        step = x.strides[1]
+        windows = as_strided(x, shape=(c_in, k, n), strides=(x.strides[0], dilation * step, stride * step))
+        kernel = weight.reshape(c_out, c_in * k)  # [M, C*K]
+        block = max(1, _IM2COL_BLOCK // (c_in * k))
+        if n <= block:
+            y = kernel @ windows.reshape(c_in * k, n)  # [M, n]
+        else:
+            y = np.empty((c_out, n), dtype=np.float32)
+            for start in range(0, n, block):
+                stop = min(start + block, n)
+                y[:, start:stop] = kernel @ windows[:, :, start:stop].reshape(c_in * k, stop - start)
+        return y if bias is None else y + bias[:, None]
+
+    def elu(self, x: np.ndarray) -> np.ndarray:
+        """ELU(x) = max(x, exp(min(x, 0)) - 1), since exp(x) - 1 >= x everywhere.
+
+        exp - 1 instead of expm1: NumPy's float32 exp is vectorised and expm1 is not (4x slower on
+        the codec's activations); the absolute error stays below 1e-7.
+        """
+        out = np.minimum(x, 0)
+        np.exp(out, out=out)
+        out -= 1
+        np.maximum(x, out, out=out)
+        return out
+
+    def gelu_tanh(self, x: np.ndarray) -> np.ndarray:
+        """GELU with the tanh approximation (F.gelu(approximate="tanh"))."""
+        inner = np.float32(0.7978845608028654) * (x + np.float32(0.044715) * x * x * x)
+        return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(inner))
+
+
+NUMPY = NumpyBackend()
+_backend: Any = NUMPY
+
+
+def use(backend: Any) -> None:
+    """Run the model's operations on `backend` from now on (before loading a model: it decides
+    whether int8 weights stay int8)."""
+    global _backend
+    _backend = backend
+
+
+def current() -> Any:
+    return _backend
+
+
+@contextmanager
+def using(backend: Any) -> Iterator[Any]:
+    """`use(backend)` for the duration of a block."""
+    previous = _backend
+    use(backend)
+    try:
+        yield backend
+    finally:
+        use(previous)
+
+
+def linear(x: np.ndarray, weight: Weight, bias: Optional[np.ndarray] = None) -> np.ndarray:
+    return _backend.linear(x, weight, bias)
+
+
+def conv(
+    weight: np.ndarray, x: np.ndarray, n: int, stride: int = 1, dilation: int = 1, bias: Optional[np.ndarray] = None
+) -> np.ndarray:
+    return _backend.conv(weight, x, n, stride, dilation, bias)
+
+
+def elu(x: np.ndarray) -> np.ndarray:
+    return _backend.elu(x)
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return _backend.gelu_tanh(x)

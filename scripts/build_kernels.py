@@ -1,0 +1,174 @@
+"""Build the compiled kernels (core/kernels.c): the WebAssembly module the browser runs, and the same
+source as a native shared library.
+
+    python -m scripts.build_kernels              # core/kernels.wasm (committed) and build/kernels/*.so
+    python -m scripts.build_kernels --check      # rebuild the .wasm and fail unless it equals the committed one
+
+The WebAssembly module imports Pyodide's memory and must own none of it, so the build fails if the
+module has a global in use, a shadow stack, data segments, or anything imported or exported besides
+the memory and the `pk_*` functions. wasm-ld always defines a stack-pointer global and a function
+table; when nothing uses them (checked), they are cut from the binary, so the module carries no
+global at all. Needs Debian's `clang`, `lld` and `wabt` (apt-get install -y clang lld wabt); clang
+14 gives the same bytes on every machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import List
+
+from core.kernels import NAMES
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = ROOT / "core" / "kernels.c"
+WASM = ROOT / "core" / "kernels.wasm"
+NATIVE_DIR = ROOT / "build" / "kernels"
+WASM_FLAGS = [
+    "--target=wasm32",
+    "-msimd128",
+    "-O3",
+    "-nostdlib",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-Wl,--no-entry",
+    "-Wl,--import-memory",
+    "-Wl,-z,stack-size=0",
+    "-Wl,--strip-all",
+]
+NATIVE_FLAGS = ["-O3", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-Wno-psabi"]
+
+# Section ids of the WebAssembly binary format.
+TABLE, GLOBAL, EXPORT, DATA, DATA_COUNT = 4, 6, 7, 11, 12
+
+
+class BuildError(Exception):
+    pass
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise BuildError(f"{name} is not installed (apt-get install -y clang lld wabt)")
+    return path
+
+
+def _run(command: List[str]) -> str:
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BuildError(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
+    return done.stdout
+
+
+def _uleb(data: bytes, at: int):
+    value, shift = 0, 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, at
+
+
+def _sections(module: bytes):
+    """(id, start, end) of every section of a WebAssembly binary, header excluded."""
+    at = 8
+    while at < len(module):
+        section_id = module[at]
+        size, payload = _uleb(module, at + 1)
+        yield section_id, at, payload + size
+        at = payload + size
+
+
+def _without(module: bytes, section_ids: set) -> bytes:
+    kept = [module[start:end] for section_id, start, end in _sections(module) if section_id not in section_ids]
+    return module[:8] + b"".join(kept)
+
+
+def check_module(path: Path) -> None:
+    """Fail unless the module touches no memory of its own: see the module docstring."""
+    objdump = _tool("wasm-objdump")
+    disassembly = _run([objdump, "-d", str(path)])
+    if re.search(r"global\.(get|set)", disassembly):
+        raise BuildError(f"{path}: the code uses a global (a shadow stack?): a local array or address-taken local")
+    details = _run([objdump, "-x", str(path)])
+    for section in ("Global", "Data", "DataCount", "Start", "Memory"):
+        if re.search(rf"^{section}\[", details, re.M):
+            raise BuildError(f"{path}: the module has a {section} section")
+    imports = _listing(details, "Import")
+    if len(imports) != 1 or not re.match(r"memory\[0\] .*<- env\.memory$", imports[0]):
+        raise BuildError(f"{path}: imports {imports}, expected only env.memory")
+    exports = _listing(details, "Export")
+    names = [m.group(1) for m in (re.match(r'func\[\d+\] <\w+> -> "(\w+)"$', e) for e in exports) if m]
+    if len(names) != len(exports) or sorted(names) != sorted(NAMES):
+        raise BuildError(f"{path}: exports {exports}, expected the functions {list(NAMES)}")
+    _run([_tool("wasm-validate"), str(path)])
+
+
+def _listing(details: str, section: str) -> List[str]:
+    """The entries of one section in `wasm-objdump -x` output."""
+    match = re.search(rf"^{section}\[\d+\]:\n((?: - .*\n?)*)", details, re.M)
+    return [line[3:] for line in match.group(1).splitlines()] if match else []
+
+
+def build_wasm(out: Path) -> bytes:
+    with tempfile.TemporaryDirectory() as tmp:
+        linked = Path(tmp) / "linked.wasm"
+        _run([_tool("clang"), *WASM_FLAGS, "-o", str(linked), str(SOURCE)])
+        module = linked.read_bytes()
+        if re.search(r"global\.(get|set)", _run([_tool("wasm-objdump"), "-d", str(linked)])):
+            raise BuildError(
+                f"{SOURCE}: the code uses a global (a shadow stack?): a local array or address-taken local"
+            )
+        stripped = Path(tmp) / "kernels.wasm"
+        stripped.write_bytes(_without(module, {TABLE, GLOBAL}))
+        check_module(stripped)
+        module = stripped.read_bytes()
+    out.write_bytes(module)
+    return module
+
+
+def build_native(out_dir: Path) -> Path:
+    """The same kernels as a shared library for this machine (for ctypes)."""
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None:
+        raise BuildError("no C compiler (cc, gcc or clang) to build the native kernels")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    library = out_dir / "libpocket_kernels.so"
+    _run([compiler, *NATIVE_FLAGS, "-march=native", "-o", str(library), str(SOURCE)])
+    return library
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail unless the rebuilt .wasm equals core/kernels.wasm")
+    args = parser.parse_args()
+    try:
+        if args.check:
+            with tempfile.TemporaryDirectory() as tmp:
+                rebuilt = build_wasm(Path(tmp) / "kernels.wasm")
+            committed = WASM.read_bytes() if WASM.exists() else b""
+            if rebuilt != committed:
+                raise BuildError(
+                    f"{WASM} is not the build of {SOURCE} ({len(committed)} bytes committed, {len(rebuilt)} rebuilt): "
+                    "run python -m scripts.build_kernels and commit the result"
+                )
+            print(f"{WASM.relative_to(ROOT)}: {len(rebuilt)} bytes, equal to a fresh build", file=sys.stderr)
+            return
+        module = build_wasm(WASM)
+        print(f"{WASM.relative_to(ROOT)}: {len(module)} bytes", file=sys.stderr)
+        library = build_native(NATIVE_DIR)
+        print(f"{library.relative_to(ROOT)}: {library.stat().st_size} bytes", file=sys.stderr)
+    except BuildError as e:
+        raise SystemExit(f"build_kernels: {e}") from None
+
+
+if __name__ == "__main__":
+    main()
