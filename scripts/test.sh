@@ -4,7 +4,8 @@
 #   2. makes .venv-ref with the official pocket-tts 4.0.1 (CPU torch) for the cross-checks;
 #   3. writes the full-size parity fixtures to build/reference with the official code (skipped
 #      when they are up to date with the script and the committed tokenizer/voice files);
-#   4. checks core/ against Python 3.8, lints, and runs pytest (extra arguments go to pytest).
+#   4. rebuilds the WebAssembly kernels and checks they equal the committed core/kernels.wasm;
+#   5. checks core/ against Python 3.8, lints, and runs pytest (extra arguments go to pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -35,6 +36,9 @@ else
     echo "up to date" >&2
 fi
 
+step "the committed WebAssembly kernels are the build of core/kernels.c"
+.venv/bin/python -m scripts.build_kernels --check
+
 step "core/ runs on Python 3.8 (vermin) and lint (ruff)"
 .venv/bin/vermin -t=3.8- --no-tips --violations core
 .venv/bin/ruff check .
@@ -52,7 +56,8 @@ if [ -n "$py38" ]; then
     [ -x .venv-py38/bin/python ] || "$py38" -m venv .venv-py38
     .venv-py38/bin/pip install -q --disable-pip-version-check numpy==1.17.5 pyyaml pytest
     PYTHONPATH=. .venv-py38/bin/python -m pytest -q -p no:cacheprovider --reference-dir /nonexistent \
-        tests/test_parity.py tests/test_streaming.py tests/test_generation.py -k "tiny or streaming or generation"
+        tests/test_parity.py tests/test_streaming.py tests/test_generation.py tests/test_kernels.py \
+        -k "tiny or streaming or generation or kernels"
 else
     echo "SKIPPED: no Python 3.8 on this machine (pyenv install 3.8 to run this check)" >&2
 fi
