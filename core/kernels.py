@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Optional, Tuple
 
 import numpy as np
 
+from . import ops
 from .quantize import Int8Matrix, Weight
 
 # Each kernel's arguments in order (kernels.c): "p" a pointer, "i" an int.
@@ -163,16 +164,26 @@ class KernelBinding:
 
 
 class CompiledKernels:
-    """A core.ops backend on the compiled kernels (int8 linear layers stay int8)."""
+    """A core.ops backend on the compiled kernels (int8 linear layers stay int8).
 
-    keeps_int8 = True
+    A call through a JS bridge costs about what NumPy needs for a product of SMALL multiply-adds
+    (measured in Pyodide 0.17), so float32 products smaller than that stay with NumPy, and int8
+    matrices smaller than that are dequantized at load.
+    """
+
+    SMALL = 16384
 
     def __init__(self, functions: Mapping[str, Callable[..., Any]], name: str):
         self.binding = KernelBinding(functions)
         self.name = name
         self._scratch = np.zeros(0, np.float32)
 
+    def keeps_int8(self, shape: Tuple[int, ...]) -> bool:
+        return shape[0] * shape[1] >= self.SMALL
+
     def linear(self, x: np.ndarray, weight: Weight, bias: Optional[np.ndarray]) -> np.ndarray:
+        if not isinstance(weight, Int8Matrix) and x.size * weight.shape[0] < self.SMALL:
+            return ops.NUMPY.linear(x, weight, bias)
         rows = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, x.shape[-1])  # [M, K]
         out = np.empty((rows.shape[0], weight.shape[0]), dtype=np.float32)
         if isinstance(weight, Int8Matrix):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -91,12 +91,15 @@ class TTSModel:
         voices: Optional[Dict[str, str]] = None,
         default_voice: Optional[str] = None,
         voice_cloning: bool = True,
+        parts: Sequence[str] = params.PARTS,
     ):
         """Use `TTSModel.load`. `weights_source` names the file the tensors came from (for errors);
-        `voices` maps predefined voice names to their state files (local or hf://)."""
+        `voices` maps predefined voice names to their state files (local or hf://); `parts` are the
+        parts of the checkpoint that `tensors` hold (params.PARTS)."""
         self.config = cfg
         self.name = name
-        has_encoder = params.check(tensors, cfg, weights_source)
+        self.parts = tuple(parts)
+        has_encoder = params.check(tensors, cfg, weights_source, self.parts)
         self.can_clone_voices = has_encoder and voice_cloning
         if tokenizer.vocab_size != cfg.flow_lm.lookup_table.n_bins:
             raise ConfigError(
@@ -106,9 +109,11 @@ class TTSModel:
         self.tokenizer = tokenizer
         self.params = params.nest(tensors)
         self.flow_spec = flow_lm.FlowLMSpec.from_config(cfg)
-        flow_lm.prepare(self.params["flow_lm"])
+        if params.FLOW_LM in self.parts:
+            flow_lm.prepare(self.params["flow_lm"])
         self.mimi_spec = mimi.MimiSpec.from_config(cfg.mimi)
-        mimi.prepare(self.mimi_spec, self.params["mimi"])
+        if params.DECODER in self.parts:
+            mimi.prepare(self.mimi_spec, self.params["mimi"])
         self.text_options = TextOptions.from_config(cfg)
         self.voices = dict(voices or {})
         self.default_voice = default_voice
@@ -124,24 +129,36 @@ class TTSModel:
         return self.config.mimi.frame_size
 
     @classmethod
-    def load(cls, source: str) -> TTSModel:
+    def load(cls, source: str, parts: Optional[Sequence[str]] = None) -> TTSModel:
         """Load a catalog model by name ("english", downloaded and cached), an official-schema
-        config file (.yaml or .json; local or hf:// paths), or a bundle folder (`core.cli export`)."""
-        return cls.from_files(sources.resolve(os.fspath(source)))
+        config file (.yaml or .json; local or hf:// paths), or a bundle folder (`core.cli export`).
+
+        `parts` (of params.PARTS) loads only those parts, each tensor read into memory of its own;
+        by default the whole weights file is memory-mapped.
+        """
+        return cls.from_files(sources.resolve(os.fspath(source)), parts=parts)
 
     @classmethod
-    def from_files(cls, files: sources.ModelFiles, tensors: Optional[Dict[str, np.ndarray]] = None) -> TTSModel:
+    def from_files(
+        cls,
+        files: sources.ModelFiles,
+        tensors: Optional[Dict[str, quantize.Weight]] = None,
+        parts: Optional[Sequence[str]] = None,
+    ) -> TTSModel:
         """A model from resolved files; `tensors` when the caller has read the weights already.
         int8 weights stay int8 where the core.ops backend multiplies them (see quantize)."""
+        if tensors is None:
+            tensors = load_weights(files.weights, ops.current().keeps_int8, parts)
         return cls(
             files.config,
-            load_weights(files.weights, ops.current().keeps_int8) if tensors is None else tensors,
+            tensors,
             Tokenizer.from_file(files.tokenizer),
             files.name,
             files.weights,
             files.voices,
             files.default_voice,
             files.voice_cloning,
+            params.PARTS if parts is None else parts,
         )
 
     # Voices
@@ -182,6 +199,7 @@ class TTSModel:
         return self._clone_voice(samples, rate, path)
 
     def _clone_voice(self, samples: np.ndarray, sample_rate: int, where: str) -> VoiceState:
+        self._require(params.VOICE_CLONING)
         if not self.can_clone_voices:
             raise VoiceError(
                 f"{self.name} cannot clone voices: its weights come without voice cloning (for the official "
@@ -238,6 +256,7 @@ class TTSModel:
 
         Options are checked and the text is split now, so that bad input fails before any work.
         """
+        self._require(params.FLOW_LM)
         cfg = self.config
         temperature = cfg.default_temperature if temperature is None else temperature
         eos_threshold = cfg.default_eos_threshold if eos_threshold is None else eos_threshold
@@ -260,7 +279,12 @@ class TTSModel:
 
     def decoder(self) -> FrameDecoder:
         """The Mimi half of `stream`: turns frames into audio, keeping the decoder's state."""
+        self._require(params.DECODER)
         return FrameDecoder(self)
+
+    def _require(self, part: str) -> None:
+        if part not in self.parts:
+            raise PocketTTSError(f"{self.name} was loaded without its {part.replace('_', ' ')} (parts: {self.parts})")
 
     def _frames(
         self,
@@ -327,11 +351,17 @@ class TTSModel:
         return self._time_terms[steps]
 
 
-def load_weights(path: str, keep_int8: bool = False) -> Dict[str, quantize.Weight]:
-    """The tensors of a weights file: float32, int8 ones dequantized, except that with `keep_int8`
-    the matrices of linear layers stay `Int8Matrix` (for a core.ops backend that multiplies them)."""
-    tensors, metadata = safetensors_file.load(path)
-    return quantize.dequantize(tensors, metadata, path, params.is_linear_matrix if keep_int8 else lambda key: False)
+def load_weights(
+    path: str, keep_int8: Callable[[Tuple[int, ...]], bool] = lambda shape: False, parts: Optional[Sequence[str]] = None
+) -> Dict[str, quantize.Weight]:
+    """The tensors of a weights file (of `parts` only, when given): float32, int8 ones dequantized,
+    except that matrices of linear layers whose shape `keep_int8` accepts stay `Int8Matrix` (for a
+    core.ops backend that multiplies them)."""
+    selected = None if parts is None else (lambda key: params.part_of(key) in parts)
+    tensors, metadata = safetensors_file.load(path, selected)
+    return quantize.dequantize(
+        tensors, metadata, path, lambda key, shape: params.is_linear_matrix(key) and keep_int8(shape)
+    )
 
 
 def _check_options(

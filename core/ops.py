@@ -6,14 +6,15 @@ WebAssembly SIMD module, bound by core/kernels.py) installs them with `use()` be
 model; the layers call the functions below and never know which backend runs them. The NumPy
 backend is complete and is what the tests and the CPython paths run unless told otherwise.
 
-A backend provides `linear`, `conv`, `elu`, `gelu_tanh`, a `name`, and `keeps_int8`: whether its
-`linear` multiplies `Int8Matrix` weights itself (then int8 bundles keep them int8 at load).
+A backend provides `linear`, `conv`, `elu`, `gelu_tanh`, a `name`, and `keeps_int8(shape)`: whether
+its `linear` multiplies an `Int8Matrix` of that shape itself (then int8 bundles keep such matrices
+int8 at load; the others are dequantized).
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Tuple
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -26,7 +27,9 @@ _IM2COL_BLOCK = 1 << 22
 
 class NumpyBackend:
     name = "numpy"
-    keeps_int8 = False
+
+    def keeps_int8(self, shape: Tuple[int, ...]) -> bool:
+        return False  # NumPy has no int8 product: dequantize at load
 
     def linear(self, x: np.ndarray, weight: Weight, bias: Optional[np.ndarray]) -> np.ndarray:
         """x [in] or [T, in] -> [out] or [T, out], the weight stored [out, in] as in nn.Linear.

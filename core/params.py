@@ -8,7 +8,7 @@ checkpoint without it can speak with exported voice states but cannot clone a vo
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Sequence, Tuple
 
 import numpy as np
 
@@ -18,6 +18,10 @@ from .errors import WeightsError
 from .quantize import Int8Matrix, Weight
 
 Shapes = Dict[str, Tuple[int, ...]]
+# A checkpoint's parts, which can be loaded apart (the browser runs the flow LM and the decoder in two
+# workers): the flow LM with the text table, Mimi's decoder side, and the voice-cloning group.
+FLOW_LM, DECODER, VOICE_CLONING = "flow_lm", "decoder", "voice_cloning"
+PARTS = (FLOW_LM, DECODER, VOICE_CLONING)
 # Keys that only serve voice cloning; see `voice_cloning_keys`.
 _CLONING_PREFIXES = ("mimi.encoder.", "mimi.encoder_transformer.", "mimi.downsample.")
 _SPEAKER_PROJ = "flow_lm.speaker_proj_weight"
@@ -30,6 +34,13 @@ def expected_shapes(cfg: Config) -> Shapes:
     shapes.update(_flow_lm_shapes(cfg))
     shapes.update(_mimi_shapes(cfg))
     return shapes
+
+
+def part_of(key: str) -> str:
+    """Which part of the model a checkpoint tensor belongs to (see PARTS)."""
+    if is_voice_cloning_key(key):
+        return VOICE_CLONING
+    return FLOW_LM if key.startswith("flow_lm.") else DECODER
 
 
 def is_linear_matrix(key: str) -> bool:
@@ -161,8 +172,9 @@ def _mimi_shapes(cfg: Config) -> Shapes:
     return s
 
 
-def check(tensors: Dict[str, Weight], cfg: Config, source: str) -> bool:
-    """Raise WeightsError unless `tensors` are this config's checkpoint; True if it can clone voices."""
+def check(tensors: Dict[str, Weight], cfg: Config, source: str, parts: Sequence[str] = PARTS) -> bool:
+    """Raise WeightsError unless `tensors` are these parts of this config's checkpoint; True if they
+    can clone voices."""
     expected = expected_shapes(cfg)
     unexpected = sorted(set(tensors) - set(expected))
     if unexpected:
@@ -170,8 +182,8 @@ def check(tensors: Dict[str, Weight], cfg: Config, source: str) -> bool:
             f"{source}: unexpected tensor {unexpected[0]!r} ({len(unexpected)} in all): "
             "the weights do not belong to this config's architecture"
         )
-    cloning_present = [k for k in expected if is_voice_cloning_key(k) and k in tensors]
-    can_clone = bool(cloning_present)
+    expected = {key: shape for key, shape in expected.items() if part_of(key) in parts}
+    can_clone = any(is_voice_cloning_key(k) and k in tensors for k in expected)
     for key, shape in expected.items():
         if key not in tensors:
             if is_voice_cloning_key(key) and not can_clone:

@@ -97,10 +97,10 @@ def dequantize(
     tensors: Dict[str, np.ndarray],
     metadata: Dict[str, str],
     source: str,
-    keep_int8: Callable[[str], bool] = lambda key: False,
+    keep_int8: Callable[[str, Tuple[int, ...]], bool] = lambda key, shape: False,
 ) -> Dict[str, Weight]:
     """The tensors of a weights file, int8 ones dequantized to float32, or kept as `Int8Matrix` where
-    `keep_int8(key)` (2-D tensors only). A float file is returned as it is."""
+    `keep_int8(key, shape)` (2-D tensors only). A float file is returned as it is."""
     if metadata.get("format") != FORMAT:
         return dict(tensors)
     if metadata.get("version") not in READABLE_VERSIONS:
@@ -126,7 +126,7 @@ def dequantize(
             or rest % scale.shape[1]
         ):
             raise WeightsError(f"{source}: int8 tensor {key!r} has no matching {SCALE_SUFFIX}")
-        if value.ndim == 2 and keep_int8(key):
+        if value.ndim == 2 and keep_int8(key, value.shape):
             out[key] = Int8Matrix(np.asarray(value), np.ascontiguousarray(scale, dtype=np.float32))
         else:
             out[key] = _dequantized(value, scale)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import struct
-from typing import Dict, Optional, Tuple
+from typing import BinaryIO, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -34,27 +34,55 @@ _BF16 = "BF16"
 _MAX_HEADER = 100 * 1024 * 1024
 
 Tensors = Dict[str, np.ndarray]
+# (tensor name, first byte, end byte) -> its bytes, or None to leave the tensor out
+Reader = Callable[[str, int, int], Optional[np.ndarray]]
 
 
-def load(path: str) -> Tuple[Tensors, Dict[str, str]]:
-    """Tensors (read-only, memory-mapped) and the `__metadata__` strings of a .safetensors file."""
+def load(path: str, keys: Optional[Callable[[str], bool]] = None) -> Tuple[Tensors, Dict[str, str]]:
+    """Tensors (read-only) and the `__metadata__` strings of a .safetensors file.
+
+    The whole file is memory-mapped, so weights are read as they are used. With `keys`, only the
+    tensors it selects are read, each into memory of its own: where mapping a file copies all of it
+    (Pyodide's in-memory file system), that keeps the rest out of memory.
+    """
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as f:
             head = f.read(8)
             header_len = _header_length(head, size, path)
             header = f.read(header_len)
+            if keys is not None:
+                return _parse(header, _selected(f, keys), size, 8 + header_len, path)
     except OSError as e:
         raise WeightsError(f"cannot read {path}: {e.strerror or e}") from None
     data = np.memmap(path, dtype=np.uint8, mode="r") if size > 8 + header_len else np.zeros(0, np.uint8)
-    return _parse(header, data, 8 + header_len, path)
+    return _parse(header, _slices(data), size, 8 + header_len, path)
+
+
+def _selected(f: BinaryIO, keys: Callable[[str], bool]) -> Reader:
+    """A reader of the tensors `keys` selects, each read from the open file into memory of its own."""
+
+    def read(key: str, begin: int, end: int) -> Optional[np.ndarray]:
+        if not keys(key):
+            return None
+        f.seek(begin)
+        data = f.read(end - begin)
+        if len(data) != end - begin:
+            raise OSError(f"the file ended before tensor {key!r}")
+        return np.frombuffer(data, dtype=np.uint8)
+
+    return read
+
+
+def _slices(data: np.ndarray) -> Reader:
+    return lambda key, begin, end: data[begin:end]
 
 
 def loads(buffer: bytes, name: str = "<bytes>") -> Tuple[Tensors, Dict[str, str]]:
     """Like `load`, from the bytes of a whole file (the arrays are views of `buffer`)."""
     header_len = _header_length(bytes(buffer[:8]), len(buffer), name)
     data = np.frombuffer(buffer, dtype=np.uint8)
-    return _parse(bytes(buffer[8 : 8 + header_len]), data, 8 + header_len, name)
+    return _parse(bytes(buffer[8 : 8 + header_len]), _slices(data), len(buffer), 8 + header_len, name)
 
 
 def _header_length(head: bytes, size: int, name: str) -> int:
@@ -66,7 +94,7 @@ def _header_length(head: bytes, size: int, name: str) -> int:
     return header_len
 
 
-def _parse(header: bytes, data: np.ndarray, start: int, name: str) -> Tuple[Tensors, Dict[str, str]]:
+def _parse(header: bytes, read: Reader, size: int, start: int, name: str) -> Tuple[Tensors, Dict[str, str]]:
     try:
         entries = json.loads(header.decode("utf-8"))
         if not isinstance(entries, dict):
@@ -84,9 +112,12 @@ def _parse(header: bytes, data: np.ndarray, start: int, name: str) -> Tuple[Tens
             raise WeightsError(f"{name}: tensor {key!r} has unsupported dtype {dtype_name}")
         dtype = np.dtype("<u2") if dtype_name == _BF16 else _DTYPES[dtype_name]
         count = int(np.prod(shape)) if shape else 1
-        if end - begin != count * dtype.itemsize or start + end > len(data) or begin < 0:
+        if end - begin != count * dtype.itemsize or start + end > size or begin < 0:
             raise WeightsError(f"{name}: tensor {key!r} has a byte range that does not fit its shape")
-        array = data[start + begin : start + end].view(dtype).reshape(shape)
+        raw = read(key, start + begin, start + end)
+        if raw is None:
+            continue
+        array = raw.view(dtype).reshape(shape)
         if dtype_name == _BF16:
             array = (array.astype(np.uint32) << 16).view(np.float32)
         tensors[key] = array

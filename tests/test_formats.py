@@ -33,6 +33,18 @@ def test_safetensors_reads_what_the_library_writes(tmp_path) -> None:
         assert loaded[key].dtype == value.dtype and np.array_equal(loaded[key], value), key
     from_bytes, _ = safetensors_file.loads(path.read_bytes())
     assert all(np.array_equal(from_bytes[k], v) for k, v in tensors.items())
+    selected, metadata = safetensors_file.load(str(path), keys=lambda key: key.startswith(("f", "e")))
+    assert sorted(selected) == ["empty", "f16", "f32"] and metadata == {"format": "test"}
+    assert all(np.array_equal(selected[k], tensors[k]) and not isinstance(selected[k], np.memmap) for k in selected)
+
+
+def test_safetensors_selected_reads_of_a_truncated_file_are_a_clear_error(tmp_path) -> None:
+    path = tmp_path / "x.safetensors"
+    safetensors.numpy.save_file({"a": np.ones(100, np.float32)}, str(path))
+    path.write_bytes(path.read_bytes()[:-8])
+    for keys in (None, lambda key: True):
+        with pytest.raises(WeightsError, match="x.safetensors"):
+            safetensors_file.load(str(path), keys)
 
 
 def test_safetensors_bfloat16_from_raw_bytes() -> None:

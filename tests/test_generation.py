@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from core import TTSModel
+from core import PocketTTSError, TTSModel
 from core.model import _noise_source
+from core.params import DECODER, FLOW_LM, VOICE_CLONING
+
+from conftest import TINY_DIR, VOICE_24K
 
 
 def test_stream_yields_one_frame_per_chunk_and_equals_generate(model: TTSModel, voice) -> None:
@@ -78,3 +82,31 @@ def test_multi_step_decoding_changes_the_result(model: TTSModel, voice) -> None:
     one = model.generate("Steps.", voice, **options)
     four = model.generate("Steps.", voice, lsd_decode_steps=4, **options)
     assert one.shape == four.shape and not np.allclose(one, four)
+
+
+def test_parts_loaded_apart_give_the_same_audio(model: TTSModel) -> None:
+    """The flow LM (with voice cloning) in one model and the decoder in another, as the browser's
+    two workers load them: frames from one, decoded by the other, give the audio of the whole model."""
+    config = str(TINY_DIR / "tiny_lsd" / "config.yaml")
+    flow = TTSModel.load(config, parts=(FLOW_LM, VOICE_CLONING))
+    decoder = TTSModel.load(config, parts=(DECODER,)).decoder()
+    options = dict(temperature=0.0, eos_threshold=float("inf"), max_frames=6)
+    voice = flow.voice_state(str(VOICE_24K))
+    apart = np.concatenate(
+        [decoder.decode([frame]) for frame in flow.frames("Hello [pause:100ms] there.", voice, **options)]
+    )
+    whole = model.generate("Hello [pause:100ms] there.", model.voice_state(str(VOICE_24K)), **options)
+    assert np.array_equal(apart, whole)
+    assert "mimi" not in flow.params or "decoder" not in flow.params["mimi"]
+    assert set(TTSModel.load(config, parts=(DECODER,)).params) == {"mimi"}
+
+
+def test_a_part_that_was_not_loaded_is_a_clear_error() -> None:
+    config = str(TINY_DIR / "tiny_lsd" / "config.yaml")
+    decoder_only = TTSModel.load(config, parts=(DECODER,))
+    with pytest.raises(PocketTTSError, match="without its flow lm"):
+        decoder_only.frames("Hello.", None)
+    with pytest.raises(PocketTTSError, match="without its voice cloning"):
+        decoder_only.voice_state(str(VOICE_24K))
+    with pytest.raises(PocketTTSError, match="without its decoder"):
+        TTSModel.load(config, parts=(FLOW_LM,)).decoder()
