@@ -1,8 +1,10 @@
 """Model bundles: a self-contained folder that `TTSModel.load(folder)` loads, here or in the browser.
 
     bundle.json        format, version, name, file names, voices, default voice
-    config.json        the official config schema as JSON
-    model.safetensors  int8 weights (core.quantize) or float32, official key names
+    config.json        the official config schema as JSON (its weights are named in bundle.json)
+    flow_lm.safetensors, decoder.safetensors, voice_cloning.safetensors
+                       the checkpoint's parts (params.PARTS), int8 (core.quantize) or float32,
+                       official key names; a part apart is what one browser worker loads
     tokenizer.json / tokenizer.model
     voices/<name>.safetensors   voice states in the official format
 
@@ -42,17 +44,17 @@ def export(
     chosen = list(voices) or ([files.default_voice] if files.default_voice in files.voices else [])
     states = {_voice_name(v): model.voice_state(v) for v in chosen}
     keep_cloning = voice_cloning and model.can_clone_voices
-    weights = {k: v for k, v in tensors.items() if keep_cloning or not params.is_voice_cloning_key(k)}
-    stored = quantize.quantize(weights) if int8 else weights
+    parts = [part for part in params.PARTS if keep_cloning or part != params.VOICE_CLONING]
+    stored = quantize.quantize(tensors) if int8 else tensors
     tokenizer_name = "tokenizer.json" if files.tokenizer.endswith(".json") else "tokenizer.model"
-    cfg = dict(files.config.to_dict(), weights_path="model.safetensors", weights_path_without_voice_cloning=None)
+    cfg = dict(files.config.to_dict(), weights_path=None, weights_path_without_voice_cloning=None)
     cfg["flow_lm"]["lookup_table"]["tokenizer_path"] = tokenizer_name
     manifest = {
         "format": sources.BUNDLE_FORMAT,
         "version": sources.BUNDLE_VERSION,
         "name": files.name,
         "config": "config.json",
-        "weights": "model.safetensors",
+        "weights": {part: f"{part}.safetensors" for part in parts},
         "tokenizer": tokenizer_name,
         "quantization": "int8" if int8 else "float32",
         "voice_cloning": keep_cloning,
@@ -71,7 +73,9 @@ def export(
     os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes it private; a bundle is meant to be served
     try:
         metadata_out = {"format": quantize.FORMAT, "version": quantize.VERSION} if int8 else {}
-        safetensors_file.save(os.path.join(staging, "model.safetensors"), stored, metadata_out)
+        for part in parts:
+            part_tensors = {k: v for k, v in stored.items() if params.part_of(k) == part}
+            safetensors_file.save(os.path.join(staging, f"{part}.safetensors"), part_tensors, metadata_out)
         shutil.copyfile(files.tokenizer, os.path.join(staging, tokenizer_name))
         os.makedirs(os.path.join(staging, "voices"))
         for name, state in states.items():
@@ -85,8 +89,8 @@ def export(
     return {
         "bundle": out_dir,
         "voices": list(states),
-        "weights_bytes": os.path.getsize(os.path.join(out_dir, "model.safetensors")),
-        "source_weights_bytes": os.path.getsize(files.weights),
+        "weights_bytes": sum(os.path.getsize(os.path.join(out_dir, f"{part}.safetensors")) for part in parts),
+        "source_weights_bytes": sum(os.path.getsize(path) for path in set(files.weights.values())),
         "total_bytes": sum(os.path.getsize(p) for p in _files(out_dir)),
     }
 

@@ -154,7 +154,7 @@ class TTSModel:
             tensors,
             Tokenizer.from_file(files.tokenizer),
             files.name,
-            files.weights,
+            ", ".join(dict.fromkeys(files.weights.values())),
             files.voices,
             files.default_voice,
             files.voice_cloning,
@@ -352,16 +352,24 @@ class TTSModel:
 
 
 def load_weights(
-    path: str, keep_int8: Callable[[Tuple[int, ...]], bool] = lambda shape: False, parts: Optional[Sequence[str]] = None
+    files: Dict[str, str],
+    keep_int8: Callable[[Tuple[int, ...]], bool] = lambda shape: False,
+    parts: Optional[Sequence[str]] = None,
 ) -> Dict[str, quantize.Weight]:
-    """The tensors of a weights file (of `parts` only, when given): float32, int8 ones dequantized,
-    except that matrices of linear layers whose shape `keep_int8` accepts stay `Int8Matrix` (for a
-    core.ops backend that multiplies them)."""
+    """The tensors of a model's weights files (part -> file, as sources.ModelFiles has them), of
+    `parts` only when given: float32, int8 ones dequantized, except that matrices of linear layers
+    whose shape `keep_int8` accepts stay `Int8Matrix` (for a core.ops backend that multiplies them)."""
     selected = None if parts is None else (lambda key: params.part_of(key) in parts)
-    tensors, metadata = safetensors_file.load(path, selected)
-    return quantize.dequantize(
-        tensors, metadata, path, lambda key, shape: params.is_linear_matrix(key) and keep_int8(shape)
-    )
+    paths = dict.fromkeys(path for part, path in files.items() if parts is None or part in parts)
+    tensors: Dict[str, quantize.Weight] = {}
+    for path in paths:
+        raw, metadata = safetensors_file.load(path, selected)
+        tensors.update(
+            quantize.dequantize(
+                raw, metadata, path, lambda key, shape: params.is_linear_matrix(key) and keep_int8(shape)
+            )
+        )
+    return tensors
 
 
 def _check_options(

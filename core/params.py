@@ -15,7 +15,7 @@ import numpy as np
 from . import seanet
 from .config import TIME_CONDITIONS, Config, MimiTransformerConfig
 from .errors import WeightsError
-from .quantize import Int8Matrix, Weight
+from .quantize import SCALE_SUFFIX, Int8Matrix, Weight
 
 Shapes = Dict[str, Tuple[int, ...]]
 # A checkpoint's parts, which can be loaded apart (the browser runs the flow LM and the decoder in two
@@ -37,7 +37,9 @@ def expected_shapes(cfg: Config) -> Shapes:
 
 
 def part_of(key: str) -> str:
-    """Which part of the model a checkpoint tensor belongs to (see PARTS)."""
+    """Which part of the model a checkpoint tensor (or an int8 tensor's scales) belongs to (see PARTS)."""
+    if key.endswith(SCALE_SUFFIX):
+        key = key[: -len(SCALE_SUFFIX)]
     if is_voice_cloning_key(key):
         return VOICE_CLONING
     return FLOW_LM if key.startswith("flow_lm.") else DECODER

@@ -13,11 +13,12 @@ import json
 import os
 from typing import Dict, NamedTuple, Optional, Tuple
 
-from . import catalog, config, hub
+from . import catalog, config, hub, params
 from .errors import ConfigError, DownloadError
 
 BUNDLE_FORMAT = "pocket-tts-numpy-bundle"
-BUNDLE_VERSION = 1
+BUNDLE_VERSION = 2  # 2: a weights file per part of the checkpoint; 1: one model.safetensors
+BUNDLE_VERSIONS = (1, 2)
 # Voice of the official package for a custom model: a recording any model can clone.
 CUSTOM_MODEL_VOICE = "alba"
 
@@ -29,7 +30,7 @@ OFFLINE_HELP = (
 
 class ModelFiles(NamedTuple):
     config: config.Config
-    weights: str  # local path
+    weights: Dict[str, str]  # part of the checkpoint (params.PARTS) -> local path of the file holding it
     tokenizer: str  # local path
     name: str  # catalog name, or the config / bundle path
     voices: Dict[str, str]  # predefined voice -> local path or hf:// url of its state
@@ -47,19 +48,26 @@ def resolve(source: str) -> ModelFiles:
         base = os.path.dirname(os.path.abspath(source))
         weights, cloning = _weights(cfg, base, source)
         tokenizer = _tokenizer(cfg, base, source)
-        return ModelFiles(cfg, weights, tokenizer, source, {}, catalog.voice_origin(CUSTOM_MODEL_VOICE), cloning)
+        return ModelFiles(
+            cfg, _whole(weights), tokenizer, source, {}, catalog.voice_origin(CUSTOM_MODEL_VOICE), cloning
+        )
     if catalog.is_model(source):
         cfg = catalog.config(source)
         weights, cloning = _weights(cfg, "", f"model {source!r}")
         tokenizer = _tokenizer(cfg, "", f"model {source!r}")
         voices = {name: catalog.voice_url(source, name) for name in catalog.voice_names()}
-        return ModelFiles(cfg, weights, tokenizer, source, voices, catalog.default_voice(source), cloning)
+        return ModelFiles(cfg, _whole(weights), tokenizer, source, voices, catalog.default_voice(source), cloning)
     if os.path.exists(source):
         raise ConfigError(f"{source}: expected a model config (.yaml or .json) or a bundle folder")
     raise ConfigError(
         f"unknown model {source!r}: use a catalog name ({', '.join(catalog.model_names())}), "
         "a config .yaml/.json, or a bundle folder"
     )
+
+
+def _whole(path: str) -> Dict[str, str]:
+    """One file holding every part of the checkpoint."""
+    return {part: path for part in params.PARTS}
 
 
 def _file(value: Optional[str], base: str, source: str, field: str) -> str:
@@ -121,24 +129,34 @@ def _bundle(directory: str) -> ModelFiles:
         raise ConfigError(f"{directory} is not a model bundle (no bundle.json)") from None
     except ValueError as e:
         raise ConfigError(f"{manifest_path} is not valid JSON: {e}") from None
-    if manifest.get("format") != BUNDLE_FORMAT or manifest.get("version") != BUNDLE_VERSION:
+    if manifest.get("format") != BUNDLE_FORMAT or manifest.get("version") not in BUNDLE_VERSIONS:
         raise ConfigError(
             f"{manifest_path}: unsupported bundle format {manifest.get('format')!r} version "
             f"{manifest.get('version')!r} (expected {BUNDLE_FORMAT!r} version {BUNDLE_VERSION})"
         )
 
-    def member(name: str) -> str:
-        path = os.path.join(directory, str(manifest.get(name, "")))
-        if not manifest.get(name) or not os.path.isfile(path):
-            raise ConfigError(f"{manifest_path}: {name} file missing: {manifest.get(name)!r}")
+    def member(name: Optional[str], field: str) -> str:
+        path = os.path.join(directory, str(name or ""))
+        if not name or not os.path.isfile(path):
+            raise ConfigError(f"{manifest_path}: {field} file missing: {name!r}")
         return path
 
-    cfg = config.load_json(member("config"))
+    cfg = config.load_json(member(manifest.get("config"), "config"))
     voices = {name: os.path.join(directory, path) for name, path in manifest.get("voices", {}).items()}
+    weights = manifest.get("weights")
+    if isinstance(weights, dict):  # version 2: a file per part (parts a bundle leaves out have none)
+        unknown = sorted(set(weights) - set(params.PARTS))
+        if unknown:
+            raise ConfigError(
+                f"{manifest_path}: unknown weights part {unknown[0]!r} (parts: {', '.join(params.PARTS)})"
+            )
+        files = {part: member(name, f"weights {part}") for part, name in weights.items()}
+    else:
+        files = _whole(member(weights, "weights"))
     return ModelFiles(
         cfg,
-        member("weights"),
-        member("tokenizer"),
+        files,
+        member(manifest.get("tokenizer"), "tokenizer"),
         str(manifest.get("name") or directory),
         voices,
         manifest.get("default_voice"),

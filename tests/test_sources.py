@@ -186,10 +186,24 @@ def test_bundle_round_trip(tmp_path) -> None:
         "voice_24000": "voices/voice_24000.safetensors"
     }
     assert report["weights_bytes"] < 0.6 * report["source_weights_bytes"]
+    assert manifest["weights"] == {part: f"{part}.safetensors" for part in ("flow_lm", "decoder", "voice_cloning")}
     bundled = TTSModel.load(str(out))
     assert bundled.default_voice == "voice_24000" and bundled.can_clone_voices
     pcm = bundled.generate("From a bundle.", None, temperature=0.0, max_frames=5)
     assert pcm.shape == (5 * 1920,) and np.abs(pcm).max() > 0
+    # Version 1 bundles (one model.safetensors with every part, per-row int8 scales) still load.
+    from core import safetensors_file
+
+    merged, metadata = {}, {}
+    for name in manifest["weights"].values():
+        tensors, metadata = safetensors_file.load(str(out / name))
+        merged.update(
+            {k: v.reshape(-1) if k.endswith(".int8_scale") and v.shape[1] == 1 else v for k, v in tensors.items()}
+        )
+        (out / name).unlink()
+    safetensors_file.save(str(out / "model.safetensors"), merged, dict(metadata, version="1"))
+    (out / "bundle.json").write_text(json.dumps(dict(manifest, version=1, weights="model.safetensors")))
+    assert np.array_equal(TTSModel.load(str(out)).generate("From a bundle.", None, temperature=0.0, max_frames=5), pcm)
     # Re-exporting over a bundle replaces it; a folder that is not a bundle is never overwritten.
     export(str(TINY_DIR / "tiny_gqa" / "config.yaml"), str(out), [str(VOICE_24K)], int8=False, voice_cloning=False)
     assert json.loads((out / "bundle.json").read_text())["quantization"] == "float32"
