@@ -1,9 +1,11 @@
 """The Python half of the in-browser engine, run by worker.js inside Pyodide.
 
-It keeps one model and its voices warm, and generates one chunk per `step()` call, so that the
-worker posts each chunk as soon as it exists and can stop between frames. Data crosses the JS
-boundary as JSON strings and files in Pyodide's in-memory file system, which every Pyodide
-version handles the same way.
+A worker has one role: "flow" (the flow LM and voice cloning: text to latent frames), "decoder"
+(the Mimi decoder: frames to audio), or "both". It keeps its part of one model warm (and, for the
+flow side, the voices), and does one frame per call, so that the worker hands each frame or chunk on
+as soon as it exists and can stop between frames. Data crosses the JS boundary as JSON strings and
+files in Pyodide's file system, which every Pyodide version handles the same way; a frame's latent
+is a few dozen floats, exact through JSON.
 """
 
 from __future__ import annotations
@@ -14,28 +16,60 @@ from typing import Any, Dict, Iterator, Optional
 
 import numpy as np
 
-from core import TTSModel, VoiceState
+from core import TTSModel, VoiceState, kernels, ops, params
 from core.errors import PocketTTSError
+from core.model import Frame
+
+ROLES = {
+    "flow": (params.FLOW_LM, params.VOICE_CLONING),
+    "decoder": (params.DECODER,),
+    "both": params.PARTS,
+}
 
 
-class Engine:
-    def __init__(self, bundle_dir: str):
-        self.model = TTSModel.load(bundle_dir)
+def install_kernels() -> None:
+    """Run the model's products on the WebAssembly kernels the worker registered as `pocket_kernels`."""
+    import pocket_kernels  # a JS module: the kernels' exports, on Pyodide's own memory
+
+    functions = {name: getattr(pocket_kernels, name) for name in kernels.NAMES}
+    ops.use(kernels.CompiledKernels(functions, "WebAssembly SIMD"))
+
+
+class BrowserEngine:
+    def __init__(self, bundle_dir: str, role: str):
+        self.role = role
+        self.model = TTSModel.load(bundle_dir, parts=ROLES[role])
         self.voices: Dict[str, VoiceState] = {}
+        self.frames: Optional[Iterator[Frame]] = None
+        self.decoder = self.model.decoder() if params.DECODER in self.model.parts else None
         self.chunks: Optional[Iterator[np.ndarray]] = None
-        if self.model.default_voice is not None:
+        if params.FLOW_LM in self.model.parts and self.model.default_voice is not None:
             self.voice(self.model.default_voice)
 
     def info(self) -> str:
         return json.dumps(
             {
                 "name": self.model.name,
+                "role": self.role,
                 "sample_rate": self.model.sample_rate,
+                "frame_size": self.model.frame_size,
                 "voices": sorted(self.model.voices),
                 "default_voice": self.model.default_voice,
                 "can_clone_voices": self.model.can_clone_voices,
+                "backend": ops.current().name,
             }
         )
+
+    def check_kernels(self) -> str:
+        """JSON of browser/kernel_check.py's report on the kernels this worker runs, or {error}."""
+        backend = ops.current()
+        if not isinstance(backend, kernels.CompiledKernels):
+            return json.dumps({"error": f"no kernels: the products run on {backend.name}"})
+        from browser import kernel_check
+
+        return json.dumps(kernel_check.run(backend))
+
+    # The flow side
 
     def voice(self, name: Optional[str]) -> VoiceState:
         key = name or self.model.default_voice
@@ -60,24 +94,45 @@ class Engine:
 
         def begin() -> bool:
             options: Dict[str, Any] = json.loads(options_json)
-            self.chunks = self.model.stream(text, self.voice(voice or None), **options)
+            self.frames = self.model.frames(text, self.voice(voice or None), **options)
+            if self.decoder is not None:
+                decoder = self.model.decoder()
+                self.chunks = (decoder.decode([frame]) for frame in self.frames)
             return True
 
         return _result("started", begin)
 
-    def step(self) -> Optional[np.ndarray]:
-        """The next chunk of the current generation (float32), or None when it is over."""
-        if self.chunks is None:
+    def next_frame(self) -> Optional[str]:
+        """The next frame of the current generation as JSON {latent, silence, first}, or None at the end."""
+        frame = next(self.frames, None) if self.frames is not None else None
+        if frame is None:
+            self.frames = None
             return None
-        chunk = next(self.chunks, None)
-        if chunk is None:
-            self.chunks = None
-        return chunk
+        latent = None if frame.latent is None else frame.latent.tolist()
+        return json.dumps({"latent": latent, "silence": frame.silence, "first": frame.first})
 
     def cancel(self) -> None:
-        if self.chunks is not None:
-            self.chunks.close()
-            self.chunks = None
+        for stream in (self.chunks, self.frames):
+            if stream is not None:
+                stream.close()
+        self.frames = self.chunks = None
+
+    # The decoder side
+
+    def decode(self, frame_json: str) -> np.ndarray:
+        """A frame from the flow side (see next_frame) -> its audio, float32."""
+        frame = json.loads(frame_json)
+        latent = None if frame["latent"] is None else np.array(frame["latent"], dtype=np.float32)
+        return self.decoder.decode([Frame(latent, int(frame["silence"]), bool(frame["first"]))])
+
+    # Both in one worker
+
+    def step(self) -> Optional[np.ndarray]:
+        """The next chunk of the current generation (float32), or None when it is over."""
+        chunk = next(self.chunks, None) if self.chunks is not None else None
+        if chunk is None:
+            self.cancel()
+        return chunk
 
 
 def _result(key: str, run: Any) -> str:

@@ -1,95 +1,159 @@
-// The in-browser engine: a classic Web Worker that boots Pyodide, installs `core` from core.zip,
-// loads the model bundle (cached with the Cache API, so a reload does not download it again), and
-// generates speech with the very same core.TTSModel the server uses (browser/engine.py).
+// The in-browser engine: a classic Web Worker that boots Pyodide, links the WebAssembly SIMD kernels
+// to Pyodide's own memory, installs `core` from the site's wheel with micropip, loads its part of the
+// model bundle and runs the very same core.TTSModel the server uses (browser/engine.py).
 //
-// Messages in: {type: "boot", site} (site: the parsed site.json, URLs relative to the site root),
-// {type: "speak", id, text, voice, options}, {type: "stop", id}, {type: "voice", id, samples,
-// sampleRate}. Messages out: {type: "progress", stage, loaded, total}, {type: "ready", info,
-// timings}, {type: "chunk", id, chunk} (Float32Array, transferred), {type: "done", id},
-// {type: "voice", id, voice}, {type: "error", id, message}. Every failure becomes an "error"
-// message: the page never waits on a silent worker.
+// A worker has one role, given at boot: "flow" (the flow LM and voice cloning: text -> latent frames),
+// "decoder" (the Mimi decoder: frames -> audio), or "both". With two workers (the page's choice), the
+// flow worker sends each frame (a few dozen floats) straight to the decoder worker through a
+// MessagePort, so the two halves of every frame run on two cores, as server/pipeline.py does.
+//
+// Messages in: {type: "boot", site, role, cached, port?}, {type: "speak", id, text, voice, options}
+// (flow, both), {type: "voice", id, samples, sampleRate} (flow, both), {type: "stop", id} (all),
+// {type: "check", id} (all: the kernels against NumPy here, browser/kernel_check.py).
+// Messages out: {type: "progress", stage, loaded, total}, {type: "ready", info, timings},
+// {type: "chunk", id, chunk} (Float32Array, transferred; decoder, both), {type: "done", id}
+// (decoder, both), {type: "voice", id, voice}, {type: "check", id, report}, {type: "error", id, message}.
+// Every failure becomes
+// an "error" message: the page never waits on a silent worker.
+// Between workers (port): {type: "frame", id, frame} (JSON of one frame), {type: "end", id}.
 
 "use strict";
 
 let pyodide = null;
 let engine = null;
-let running = null; // {id, stopped}
+let role = null;
+let port = null; // to the decoder worker, or from the flow worker
 let cacheName = null;
+let useCacheApi = true; // false when a service worker already caches what this worker fetches
+let running = null; // the flow side's current request: {id, stopped}
+const stopped = new Set(); // requests the decoder side drops
+const decodeQueue = []; // frames and ends the decoder side has yet to handle
+let decoding = false;
 
 const post = (message, transfer) => self.postMessage(message, transfer || []);
+
+function fail(id, error) {
+  post({ type: "error", id, message: String((error && error.message) || error) });
+}
 
 self.onmessage = async (event) => {
   const message = event.data;
   try {
-    if (message.type === "boot") await boot(message.site);
+    if (message.type === "boot") await boot(message);
     else if (message.type === "speak") await speak(message);
-    else if (message.type === "stop") {
-      if (running && running.id === message.id) running.stopped = true;
-    } else if (message.type === "voice") addVoice(message);
+    else if (message.type === "stop") stop(message.id);
+    else if (message.type === "voice") addVoice(message);
+    else if (message.type === "check") post({ type: "check", id: message.id, report: JSON.parse(engine.check_kernels()) });
   } catch (error) {
-    post({ type: "error", id: message.id, message: String((error && error.message) || error) });
+    fail(message.id, error);
   }
 };
 
 // Newer Pyodide releases expose the file system as pyodide.FS; 0.17 as pyodide._module.FS.
 const fileSystem = () => pyodide.FS || pyodide._module.FS;
 
-async function boot(site) {
+async function boot({ site, role: myRole, cached, port: myPort }) {
+  role = myRole;
+  port = myPort || null;
+  useCacheApi = !cached;
   const base = new URL("../", self.location.href);
-  const pyodideBase = new URL(site.pyodide, base).href;
+  const url = (path) => new URL(path, base).href;
+  const pyodideBase = url(site.pyodide);
   cacheName = "pocket-tts-" + site.version;
-  // Pyodide fetches its own runtime and packages: route those through the Cache API too, so that
-  // a reload needs no network for them either (the HTTP cache may not keep 20 MB files).
+  // Pyodide and micropip fetch their own files: route those through the cache too. (micropip binds
+  // `fetch` when it is imported, so this must be in place before.)
   const networkFetch = self.fetch.bind(self);
   self.fetch = (input, init) => {
-    const url = typeof input === "string" ? input : input.url;
-    return url.startsWith(pyodideBase) ? cachedResponse(url, networkFetch) : networkFetch(input, init);
+    const target = typeof input === "string" ? input : input.url;
+    return target.startsWith(base.href) ? cachedResponse(target, networkFetch) : networkFetch(input, init);
   };
   const timings = {};
   let start = performance.now();
   post({ type: "progress", stage: "Starting Python (Pyodide)" });
   importScripts(pyodideBase + "pyodide.js");
-  pyodide = await loadPyodide({ indexURL: pyodideBase });
+  const memory = await capturingMemory(() => loadPyodide({ indexURL: pyodideBase }));
   timings.pyodide_ms = performance.now() - start;
 
   start = performance.now();
   post({ type: "progress", stage: "Loading NumPy" });
-  await pyodide.loadPackage(["numpy"]);
-  // loadPackage reports failures on the console only: check that the import really works.
-  const numpyVersion = pyodide.runPython("import numpy\nnumpy.__version__");
+  await pyodide.loadPackage(["numpy", "micropip"]);
+  // loadPackage reports failures on the console only: check that the imports really work.
+  const numpyVersion = pyodide.runPython("import numpy, micropip\nnumpy.__version__");
+  await pyodide.runPythonAsync(`import micropip\nawait micropip.install(${JSON.stringify(url(site.wheel))})`);
+  pyodide.runPython("import browser.engine");
   timings.numpy_ms = performance.now() - start;
 
+  const kernels = await linkKernels(memory, url(site.kernels));
+
   start = performance.now();
-  const core = await fetchBytes(new URL(site.core, base).href);
-  fileSystem().writeFile("/tmp/core.zip", core);
-  pyodide.runPython("import sys\nsys.path.insert(0, '/tmp/core.zip')\nimport core, browser.engine");
-  fileSystem().mkdir("/model");
-  const files = Object.entries(site.model.files);
+  fileSystem().mkdirTree("/model/voices");
+  const files = Object.entries(site.model.files).filter(([name]) => site.model.roles[name].includes(role));
   let loaded = 0;
   const total = files.reduce((n, [, size]) => n + size, 0);
   for (const [name, size] of files) {
-    const data = await fetchBytes(new URL(site.model.path + name, base).href, (bytes) =>
+    const data = await fetchBytes(url(site.model.path + name), (bytes) =>
       post({ type: "progress", stage: "Downloading the model", loaded: loaded + bytes, total }));
     loaded += size;
-    const path = "/model/" + name;
-    if (name.includes("/")) fileSystem().mkdirTree(path.slice(0, path.lastIndexOf("/")));
-    fileSystem().writeFile(path, data);
+    fileSystem().writeFile("/model/" + name, data);
   }
   timings.download_ms = performance.now() - start;
 
   start = performance.now();
   post({ type: "progress", stage: "Loading the model" });
-  pyodide.runPython("import browser.engine\n_engine = browser.engine.Engine('/model')");
+  pyodide.globals.set("_role", role);
+  pyodide.runPython("import browser.engine\n_engine = browser.engine.BrowserEngine('/model', _role)");
   engine = pyodide.globals.get("_engine");
   const info = JSON.parse(engine.info());
   timings.load_ms = performance.now() - start;
   info.numpy = numpyVersion;
   info.python = pyodide.runPython("import sys\nsys.version.split()[0]");
+  info.kernels = kernels;
+  info.heap_bytes = pyodide._module.HEAPU8.length;
+  if (role === "decoder") port.onmessage = (event) => queueForDecoding(event.data);
   post({ type: "ready", info, timings });
+}
+
+// Runs `load` (Pyodide's boot) while catching the WebAssembly.Memory it creates: Pyodide 0.17 keeps
+// it in a closure, and the kernels must import that very memory to work on NumPy's arrays.
+async function capturingMemory(load) {
+  const NativeMemory = WebAssembly.Memory;
+  let memory = null;
+  WebAssembly.Memory = function (descriptor) {
+    const created = new NativeMemory(descriptor);
+    if (memory === null) memory = created;
+    return created;
+  };
+  WebAssembly.Memory.prototype = NativeMemory.prototype;
+  try {
+    pyodide = await load();
+  } finally {
+    WebAssembly.Memory = NativeMemory;
+  }
+  return pyodide._module.wasmMemory || memory;
+}
+
+// Instantiates the kernels on Pyodide's memory and installs them under core.ops; returns what runs
+// the products ("WebAssembly SIMD", or why NumPy runs them alone: the page says so).
+async function linkKernels(memory, kernelsUrl) {
+  try {
+    if (!memory || memory.buffer !== pyodide._module.HEAPU8.buffer) throw new Error("Pyodide's memory was not found");
+    const bytes = await (await cachedResponse(kernelsUrl)).arrayBuffer();
+    const { instance } = await WebAssembly.instantiate(bytes, { env: { memory } });
+    pyodide.registerJsModule("pocket_kernels", Object.fromEntries(Object.entries(instance.exports)));
+    pyodide.runPython("import browser.engine\nbrowser.engine.install_kernels()");
+    return "WebAssembly SIMD";
+  } catch (error) {
+    return "NumPy only, without acceleration: " + String((error && error.message) || error);
+  }
 }
 
 // A response for `url` from the Cache API of this site version, fetched and stored the first time.
 async function cachedResponse(url, networkFetch = self.fetch) {
+  if (!useCacheApi) {
+    const response = await networkFetch(url);
+    if (!response.ok) throw new Error(`cannot download ${url}: ${response.status} ${response.statusText}`);
+    return response;
+  }
   const cache = await caches.open(cacheName);
   const hit = await cache.match(url);
   if (hit) return hit;
@@ -129,6 +193,12 @@ function yieldToEvents() {
   });
 }
 
+function stop(id) {
+  if (running && running.id === id) running.stopped = true;
+  stopped.add(id);
+}
+
+// The flow side: frames to the decoder worker (or, in "both", decoded here).
 async function speak({ id, text, voice, options }) {
   if (!engine) throw new Error("the model is not loaded yet");
   const started = JSON.parse(engine.start(text, voice || "", JSON.stringify(options || {})));
@@ -140,21 +210,58 @@ async function speak({ id, text, voice, options }) {
       if (running !== mine) return;
       if (mine.stopped) {
         engine.cancel();
-        break;
+        return;
       }
-      const proxy = engine.step();
-      if (proxy === undefined || proxy === null) break;
-      const buffer = proxy.getBuffer("f32");
-      const chunk = buffer.data.slice(); // a copy: buffer.data views the whole wasm heap
-      buffer.release();
-      proxy.destroy();
-      post({ type: "chunk", id, chunk }, [chunk.buffer]);
+      if (role === "both") {
+        const proxy = engine.step();
+        if (proxy === undefined || proxy === null) break;
+        postChunk(id, proxy);
+      } else {
+        const frame = engine.next_frame();
+        if (frame === undefined || frame === null) break;
+        port.postMessage({ type: "frame", id, frame });
+      }
       await yieldToEvents();
     }
   } finally {
     if (running === mine) running = null;
   }
-  post({ type: "done", id });
+  if (role === "both") post({ type: "done", id });
+  else port.postMessage({ type: "end", id });
+}
+
+function postChunk(id, proxy) {
+  const buffer = proxy.getBuffer("f32");
+  const chunk = buffer.data.slice(); // a copy: buffer.data views the whole wasm heap
+  buffer.release();
+  proxy.destroy();
+  post({ type: "chunk", id, chunk }, [chunk.buffer]);
+}
+
+// The decoder side: frames in order, one per turn of the event loop, so that a Stop gets in.
+function queueForDecoding(message) {
+  decodeQueue.push(message);
+  if (!decoding) decodeAll();
+}
+
+async function decodeAll() {
+  decoding = true;
+  try {
+    while (decodeQueue.length > 0) {
+      const { type, id, frame } = decodeQueue.shift();
+      if (stopped.has(id)) continue;
+      try {
+        if (type === "end") post({ type: "done", id });
+        else postChunk(id, engine.decode(frame));
+      } catch (error) {
+        stopped.add(id);
+        fail(id, error);
+      }
+      await yieldToEvents();
+    }
+  } finally {
+    decoding = false;
+  }
 }
 
 function addVoice({ id, samples, sampleRate }) {

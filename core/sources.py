@@ -145,12 +145,10 @@ def _bundle(directory: str) -> ModelFiles:
     voices = {name: os.path.join(directory, path) for name, path in manifest.get("voices", {}).items()}
     weights = manifest.get("weights")
     if isinstance(weights, dict):  # version 2: a file per part (parts a bundle leaves out have none)
-        unknown = sorted(set(weights) - set(params.PARTS))
-        if unknown:
-            raise ConfigError(
-                f"{manifest_path}: unknown weights part {unknown[0]!r} (parts: {', '.join(params.PARTS)})"
-            )
-        files = {part: member(name, f"weights {part}") for part, name in weights.items()}
+        if set(weights) - set(params.PARTS) or not all(isinstance(name, str) and name for name in weights.values()):
+            raise ConfigError(f"{manifest_path}: weights must map parts ({', '.join(params.PARTS)}) to file names")
+        # Checked when read: a browser worker holds only the files of the parts it loads.
+        files = {part: os.path.join(directory, name) for part, name in weights.items()}
     else:
         files = _whole(member(weights, "weights"))
     return ModelFiles(

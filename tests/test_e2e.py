@@ -49,11 +49,22 @@ def test_the_core_gives_the_same_pcm_in_the_browser_and_on_cpython(page, small_s
 
 
 def test_the_browser_engine_reports_its_runtime(page) -> None:
-    assert page.page.evaluate("document.getElementById('status').textContent").startswith(
-        "Ready (in this browser: Python 3.8.2, NumPy 1.17.5)"
+    """Two workers on this 2-core machine, each with the WebAssembly kernels linked."""
+    assert page.page.evaluate("document.getElementById('status').textContent") == (
+        "Ready (in this browser: Python 3.8.2, NumPy 1.17.5, WebAssembly SIMD, two workers)."
     )
     load = page.page.evaluate("window.pocketTTS.load")
     assert all(load[k] > 0 for k in ("pyodide_ms", "numpy_ms", "download_ms", "load_ms", "total_ms"))
+    assert load["workers"] == 2 and len(load["heap_bytes"]) == 2
+
+
+def test_the_kernels_equal_numpy_in_the_browser(page) -> None:
+    """browser/kernel_check.py in each worker, on the WebAssembly module inside Pyodide's memory."""
+    reports = page.page.evaluate("import('./browser-engine.js').then((engine) => engine.checkKernels())")
+    assert len(reports) == 2
+    for report in reports:
+        assert report["failures"] == [] and report["worst"] < 1 and report["cases"] > 200, report
+        assert report["refused"] == report["refusals"] > 10
 
 
 def test_voice_upload_stop_and_errors_in_browser_mode(page) -> None:
@@ -66,10 +77,13 @@ def test_voice_upload_stop_and_errors_in_browser_mode(page) -> None:
     page.page.click("#generate")
     page.page.wait_for_function("document.getElementById('status').classList.contains('error')", timeout=60_000)
     assert "malformed pause" in page.page.inner_text("#status")
-    page.page.fill("#text", "A long text that goes on and on, " * 10)
+    # The end of the generation is held until Stop has been clicked, so it cannot finish first.
+    page.page.evaluate("window.pocketTTSHold.done = true")
+    page.page.fill("#text", "A long text that goes on and on.")
     page.page.click("#generate")
-    page.page.wait_for_function("window.pocketTTS.played.length >= 0 && !document.getElementById('stop').disabled")
+    page.page.wait_for_function("!document.getElementById('stop').disabled")
     page.page.click("#stop")
     assert page.page.inner_text("#status") == "Stopped."
-    assert page.run()["played"]["audible"] > 0  # the worker is free again
+    page.page.evaluate("window.pocketTTSHold.release()")
+    assert page.run()["played"]["audible"] > 0  # the workers are free again
     assert page.errors == []

@@ -10,9 +10,9 @@ import { Player, wavBlob } from "./player.js";
 import * as server from "./server-engine.js";
 
 const $ = (id) => document.getElementById(id);
-const sampleRate = server.sampleRate;
-const player = new Player(sampleRate);
-const state = { controller: null, run: null, site: null, modes: [] };
+const player = new Player();
+// sampleRate: of the engine in use (its /health, or the in-browser model's info).
+const state = { controller: null, run: null, site: null, modes: [], sampleRate: null };
 window.pocketTTS = { runs: [], played: [], ready: false, load: null, collect };
 
 function status(message, isError = false) {
@@ -64,21 +64,26 @@ function fillVoices(list) {
 async function useMode(name) {
   $("generate").disabled = true;
   if (name === "server") {
+    state.sampleRate = (await server.health()).sample_rate;
     fillVoices(await server.voices());
     $("generate").disabled = false;
     status("Ready (server).");
     return;
   }
   const start = performance.now();
-  const { info, timings } = await browser.boot(state.site, (progress) => {
+  const { info, timings, workers } = await browser.boot(state.site, (progress) => {
     const share = progress.total ? ` ${Math.round((100 * progress.loaded) / progress.total)}%` : "";
     status(`${progress.stage}…${share}`);
   });
-  if (!window.pocketTTS.load) window.pocketTTS.load = { ...timings, total_ms: performance.now() - start };
+  if (!window.pocketTTS.load) {
+    window.pocketTTS.load = { ...timings, total_ms: performance.now() - start, workers, heap_bytes: info.heap_bytes };
+  }
+  state.sampleRate = info.sample_rate;
   fillVoices({ default: info.default_voice, voices: info.voices.filter((v) => v !== info.default_voice) });
   renderPanel();
   $("generate").disabled = false;
-  status(`Ready (in this browser: Python ${info.python}, NumPy ${info.numpy}).`);
+  const runs = workers === 2 ? "two workers" : "one worker";
+  status(`Ready (in this browser: Python ${info.python}, NumPy ${info.numpy}, ${info.kernels}, ${runs}).`);
 }
 
 async function generate() {
@@ -89,7 +94,9 @@ async function generate() {
   }
   stop();
   const controller = new AbortController();
-  const run = { mode: mode(), t0: performance.now(), ttfc: null, ttfa: null, end: null, chunks: [], samples: 0 };
+  const run = {
+    mode: mode(), sampleRate: state.sampleRate, t0: performance.now(), ttfc: null, ttfa: null, end: null, chunks: [], samples: 0,
+  };
   state.controller = controller;
   state.run = run;
   $("generate").disabled = true;
@@ -97,7 +104,7 @@ async function generate() {
   $("download").hidden = true;
   status("Generating…");
   try {
-    await player.start();
+    await player.start(run.sampleRate);
     await engines[run.mode].speak({
       text,
       voice: $("voice").value,
@@ -124,8 +131,8 @@ async function generate() {
 }
 
 function finish(run) {
-  const audioMs = (1000 * run.samples) / sampleRate;
-  $("download").href = URL.createObjectURL(wavBlob(run.chunks, sampleRate));
+  const audioMs = (1000 * run.samples) / run.sampleRate;
+  $("download").href = URL.createObjectURL(wavBlob(run.chunks, run.sampleRate));
   $("download").hidden = false;
   const record = () => {
     window.pocketTTS.runs.push({
@@ -177,7 +184,7 @@ $("voice-file").addEventListener("change", async (event) => {
   if (!file) return;
   status(`Preparing the voice ${file.name}…`);
   try {
-    const id = await engines[mode()].uploadVoice(file);
+    const id = await engines[mode()].uploadVoice(file, state.sampleRate);
     $("voice").append(new Option(`uploaded: ${file.name}`, id));
     $("voice").value = id;
     status(`Voice ${file.name} ready.`);

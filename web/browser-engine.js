@@ -1,9 +1,11 @@
-// Browser mode: the Pyodide worker (browser/worker.js) runs the model in this tab. The same
+// Browser mode: Pyodide in Web Workers runs the model in this tab (browser/worker.js). The same
 // speak() contract as server-engine.js, plus boot() for the one-time start (with progress).
+//
+// Two workers where the machine has two cores: the flow LM in one, the Mimi decoder in the other,
+// each with its own Pyodide, the frames going from one to the other through a MessageChannel; both
+// boot at once. One worker ("both") where there is a single core.
 
-export const sampleRate = 24000;
-
-let worker = null;
+let workers = null; // {flow, decoder}: the same Worker twice with one worker
 let booted = null; // Promise of {info, timings}
 let nextId = 1;
 const pending = new Map(); // id -> {onChunk, resolve, reject}
@@ -19,10 +21,31 @@ export async function site() {
   }
 }
 
-export function boot(siteInfo, onProgress) {
-  if (booted) return booted;
-  booted = new Promise((resolve, reject) => {
-    worker = new Worker("browser/worker.js");
+// Whether two workers run here (one per half of each frame).
+export function twoWorkers() {
+  return (navigator.hardwareConcurrency || 1) >= 2;
+}
+
+// The service worker that keeps the site's files (a reload downloads nothing; offline works). The
+// workers boot once it controls the page, so that everything they fetch goes through it.
+async function serviceWorker() {
+  if (!("serviceWorker" in navigator)) return false; // not a secure context (plain http to another host)
+  try {
+    await navigator.serviceWorker.register("sw.js");
+    await navigator.serviceWorker.ready;
+    if (!navigator.serviceWorker.controller) {
+      await new Promise((resolve) => navigator.serviceWorker.addEventListener("controllerchange", resolve, { once: true }));
+    }
+    return true;
+  } catch (error) {
+    console.warn("no service worker:", error);
+    return false;
+  }
+}
+
+function start(siteInfo, role, cached, port, onProgress) {
+  const worker = new Worker("browser/worker.js");
+  const ready = new Promise((resolve, reject) => {
     worker.onerror = (event) => reject(new Error(event.message || "the worker failed to start"));
     worker.onmessage = (event) => {
       const message = event.data;
@@ -31,8 +54,33 @@ export function boot(siteInfo, onProgress) {
       else if (message.type === "error" && message.id === undefined) reject(new Error(message.message));
       else route(message);
     };
-    worker.postMessage({ type: "boot", site: siteInfo });
   });
+  worker.postMessage({ type: "boot", site: siteInfo, role, cached, port }, port ? [port] : []);
+  return { worker, ready };
+}
+
+export function boot(siteInfo, onProgress) {
+  if (booted) return booted;
+  booted = (async () => {
+    const cached = await serviceWorker();
+    if (!twoWorkers()) {
+      const both = start(siteInfo, "both", cached, null, onProgress);
+      workers = { flow: both.worker, decoder: both.worker };
+      const { info, timings } = await both.ready;
+      return { info, timings, workers: 1 };
+    }
+    const channel = new MessageChannel();
+    const flow = start(siteInfo, "flow", cached, channel.port1, onProgress);
+    const decoder = start(siteInfo, "decoder", cached, channel.port2, () => {});
+    workers = { flow: flow.worker, decoder: decoder.worker };
+    const [flowReady, decoderReady] = await Promise.all([flow.ready, decoder.ready]);
+    // The voices come from the flow side, the audio format from the decoder side.
+    const info = { ...flowReady.info, sample_rate: decoderReady.info.sample_rate, frame_size: decoderReady.info.frame_size };
+    info.heap_bytes = [flowReady.info.heap_bytes, decoderReady.info.heap_bytes];
+    const timings = {};
+    for (const key of Object.keys(flowReady.timings)) timings[key] = Math.max(flowReady.timings[key], decoderReady.timings[key]);
+    return { info, timings, workers: 2 };
+  })();
   booted.catch(() => {
     booted = null;
   });
@@ -43,16 +91,22 @@ function route(message) {
   const request = pending.get(message.id);
   if (!request) return;
   if (message.type === "chunk") request.onChunk(message.chunk);
-  else if (message.type === "voice") {
+  else if (message.type === "voice" || message.type === "check") {
     pending.delete(message.id);
-    request.resolve(message.voice);
+    request.resolve(message.type === "voice" ? message.voice : message.report);
   } else if (message.type === "done") {
     pending.delete(message.id);
     request.resolve();
   } else if (message.type === "error") {
     pending.delete(message.id);
+    stopEverywhere(message.id);
     request.reject(new Error(message.message));
   }
+}
+
+function stopEverywhere(id) {
+  workers.flow.postMessage({ type: "stop", id });
+  if (workers.decoder !== workers.flow) workers.decoder.postMessage({ type: "stop", id });
 }
 
 export function speak({ text, voice, signal, onChunk, options }) {
@@ -60,16 +114,16 @@ export function speak({ text, voice, signal, onChunk, options }) {
   return new Promise((resolve, reject) => {
     pending.set(id, { onChunk, resolve, reject });
     signal.addEventListener("abort", () => {
-      worker.postMessage({ type: "stop", id });
+      stopEverywhere(id);
       pending.delete(id);
       reject(new DOMException("stopped", "AbortError"));
     });
-    worker.postMessage({ type: "speak", id, text, voice, options: options || {} });
+    workers.flow.postMessage({ type: "speak", id, text, voice, options: options || {} });
   });
 }
 
 // A recording decoded by the browser (any format it plays), mixed to mono, cloned in the worker.
-export async function uploadVoice(file) {
+export async function uploadVoice(file, sampleRate) {
   const context = new OfflineAudioContext(1, 1, sampleRate);
   const decoded = await context.decodeAudioData(await file.arrayBuffer());
   const samples = new Float32Array(decoded.length);
@@ -80,6 +134,20 @@ export async function uploadVoice(file) {
   const id = nextId++;
   return new Promise((resolve, reject) => {
     pending.set(id, { resolve, reject });
-    worker.postMessage({ type: "voice", id, samples, sampleRate: decoded.sampleRate }, [samples.buffer]);
+    workers.flow.postMessage({ type: "voice", id, samples, sampleRate: decoded.sampleRate }, [samples.buffer]);
   });
+}
+
+// The kernels against NumPy in each worker (browser/kernel_check.py): [report] per worker.
+export function checkKernels() {
+  const distinct = workers.flow === workers.decoder ? [workers.flow] : [workers.flow, workers.decoder];
+  return Promise.all(
+    distinct.map((worker) => {
+      const id = nextId++;
+      return new Promise((resolve, reject) => {
+        pending.set(id, { resolve, reject });
+        worker.postMessage({ type: "check", id });
+      });
+    }),
+  );
 }

@@ -1,19 +1,24 @@
-// The audio side of the UI: one AudioContext at the model's rate and the streaming worklet.
+// The audio side of the UI: an AudioContext at the model's rate and the streaming worklet.
 // Both engines (server and in-browser) feed it Float32Array chunks; it tells when the first audible
 // sample reached the output (TTFA) and when a run has played out.
 
 export class Player {
-  constructor(sampleRate = 24000) {
-    this.sampleRate = sampleRate;
+  constructor() {
     this.context = null;
     this.node = null;
     this.listeners = {};
   }
 
   // Must run in a user gesture (the click): browsers keep an AudioContext suspended until one.
-  async start() {
+  // The context runs at the engine's rate (a new engine with another rate gets a new context).
+  async start(sampleRate) {
+    if (this.context && this.context.sampleRate !== sampleRate) {
+      this.node.disconnect();
+      await this.context.close();
+      this.context = null;
+    }
     if (!this.context) {
-      this.context = new AudioContext({ sampleRate: this.sampleRate, latencyHint: "interactive" });
+      this.context = new AudioContext({ sampleRate, latencyHint: "interactive" });
       await this.context.audioWorklet.addModule(new URL("./worklet.js", import.meta.url));
       this.node = new AudioWorkletNode(this.context, "stream-player", { outputChannelCount: [1] });
       this.node.connect(this.context.destination);

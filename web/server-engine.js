@@ -1,6 +1,5 @@
-// Server mode: POST /stream and feed the raw 16-bit PCM to the player as it arrives.
-
-export const sampleRate = 24000;
+// Server mode: POST /stream and feed the raw 16-bit PCM to the player as it arrives (at the rate
+// /health reports).
 
 // Calls onChunk(Float32Array) for every piece of audio received; resolves when the stream ends.
 // Rejects with the server's error message (a 4xx/5xx JSON body) or an AbortError on Stop.
@@ -43,6 +42,13 @@ export async function voices() {
   if (!response.ok) throw new Error(await errorMessage(response));
   const list = await response.json();
   return { default: list.default, voices: list.voices };
+}
+
+// The server's /health ({status, model, sample_rate, ...}).
+export async function health() {
+  const response = await fetch("/health", { cache: "no-cache" });
+  if (!response.ok) throw new Error(await errorMessage(response));
+  return response.json();
 }
 
 // Whether a server answers here (a static host of the site has none).

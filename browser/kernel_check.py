@@ -1,0 +1,127 @@
+"""The compiled kernels against NumPy where they run: random shapes with odd tails, and the binding's
+refusals. The browser tests run it in the worker on the WebAssembly module (worker.js "check"),
+tests/test_kernels.py on the same source compiled natively.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Dict, List
+
+import numpy as np
+
+from core import ops
+from core.kernels import CompiledKernels, KernelArgumentError
+from core.quantize import Int8Matrix, quantize
+
+# Allowed error: this many float32 epsilons times sqrt(terms), relative to the sum of |terms|.
+TOLERANCE = 1e-6
+
+
+def run(backend: CompiledKernels, seed: int = 7) -> Dict[str, Any]:
+    """{"cases", "worst", "failures", "refused"}: `worst` is the largest error as a share of its
+    allowed bound (pass: < 1); `refused` counts bad calls the binding refused, out of `refusals`."""
+    rng = np.random.default_rng(seed)
+    binding = backend.binding
+    failures: List[str] = []
+    worst = 0.0
+    cases = 0
+
+    def randn(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    def compare(what: str, got: np.ndarray, want: np.ndarray, magnitude: np.ndarray, terms: int) -> None:
+        nonlocal worst, cases
+        cases += 1
+        bound = TOLERANCE * np.sqrt(terms) * magnitude + 1e-30
+        share = float(np.max(np.abs(got.astype(np.float64) - want) / bound)) if got.size else 0.0
+        worst = max(worst, share)
+        if got.shape != want.shape or not share < 1:
+            failures.append(f"{what}: error {share:.2f} of the bound, shape {got.shape} vs {want.shape}")
+
+    for m, n, k in itertools.product([1, 2, 3, 5, 17], [1, 4, 5, 13, 64], [1, 3, 4, 16, 17, 33, 100]):
+        x, w, b = randn(m, k), randn(n, k), randn(n)
+        out = np.empty((m, n), np.float32)
+        binding.linear_f32(x, w, b, out)
+        compare(f"linear_f32 {m}x{n}x{k}", out, x.astype(np.float64) @ w.T + b, np.abs(x) @ np.abs(w).T + np.abs(b), k)
+
+    for m, (n, k, group) in itertools.product([1, 2, 5], [(5, 32, 16), (7, 96, 32), (4, 1024, 64), (3, 40, 40)]):
+        values = rng.integers(-127, 128, (n, k), dtype=np.int8)
+        matrix = Int8Matrix(values, rng.random((n, k // group)).astype(np.float32))
+        dense = matrix.dequantize()
+        x, b = randn(m, k), randn(n)
+        out = np.empty((m, n), np.float32)
+        binding.linear_i8(x, matrix.values, matrix.scales, b, out, np.empty(4 * k, np.float32))
+        compare(
+            f"linear_i8 {m}x{n}x{k}/{group}",
+            out,
+            x.astype(np.float64) @ dense.T + b,
+            np.abs(x) @ np.abs(dense).T + np.abs(b),
+            k,
+        )
+    stored = quantize({"w": randn(300, 128)})
+    matrix = Int8Matrix(stored["w"], stored["w.int8_scale"])
+    x = randn(3, 128)
+    dense = matrix.dequantize()
+    compare(
+        "backend int8 linear",
+        backend.linear(x, matrix, None),
+        x.astype(np.float64) @ dense.T,
+        np.abs(x) @ np.abs(dense).T,
+        128,
+    )
+
+    for (taps, dilation, stride), (m, c, n) in itertools.product(
+        [(1, 1, 1), (3, 1, 1), (3, 9, 1), (7, 1, 1), (8, 1, 4), (4, 1, 2)],
+        [(1, 1, 1), (5, 2, 9), (9, 7, 33), (16, 32, 16)],
+    ):
+        x = randn(c, (taps - 1) * dilation + 1 - stride + n * stride)
+        w, b = randn(m, c, taps), randn(m)
+        want = ops.NUMPY.conv(w.astype(np.float64), x.astype(np.float64), n, stride, dilation, b)
+        magnitude = ops.NUMPY.conv(np.abs(w), np.abs(x), n, stride, dilation, np.abs(b))
+        compare(
+            f"conv {m}x{c}x{taps} d{dilation} s{stride} n{n}",
+            backend.conv(w, x, n, stride, dilation, b),
+            want,
+            magnitude,
+            c * taps,
+        )
+
+    x = np.concatenate([randn(1001) * 4, np.array([0, 1e-8, -1e-8, -87, -88, -100, -1e30, 50], np.float32)])
+    for name in ("elu", "gelu_tanh"):
+        with np.errstate(over="ignore"):
+            want = getattr(ops.NUMPY, name)(x).astype(np.float64)
+        # Activations: within 2e-6 of NumPy's own result, relative, or 2e-7 absolute (e^x - 1 near 0).
+        compare(name, getattr(backend, name)(x), want, np.abs(want) + 0.1, 4)
+
+    refused, refusals = _refusals(binding, randn)
+    return {"cases": cases, "worst": worst, "failures": failures, "refused": refused, "refusals": refusals}
+
+
+def _refusals(binding: Any, randn: Callable[..., np.ndarray]):
+    """Bad calls a kernel would misread (each must raise KernelArgumentError before any pointer)."""
+    x, w, out = randn(2, 8), randn(3, 8), np.empty((2, 3), np.float32)
+    read_only = np.empty((2, 3), np.float32)
+    read_only.flags.writeable = False
+    calls = [
+        lambda: binding.linear_f32(x.astype(np.float64), w, None, out),
+        lambda: binding.linear_f32(randn(8, 2).T, w, None, out),
+        lambda: binding.linear_f32(x, randn(3, 7), None, out),
+        lambda: binding.linear_f32(x, w, randn(4), out),
+        lambda: binding.linear_f32(x, w, None, np.empty((2, 4), np.float32)),
+        lambda: binding.linear_f32(x, w, None, read_only),
+        lambda: binding.linear_f32(x, w, None, np.empty((3, 2), np.float32).T),
+        lambda: binding.linear_i8(x, w, np.ones((3, 1), np.float32), None, out, np.empty(32, np.float32)),
+        lambda: binding.linear_i8(
+            x, w.astype(np.int8), np.ones((3, 1), np.float32), None, out, np.empty(31, np.float32)
+        ),
+        lambda: binding.conv_f32(randn(2, 3, 3), randn(3, 9), None, np.empty((2, 8), np.float32), 1),
+        lambda: binding.elu(randn(4), np.empty(5, np.float32)),
+    ]
+    refused = 0
+    for call in calls:
+        try:
+            call()
+        except KernelArgumentError:
+            refused += 1
+    return refused, len(calls)
