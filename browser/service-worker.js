@@ -13,11 +13,24 @@ const root = new URL("./", self.location.href);
 const cached = new Set(FILES.map((path) => new URL(path, root).href));
 cached.add(root.href);
 
+// Downloads of this version's files revalidate whatever the HTTP cache holds: a file of the same
+// name from the previous version must not come back from there.
+const fresh = (url) => fetch(url, { cache: "no-cache" });
+
 self.addEventListener("install", (event) => {
+  const shell = [root.href, ...SHELL.map((path) => new URL(path, root).href)];
   event.waitUntil(
     caches
       .open(CACHE)
-      .then((cache) => cache.addAll([root.href, ...SHELL.map((path) => new URL(path, root).href)]))
+      .then((cache) =>
+        Promise.all(
+          shell.map(async (url) => {
+            const response = await fresh(url);
+            if (!response.ok) throw new Error(`${url}: ${response.status}`);
+            await cache.put(url, response);
+          }),
+        ),
+      )
       .then(() => self.skipWaiting()),
   );
 });
@@ -55,7 +68,7 @@ function serve(event, url) {
         release();
         return hit;
       }
-      const response = await fetch(event.request);
+      const response = await fresh(url);
       if (response.status !== 200) {
         release();
         return response;

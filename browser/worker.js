@@ -9,10 +9,12 @@
 //
 // Messages in: {type: "boot", site, role, cached, port?}, {type: "speak", id, text, voice, options}
 // (flow, both), {type: "voice", id, samples, sampleRate} (flow, both), {type: "stop", id} (all),
-// {type: "check", id} (all: the kernels against NumPy here, browser/kernel_check.py).
+// {type: "check", id} (all: the kernels against NumPy here, browser/kernel_check.py), {type: "heap", id}
+// (all: the size of the WebAssembly heap, which only grows: the peak so far).
 // Messages out: {type: "progress", stage, loaded, total}, {type: "ready", info, timings},
 // {type: "chunk", id, chunk} (Float32Array, transferred; decoder, both), {type: "done", id}
-// (decoder, both), {type: "voice", id, voice}, {type: "check", id, report}, {type: "error", id, message}.
+// (decoder, both), {type: "voice", id, voice}, {type: "check", id, report}, {type: "heap", id, bytes},
+// {type: "error", id, message}.
 // Every failure becomes
 // an "error" message: the page never waits on a silent worker.
 // Between workers (port): {type: "frame", id, frame} (JSON of one frame), {type: "end", id}.
@@ -44,6 +46,7 @@ self.onmessage = async (event) => {
     else if (message.type === "stop") stop(message.id);
     else if (message.type === "voice") addVoice(message);
     else if (message.type === "check") post({ type: "check", id: message.id, report: JSON.parse(engine.check_kernels()) });
+    else if (message.type === "heap") post({ type: "heap", id: message.id, bytes: pyodide._module.HEAPU8.length });
   } catch (error) {
     fail(message.id, error);
   }

@@ -133,7 +133,14 @@ def _export(args: argparse.Namespace) -> None:
     from .bundle import export
 
     _say(args, f"exporting {args.model} to {args.out}")
-    report = export(args.model, args.out, args.voice or (), int8=not args.float32, voice_cloning=args.voice_cloning)
+    report = export(
+        args.model,
+        args.out,
+        args.voice or (),
+        int8=not args.float32,
+        voice_cloning=args.voice_cloning,
+        int8_group=args.int8_group,
+    )
     _say(
         args,
         f"wrote {report['bundle']}: weights {report['weights_bytes'] / 1e6:.1f} MB "
@@ -209,6 +216,11 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", required=True, help="bundle folder to write")
     ex.add_argument("--voice", action="append", help="voice to include (repeatable; default: the model's default)")
     ex.add_argument("--float32", action="store_true", help="keep float32 weights instead of int8")
+    ex.add_argument(
+        "--int8-group",
+        type=int,
+        help="int8 scale per this many values of a row (e.g. 64) instead of one per row",
+    )
     ex.add_argument(
         "--no-voice-cloning",
         dest="voice_cloning",

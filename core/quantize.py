@@ -1,10 +1,15 @@
-"""int8 weights: symmetric int8 with a float32 scale per group of consecutive values of each row.
+"""int8 weights: symmetric int8 with a float32 scale per row, or per group of consecutive values.
 
 A quantized tensor keeps its checkpoint name and shape, and gets its scales beside it under
 `<name>.int8_scale`: [rows, groups], one scale per `group` values of each row of the tensor seen as
-[rows, rest] (rest = in_features for a linear layer, C_in * K for a convolution kernel). Version 1
-files (one scale per row, [rows]) still load. Norms, biases, LayerScale and other small tensors stay
-float32. The file's metadata names the format and version.
+[rows, rest] (rest = in_features for a linear layer, C_in * K for a convolution kernel); one group
+per row by default. Version 1 files (one scale per row, [rows]) still load. Norms, biases,
+LayerScale and other small tensors stay float32. The file's metadata names the format and version.
+
+What is quantized was chosen by measurement (README, "int8 bundles"): on the fixture weights, finer
+groups measured no better than one scale per row (those weights have no outliers; trained ones may:
+`core.cli export --int8-group`), tensors under MIN_ELEMENTS cost much error for little size, and
+the bundles keep the Mimi decoder in float32 (core.bundle).
 
 At load, a runtime with int8 kernels (core.ops) keeps the matrices of linear layers as `Int8Matrix`
 (a quarter of the memory); everywhere else the weights are dequantized once, to exactly the float32
@@ -13,7 +18,7 @@ values the kernels compute with (NumPy has no int8 matrix product).
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Mapping, NamedTuple, Sequence, Tuple, Union
+from typing import Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -23,11 +28,9 @@ FORMAT = "pocket-tts-numpy-int8"
 VERSION = "2"
 READABLE_VERSIONS = ("1", "2")
 SCALE_SUFFIX = ".int8_scale"
-# Tensors smaller than this stay float32: quantizing them saves nothing worth their error.
-MIN_ELEMENTS = 1024
-# Values per scale: finer groups follow the weights' local range (llama.cpp's q8_0 uses 32). 64
-# measured best per byte on the fixtures' weights (README, "int8 bundles").
-GROUP = 64
+# Tensors smaller than this stay float32: together a few hundred KB, and quantizing them measured
+# worse than their size is worth (Mimi's upsampling and quantizer projection alone: -47 dB of audio).
+MIN_ELEMENTS = 65536
 
 
 class Int8Matrix(NamedTuple):
@@ -65,9 +68,9 @@ def row_slice(weight: Weight, start: int, stop: int) -> Weight:
     return weight[start:stop]
 
 
-def group_size(columns: int, group: int = GROUP) -> int:
+def group_size(columns: int, group: Optional[int]) -> int:
     """The group for rows of `columns` values: `group` where it divides them, else the whole row."""
-    return group if columns % group == 0 else columns
+    return group if group is not None and columns % group == 0 else columns
 
 
 def quantizes(value: np.ndarray) -> bool:
@@ -75,9 +78,10 @@ def quantizes(value: np.ndarray) -> bool:
 
 
 def quantize(
-    tensors: Mapping[str, np.ndarray], group: int = GROUP, keep: Callable[[str], bool] = lambda key: False
+    tensors: Mapping[str, np.ndarray], group: Optional[int] = None, keep: Callable[[str], bool] = lambda key: False
 ) -> Dict[str, np.ndarray]:
-    """int8 tensors and their scales (`keep(key)`: leave that tensor float32)."""
+    """int8 tensors and their scales: a scale per row, or per `group` values of a row where that
+    divides it (`keep(key)`: leave that tensor float32)."""
     out: Dict[str, np.ndarray] = {}
     for key, value in tensors.items():
         if not quantizes(value) or keep(key):

@@ -30,6 +30,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 SHORT_TEXT = "Hello there, this is a short test."
+VOICE_RECORDING = ROOT / "tests" / "fixtures" / "voice" / "voice_22050.wav"  # 5.1 s at 22.05 kHz
 
 
 def fixture(model: str) -> Path:
@@ -174,12 +175,14 @@ class Page:
 
     @property
     def downloaded(self) -> int:
-        """Bytes that came over the network: not from the HTTP cache, the Cache API or the service
-        worker (whose own downloads count, once)."""
+        """Bytes of the site that came over the network: not from the HTTP cache, the Cache API or
+        the service worker (whose own downloads count, once). The page's probe for a model server
+        (/health, a 404 on a static host) is not part of the site."""
         return sum(
             max(0, request.sizes()["responseBodySize"])
             for request in self.responses
             if not (request.response() and request.response().from_service_worker)
+            and not request.url.endswith("/health")
         )
 
     def use(self, mode: str) -> Dict[str, Any]:
@@ -202,6 +205,13 @@ class Page:
         run = self.page.evaluate(f"window.pocketTTS.runs[{done}]")
         run["played"] = self.page.evaluate(f"window.pocketTTS.played[{done}]")
         return run
+
+    def clone_voice(self, recording: Path) -> float:
+        """Upload a recording as the voice; ms until the page had it ready (its own clock)."""
+        done = self.page.evaluate("window.pocketTTS.uploads.length")
+        self.page.set_input_files("#voice-file", str(recording))
+        self.page.wait_for_function(f"window.pocketTTS.uploads.length > {done}", timeout=600_000)
+        return self.page.evaluate(f"window.pocketTTS.uploads[{done}].ms")
 
     def collect(self, mode: str, text: str, options: Dict[str, Any]) -> List[float]:
         """The audio of one generation (not played), through the page's engine."""

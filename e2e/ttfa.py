@@ -51,7 +51,14 @@ def measure(model: str, runs: int, progress: Any = print) -> Dict[str, Any]:
             for i in range(runs):
                 warm.append(page.run())
                 progress(f"  {model} server: run {i + 1}/{runs}")
-            result["server"] = {"cold": cold, "runs": warm, "summary": summarize(warm), "errors": page.errors}
+            voice_ms = page.clone_voice(harness.VOICE_RECORDING)
+            result["server"] = {
+                "cold": cold,
+                "runs": warm,
+                "summary": summarize(warm),
+                "voice_ms": voice_ms,
+                "errors": page.errors,
+            }
         with harness.static_server(site) as site_url:
             context = browser.new_context()
             page = harness.Page(context, site_url)
@@ -62,11 +69,14 @@ def measure(model: str, runs: int, progress: Any = print) -> Dict[str, Any]:
             for i in range(runs):
                 warm.append(page.run())
                 progress(f"  {model} browser: run {i + 1}/{runs}")
+            voice_ms = page.clone_voice(harness.VOICE_RECORDING)
+            load["heap_bytes"] = page.page.evaluate("import('./browser-engine.js').then((e) => e.heapBytes())")
             result["browser"] = {
                 "cold": cold,
                 "runs": warm,
                 "summary": summarize(warm),
                 "load": load,
+                "voice_ms": voice_ms,
                 "errors": page.errors,
             }
             again = harness.Page(context, site_url)  # a reload: the model comes from the Cache API
@@ -91,18 +101,23 @@ def markdown(results: List[Dict[str, Any]]) -> str:
             lines.append(f"| {r['model']} | {mode} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "| model | cold start: Pyodide / NumPy / model download / model load (ms) | reload with cached model (ms) "
-        "| first run TTFA cold, server / browser (ms) | site size | downloaded cold / cached |",
-        "|---|---|---|---|---|---|",
+        "| model | cold start: Pyodide / NumPy + core / model download / model load (ms) "
+        "| reload with cached model (ms) | first run TTFA cold, server / browser (ms) | site size "
+        "| downloaded cold / cached | voice cloning of a 5.1 s recording, server / browser (ms) "
+        "| workers, wasm heap each (MB) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         load, cached = r["browser"]["load"], r["browser"]["cached_load"]
         parts = " / ".join(f"{load[k]:.0f}" for k in ("pyodide_ms", "numpy_ms", "download_ms", "load_ms"))
         first = f"{r['server']['cold']['ttfa_ms']:.0f} / {r['browser']['cold']['ttfa_ms']:.0f}"
         sizes = f"{r['download']['cold_bytes'] / 1e6:.1f} MB / {r['download']['cached_bytes'] / 1e6:.1f} MB"
+        voices = f"{r['server']['voice_ms']:.0f} / {r['browser']['voice_ms']:.0f}"
+        heaps = ", ".join(f"{b / 1e6:.0f}" for b in load["heap_bytes"])
         lines.append(
             f"| {r['model']} | {parts} (total {load['total_ms']:.0f}) | {cached['total_ms']:.0f} (download "
-            f"{cached['download_ms']:.0f}) | {first} | {r['site_bytes'] / 1e6:.1f} MB | {sizes} |"
+            f"{cached['download_ms']:.0f}) | {first} | {r['site_bytes'] / 1e6:.1f} MB | {sizes} | {voices} "
+            f"| {load['workers']}: {heaps} |"
         )
     return "\n".join(lines)
 

@@ -242,6 +242,9 @@ CODEC_INPUT_SCALE = 2.0
 # Frames of the forced-length run: enough to fill the Mimi transformer context windows many times.
 FULL_FRAMES = 125
 TINY_FRAMES = 24
+# The official `quantize=True` (int8 flow LM transformer) on the same weights and text, for the
+# comparison with our int8 bundles: this many frames, EOS off.
+INT8_FRAMES = 60
 # Tiny models that also get the prompt waveform and the multi-chunk run.
 EXTENDED_TINY_MODELS = ("tiny_lsd", "tiny_gqa")
 # Extra decode steps exercised for the multi-step heads.
@@ -484,10 +487,26 @@ def reference_run(model, cfg: dict, dest: Path, frames: int, extended: bool) -> 
         out["chunks_json"] = np.array(json.dumps(chunks))
         with torch.no_grad():
             out["pcm_chunks"] = model.generate_audio(voice_state, TEXT_CHUNKS, max_tokens=CHUNK_MAX_TOKENS).numpy()
+    if frames >= INT8_FRAMES and cfg.get("weights_path"):
+        out["pcm_official_int8"] = official_int8_run(model, voice_state, TEXT_MEDIUM, INT8_FRAMES)
     out["texts_json"] = np.array(json.dumps({"medium": TEXT_MEDIUM, "short": TEXT_SHORT, "chunks": TEXT_CHUNKS}))
     out["frames"] = np.array(frames)
     out["chunk_max_tokens"] = np.array(CHUNK_MAX_TOKENS)
     return out
+
+
+def official_int8_run(model, voice_state, text: str, frames: int):
+    """The official int8 model (`quantize=True`: dynamic int8 on the flow LM transformer) on the
+    same weights (a copy of the model, quantized in place), then the forced run."""
+    import torch
+    from pocket_tts.quantization import RECOMMENDED_CONFIG, apply_dynamic_int8
+
+    quantized = copy.deepcopy(model)
+    apply_dynamic_int8(quantized.flow_lm, RECOMMENDED_CONFIG)
+    quantized.eos_threshold = float("inf")
+    quantized._estimate_max_gen_len = lambda _tokens: frames
+    with torch.no_grad():
+        return quantized.generate_audio(voice_state, text).numpy()
 
 
 def main() -> None:

@@ -117,6 +117,9 @@ def test_export_bundle_and_generate_from_it_with_its_default_voice(tmp_path) -> 
     assert done.returncode == 0, done.stderr
     listing = cli("voices", "--model", str(bundle))
     assert listing.stdout.splitlines() == ["* voice_24000 (default)"]
+    bad = cli("export", "--model", CONFIG, "--out", str(tmp_path / "other"), "--int8-group", "0")
+    assert bad.returncode == 1 and "int8 group must be a positive number" in bad.stderr
+    assert not (tmp_path / "other").exists()
 
 
 def test_models_lists_the_catalog() -> None:

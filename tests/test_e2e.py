@@ -4,6 +4,9 @@ The TTFA runs of both modes are in test_ttfa.py."""
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import numpy as np
 import pytest
 
@@ -30,11 +33,22 @@ def small_site(request):
 
 
 @pytest.fixture(scope="module")
-def page(small_site):
-    with harness.chromium() as browser, harness.static_server(small_site) as url:
-        page = harness.Page(browser.new_context(), url)
-        page.use("browser")
-        yield page
+def browser(small_site):
+    with harness.chromium() as browser:
+        yield browser
+
+
+@pytest.fixture(scope="module")
+def site_url(small_site):
+    with harness.static_server(small_site) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def page(browser, site_url):
+    page = harness.Page(browser.new_context(), site_url)
+    page.use("browser")
+    return page
 
 
 def test_the_core_gives_the_same_pcm_in_the_browser_and_on_cpython(page, small_site) -> None:
@@ -87,3 +101,40 @@ def test_voice_upload_stop_and_errors_in_browser_mode(page) -> None:
     page.page.evaluate("window.pocketTTSHold.release()")
     assert page.run()["played"]["audible"] > 0  # the workers are free again
     assert page.errors == []
+
+
+def test_after_the_first_visit_a_reload_downloads_nothing_and_works_offline(browser, site_url, small_site) -> None:
+    context = browser.new_context()
+    first = harness.Page(context, site_url)
+    first.use("browser")
+    assert first.downloaded >= sum(p.stat().st_size for p in (small_site / "pyodide").iterdir())
+    reload = harness.Page(context, site_url)
+    reload.use("browser")
+    assert reload.downloaded == 0
+    context.set_offline(True)
+    offline = harness.Page(context, site_url)
+    offline.use("browser")
+    assert offline.run()["played"]["audible"] > 0 and offline.errors == []
+    context.close()
+
+
+def test_a_new_site_version_replaces_the_cached_files(browser, small_site, tmp_path) -> None:
+    """What a new build does to a visitor: sw.js changes, the new service worker installs, drops the
+    old version's cache, and the next visit gets the new files."""
+    site = tmp_path / "site"
+    shutil.copytree(small_site, site)
+    with harness.static_server(site) as url:
+        context = browser.new_context()
+        harness.Page(context, url).use("browser")
+        old = json.loads((site / "site.json").read_text())["version"]
+        assert harness.Page(context, url).page.evaluate("caches.keys()") == [f"pocket-tts-{old}"]
+        new = "0123456789abcdef"
+        (site / "sw.js").write_text((site / "sw.js").read_text().replace(old, new))
+        (site / "index.html").write_text((site / "index.html").read_text().replace("<title>", "<title>New: "))
+        updated = harness.Page(context, url)  # the browser checks sw.js on navigation: the new one installs
+        updated.page.wait_for_function(f"caches.keys().then((k) => k.length === 1 && k[0] === 'pocket-tts-{new}')")
+        latest = harness.Page(context, url)
+        assert latest.page.title().startswith("New: ")
+        latest.use("browser")
+        assert latest.run()["played"]["audible"] > 0
+        context.close()

@@ -3,7 +3,8 @@
 // the browser (Pyodide in a worker). Every finished run is appended to window.pocketTTS.runs as
 // {mode, ttfc_ms, ttfa_ms, total_ms, audio_ms}, and every run that played out to
 // window.pocketTTS.played as {samples, audible} (samples the worklet rendered, how many not
-// silent). Automation reads both (tests/test_web_ui.py, e2e/).
+// silent), and every voice upload to window.pocketTTS.uploads as {mode, ms} (until the voice was
+// ready). Automation reads them (tests/test_web_ui.py, e2e/).
 
 import * as browser from "./browser-engine.js";
 import { Player, wavBlob } from "./player.js";
@@ -13,7 +14,7 @@ const $ = (id) => document.getElementById(id);
 const player = new Player();
 // sampleRate: of the engine in use (its /health, or the in-browser model's info).
 const state = { controller: null, run: null, site: null, modes: [], sampleRate: null };
-window.pocketTTS = { runs: [], played: [], ready: false, load: null, collect };
+window.pocketTTS = { runs: [], played: [], uploads: [], ready: false, load: null, collect };
 
 function status(message, isError = false) {
   $("status").textContent = message;
@@ -183,11 +184,14 @@ $("voice-file").addEventListener("change", async (event) => {
   const file = event.target.files[0];
   if (!file) return;
   status(`Preparing the voice ${file.name}…`);
+  const start = performance.now();
   try {
     const id = await engines[mode()].uploadVoice(file, state.sampleRate);
+    const ms = performance.now() - start;
+    window.pocketTTS.uploads.push({ mode: mode(), ms });
     $("voice").append(new Option(`uploaded: ${file.name}`, id));
     $("voice").value = id;
-    status(`Voice ${file.name} ready.`);
+    status(`Voice ${file.name} ready (${(ms / 1000).toFixed(1)} s).`);
   } catch (error) {
     status(error.message, true);
   }

@@ -67,7 +67,7 @@ export function boot(siteInfo, onProgress) {
       const both = start(siteInfo, "both", cached, null, onProgress);
       workers = { flow: both.worker, decoder: both.worker };
       const { info, timings } = await both.ready;
-      return { info, timings, workers: 1 };
+      return { info: { ...info, heap_bytes: [info.heap_bytes] }, timings, workers: 1 };
     }
     const channel = new MessageChannel();
     const flow = start(siteInfo, "flow", cached, channel.port1, onProgress);
@@ -91,9 +91,9 @@ function route(message) {
   const request = pending.get(message.id);
   if (!request) return;
   if (message.type === "chunk") request.onChunk(message.chunk);
-  else if (message.type === "voice" || message.type === "check") {
+  else if (message.type === "voice" || message.type === "check" || message.type === "heap") {
     pending.delete(message.id);
-    request.resolve(message.type === "voice" ? message.voice : message.report);
+    request.resolve({ voice: message.voice, check: message.report, heap: message.bytes }[message.type]);
   } else if (message.type === "done") {
     pending.delete(message.id);
     request.resolve();
@@ -138,16 +138,22 @@ export async function uploadVoice(file, sampleRate) {
   });
 }
 
-// The kernels against NumPy in each worker (browser/kernel_check.py): [report] per worker.
-export function checkKernels() {
+// Asks each worker (one or two) a question the worker answers with one message.
+function askEach(type) {
   const distinct = workers.flow === workers.decoder ? [workers.flow] : [workers.flow, workers.decoder];
   return Promise.all(
     distinct.map((worker) => {
       const id = nextId++;
       return new Promise((resolve, reject) => {
         pending.set(id, { resolve, reject });
-        worker.postMessage({ type: "check", id });
+        worker.postMessage({ type, id });
       });
     }),
   );
 }
+
+// The kernels against NumPy in each worker (browser/kernel_check.py): [report] per worker.
+export const checkKernels = () => askEach("check");
+
+// The WebAssembly heap of each worker, in bytes (it only grows: the peak so far).
+export const heapBytes = () => askEach("heap");
