@@ -59,7 +59,7 @@ def run(backend: CompiledKernels, seed: int = 7) -> Dict[str, Any]:
             np.abs(x) @ np.abs(dense).T + np.abs(b),
             k,
         )
-    stored = quantize({"w": randn(300, 128)})
+    stored = quantize({"w": randn(600, 128)})
     matrix = Int8Matrix(stored["w"], stored["w.int8_scale"])
     x = randn(3, 128)
     dense = matrix.dequantize()
@@ -85,6 +85,41 @@ def run(backend: CompiledKernels, seed: int = 7) -> Dict[str, Any]:
             want,
             magnitude,
             c * taps,
+        )
+
+    for rows, cols in [(1, 1), (1, 7), (3, 64), (16, 512), (2, 1027)]:
+        x, w, b = randn(rows, cols) * 3 + 1, randn(cols), randn(cols)
+        out = np.empty_like(x)
+        binding.layer_norm(x, w, b, 1e-5, out)
+        want = ops.NUMPY.layer_norm(x.astype(np.float64), w, b, 1e-5)
+        compare(f"layer_norm {rows}x{cols}", out, want, np.abs(want) + np.abs(b) + 0.1, cols)
+        compare(
+            f"layer_norm {rows}x{cols}, no weight",
+            backend.layer_norm(x[0], None, None, 1e-6),
+            want[0] * 0 + ops.NUMPY.layer_norm(x[0].astype(np.float64), None, None, 1e-6),
+            np.ones(cols),
+            cols,
+        )
+
+    for t, h, h_kv, d, n_keys, capacity, context in [
+        (1, 4, 2, 8, 37, 40, None),  # a flow-LM step with grouped-query attention, in a bigger cache
+        (5, 4, 4, 12, 20, 20, None),  # a prompt: the last 5 positions
+        (16, 8, 8, 64, 40, 40, 25),  # the decoder's window
+        (3, 2, 1, 5, 3, 3, 2),
+    ]:
+        q = randn(t, h, d) * 0.5
+        cache_k, cache_v = randn(h_kv, capacity, d), randn(h_kv, capacity, d)
+        keys, values = cache_k[:, :n_keys], cache_v[:, :n_keys]
+        lead = n_keys - t
+        want = ops.NUMPY.attention(
+            q.astype(np.float64), keys.astype(np.float64), values.astype(np.float64), lead, context
+        )
+        magnitude = ops.NUMPY.attention(
+            q.astype(np.float64), keys.astype(np.float64), np.abs(values).astype(np.float64), lead, context
+        )
+        got = backend.attention(q, keys, values, lead, context)
+        compare(
+            f"attention T{t} H{h}/{h_kv} D{d} L{n_keys} context {context}", got, want, magnitude + 1e-3, max(n_keys, d)
         )
 
     x = np.concatenate([randn(1001) * 4, np.array([0, 1e-8, -1e-8, -87, -88, -100, -1e30, 50], np.float32)])
@@ -117,6 +152,62 @@ def _refusals(binding: Any, randn: Callable[..., np.ndarray]):
         ),
         lambda: binding.conv_f32(randn(2, 3, 3), randn(3, 9), None, np.empty((2, 8), np.float32), 1),
         lambda: binding.elu(randn(4), np.empty(5, np.float32)),
+        lambda: binding.layer_norm(randn(2, 8), randn(8), None, 1e-5, np.empty((2, 8), np.float32)),
+        lambda: binding.layer_norm(randn(2, 8), randn(7), randn(7), 1e-5, np.empty((2, 8), np.float32)),
+        lambda: binding.attention(
+            randn(1, 4, 8),
+            randn(3, 5, 8),
+            randn(3, 5, 8),
+            4,
+            0,
+            np.empty((1, 4, 8), np.float32),
+            np.empty(5, np.float32),
+        ),
+        lambda: binding.attention(
+            randn(1, 4, 8),
+            randn(2, 5, 8),
+            randn(2, 6, 8),
+            4,
+            0,
+            np.empty((1, 4, 8), np.float32),
+            np.empty(5, np.float32),
+        ),
+        lambda: binding.attention(
+            randn(1, 4, 8),
+            randn(2, 5, 8),
+            randn(2, 5, 8),
+            4,
+            0,
+            np.empty((1, 4, 8), np.float32),
+            np.empty(4, np.float32),
+        ),
+        lambda: binding.attention(
+            randn(1, 4, 8),
+            randn(2, 8, 5).transpose(0, 2, 1),
+            randn(2, 5, 8),
+            4,
+            0,
+            np.empty((1, 4, 8), np.float32),
+            np.empty(5, np.float32),
+        ),
+        lambda: binding.attention(
+            randn(1, 4, 8),
+            randn(2, 5, 8),
+            randn(4, 5, 8)[::2],
+            4,
+            0,
+            np.empty((1, 4, 8), np.float32),
+            np.empty(5, np.float32),
+        ),
+        lambda: binding.attention(
+            randn(1, 4, 8),
+            randn(2, 5, 8),
+            randn(2, 5, 8),
+            -1,
+            0,
+            np.empty((1, 4, 8), np.float32),
+            np.empty(5, np.float32),
+        ),
     ]
     refused = 0
     for call in calls:

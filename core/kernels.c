@@ -360,3 +360,99 @@ void pk_gelu_tanh(const float *X, float *Y, int n) {
     Y[i] = x / (1.0f + sexp(c * (x + 0.044715f * x * x * x)));
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Normalisation and attention.
+
+// LayerNorm over the last axis with the biased variance: each of `rows` rows of `cols` values,
+// (x - mean) / sqrt(var + eps) * weight + bias (weight and bias may be 0: none).
+EXPORT(pk_layer_norm)
+void pk_layer_norm(const float *X, const float *weight, const float *bias, float *Y, int rows, int cols, float eps) {
+  int cv = cols - cols % LANES;
+  for (int r = 0; r < rows; r++) {
+    const float *x = X + (long)r * cols;
+    float *y = Y + (long)r * cols;
+    vf acc = {0};
+    for (int i = 0; i < cv; i += LANES) acc += LOAD(x + i);
+    float sum = hsum(acc);
+    for (int i = cv; i < cols; i++) sum += x[i];
+    float mean = sum / (float)cols;
+    vf m = splat(mean), sq = {0};
+    for (int i = 0; i < cv; i += LANES) {
+      vf c = LOAD(x + i) - m;
+      sq += c * c;
+    }
+    float squares = hsum(sq);
+    for (int i = cv; i < cols; i++) squares += (x[i] - mean) * (x[i] - mean);
+    float root = __builtin_sqrtf(squares / (float)cols + eps);
+    vf s = splat(root);
+    for (int i = 0; i < cv; i += LANES) {
+      vf v = (LOAD(x + i) - m) / s;
+      if (weight) v = v * LOAD(weight + i) + LOAD(bias + i);
+      STORE(y + i, v);
+    }
+    for (int i = cv; i < cols; i++) {
+      float v = (x[i] - mean) / root;
+      y[i] = weight ? v * weight[i] + bias[i] : v;
+    }
+  }
+}
+
+// Causal attention of T queries (Q, out: [T, H, D]) over L keys and values ([H_kv, L, D] each,
+// a key head every `kv_stride` floats; query head h reads key head h / (H / H_kv)). Query t sees
+// the keys j with 0 <= lead + t - j (< context, when context > 0); `lead` is how far the first
+// query is past the first key. Softmax in float32 as NumPy computes it: scores scaled, their
+// maximum subtracted, exponentials divided by their sum, then the weighted sum of the values.
+// scores: the caller's float32 [L].
+EXPORT(pk_attention)
+void pk_attention(const float *Q, const float *K, const float *V, float *out, float *scores, int T, int H, int Hkv,
+                  int D, int L, int kv_stride, int lead, int context, float scale) {
+  int group = H / Hkv;
+  int dv = D - D % LANES;
+  for (int t = 0; t < T; t++) {
+    int hi = lead + t + 1 < L ? lead + t + 1 : L;
+    int lo = context > 0 && lead + t - context + 1 > 0 ? lead + t - context + 1 : 0;
+    for (int h = 0; h < H; h++) {
+      const float *q = Q + ((long)t * H + h) * D;
+      const float *k = K + (long)(h / group) * kv_stride;
+      const float *v = V + (long)(h / group) * kv_stride;
+      float *o = out + ((long)t * H + h) * D;
+      for (int i = 0; i < D; i++) o[i] = 0;
+      if (hi <= lo) continue;
+      float top = -3.402823466e38f;
+      for (int j = lo; j < hi; j++) {
+        float s = dot(q, k + (long)j * D, D) * scale;
+        scores[j] = s;
+        top = s > top ? s : top;
+      }
+      vf m = splat(top), total = {0};
+      int j = lo;
+      for (; j + LANES <= hi; j += LANES) {
+        vf e = vexp(LOAD(scores + j) - m);
+        STORE(scores + j, e);
+        total += e;
+      }
+      float sum = hsum(total);
+      for (; j < hi; j++) {
+        float e = sexp(scores[j] - top);
+        scores[j] = e;
+        sum += e;
+      }
+      for (j = lo; j < hi; j++) scores[j] /= sum;
+      for (j = lo; j + 4 <= hi; j += 4) {  // four values at a time into the output row
+        const float *v0 = v + (long)j * D, *v1 = v0 + D, *v2 = v1 + D, *v3 = v2 + D;
+        vf p0 = splat(scores[j]), p1 = splat(scores[j + 1]), p2 = splat(scores[j + 2]), p3 = splat(scores[j + 3]);
+        for (int i = 0; i < dv; i += LANES)
+          STORE(o + i, LOAD(o + i) + ((p0 * LOAD(v0 + i) + p1 * LOAD(v1 + i)) + (p2 * LOAD(v2 + i) + p3 * LOAD(v3 + i))));
+        for (int i = dv; i < D; i++)
+          o[i] += (scores[j] * v0[i] + scores[j + 1] * v1[i]) + (scores[j + 2] * v2[i] + scores[j + 3] * v3[i]);
+      }
+      for (; j < hi; j++) {
+        const float *v0 = v + (long)j * D;
+        vf p0 = splat(scores[j]);
+        for (int i = 0; i < dv; i += LANES) STORE(o + i, LOAD(o + i) + p0 * LOAD(v0 + i));
+        for (int i = dv; i < D; i++) o[i] += scores[j] * v0[i];
+      }
+    }
+  }
+}

@@ -21,13 +21,15 @@ import numpy as np
 from . import ops
 from .quantize import Int8Matrix, Weight
 
-# Each kernel's arguments in order (kernels.c): "p" a pointer, "i" an int.
+# Each kernel's arguments in order (kernels.c): "p" a pointer, "i" an int, "f" a float.
 SIGNATURES = {
     "pk_linear_f32": "ppppiii",
     "pk_linear_i8": "pppppiiiip",
     "pk_conv_f32": "ppppiiiiii",
     "pk_elu": "ppi",
     "pk_gelu_tanh": "ppi",
+    "pk_layer_norm": "ppppiif",
+    "pk_attention": "pppppiiiiiiiif",
 }
 NAMES = tuple(SIGNATURES)
 # The int8 kernel dequantizes this many weight rows at a time into its scratch (kernels.c).
@@ -62,6 +64,26 @@ def _checked(
     if array.size > _INT_MAX:
         raise KernelArgumentError(f"{name}: {array.size} elements is more than a kernel indexes")
     return _pointer(array)
+
+
+def _head_rows(name: str, array: np.ndarray, head_stride: int) -> int:
+    """The data pointer of a float32 [H, L, D] array whose heads are each L contiguous rows of D,
+    `head_stride` bytes apart (a view of a cache that holds more rows than L is fine)."""
+    if array.dtype != np.float32:
+        raise KernelArgumentError(f"{name}: expected float32, got {array.dtype}")
+    heads, rows, d = array.shape
+    if array.strides[2] != 4 or (rows > 1 and array.strides[1] != 4 * d):
+        raise KernelArgumentError(f"{name}: each head's rows must be contiguous")
+    if array.strides[0] != head_stride or head_stride % 4 or (heads > 1 and head_stride < 4 * rows * d):
+        raise KernelArgumentError(f"{name}: heads must lie {head_stride} bytes apart, after their rows")
+    return _pointer(array)
+
+
+def _length(array: np.ndarray, minimum: int) -> int:
+    """The length of a 1-D scratch array, if it holds at least `minimum` values."""
+    if not (isinstance(array, np.ndarray) and array.ndim == 1 and array.shape[0] >= minimum):
+        raise KernelArgumentError(f"scratch: expected a 1-D array of at least {minimum} values")
+    return array.shape[0]
 
 
 def _dims(*values: int) -> None:
@@ -151,6 +173,65 @@ class KernelBinding:
             dilation,
         )
 
+    def layer_norm(
+        self, x: np.ndarray, weight: Optional[np.ndarray], bias: Optional[np.ndarray], eps: float, out: np.ndarray
+    ) -> None:
+        """out = LayerNorm of each row of x [..., C] (weight and bias [C], both or neither)."""
+        if not isinstance(x, np.ndarray) or x.ndim == 0:
+            raise KernelArgumentError("layer_norm: x must be an array of rows")
+        cols = x.shape[-1]
+        if (weight is None) != (bias is None):
+            raise KernelArgumentError("layer_norm: weight and bias come together")
+        _dims(x.size // max(cols, 1), cols)
+        self._f["pk_layer_norm"](
+            _checked("x", x, np.float32, x.shape),
+            _checked("weight", weight, np.float32, (cols,), optional=True),
+            _checked("bias", bias, np.float32, (cols,), optional=True),
+            _checked("out", out, np.float32, x.shape, writable=True),
+            x.size // max(cols, 1),
+            cols,
+            float(eps),
+        )
+
+    def attention(
+        self,
+        q: np.ndarray,
+        keys: np.ndarray,
+        values: np.ndarray,
+        lead: int,
+        context: int,
+        out: np.ndarray,
+        scores: np.ndarray,
+    ) -> None:
+        """out [T, H, D] = causal softmax attention of q [T, H, D] over keys and values [H_kv, L, D]
+        (each head's rows contiguous, the same layout for both); scores: float32 [>= L]."""
+        if not all(isinstance(a, np.ndarray) and a.ndim == 3 for a in (q, keys, values)):
+            raise KernelArgumentError("attention: q, keys and values must be 3-D arrays")
+        (t, h, d), (h_kv, n_keys, _) = q.shape, keys.shape
+        if h_kv == 0 or h % h_kv or keys.shape != (h_kv, n_keys, d) or values.shape != keys.shape:
+            raise KernelArgumentError(
+                f"attention: queries {q.shape} do not fit keys {keys.shape} / values {values.shape}"
+            )
+        if lead < 0 or context < 0:
+            raise KernelArgumentError("attention: lead and context must be >= 0")
+        _dims(t, h, d, n_keys, lead, context)
+        self._f["pk_attention"](
+            _checked("q", q, np.float32, (t, h, d)),
+            _head_rows("keys", keys, keys.strides[0]),
+            _head_rows("values", values, keys.strides[0]),
+            _checked("out", out, np.float32, (t, h, d), writable=True),
+            _checked("scores", scores, np.float32, (_length(scores, n_keys),), True),
+            t,
+            h,
+            h_kv,
+            d,
+            n_keys,
+            keys.strides[0] // 4,
+            lead,
+            context,
+            float(1.0 / np.sqrt(d)),
+        )
+
     def elu(self, x: np.ndarray, out: np.ndarray) -> None:
         self._elementwise("pk_elu", x, out)
 
@@ -177,6 +258,7 @@ class CompiledKernels:
         self.binding = KernelBinding(functions)
         self.name = name
         self._scratch = np.zeros(0, np.float32)
+        self._scores = np.zeros(0, np.float32)
 
     def keeps_int8(self, shape: Tuple[int, ...]) -> bool:
         return shape[0] * shape[1] >= self.SMALL
@@ -205,6 +287,25 @@ class CompiledKernels:
         out = np.empty((weight.shape[0], n), dtype=np.float32)
         self.binding.conv_f32(weight, x, bias, out, dilation)
         return out
+
+    def layer_norm(
+        self, x: np.ndarray, weight: Optional[np.ndarray], bias: Optional[np.ndarray], eps: float
+    ) -> np.ndarray:
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        out = np.empty_like(x)
+        self.binding.layer_norm(x, weight, bias, eps, out)
+        return out
+
+    def attention(
+        self, q: np.ndarray, keys: np.ndarray, values: np.ndarray, lead: int, context: Optional[int]
+    ) -> np.ndarray:
+        t, h, d = q.shape
+        out = np.empty((t, h, d), np.float32)
+        if self._scores.shape[0] < keys.shape[1]:
+            self._scores = np.empty(2 * keys.shape[1], np.float32)
+        q = np.ascontiguousarray(q, dtype=np.float32)
+        self.binding.attention(q, keys, values, lead, context or 0, out, self._scores)
+        return out.reshape(t, h * d)
 
     def elu(self, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x, dtype=np.float32)

@@ -24,13 +24,7 @@ def linear(p: Params, x: np.ndarray) -> np.ndarray:
 
 def layer_norm(x: np.ndarray, weight: Optional[np.ndarray], bias: Optional[np.ndarray], eps: float) -> np.ndarray:
     """LayerNorm over the last axis with the biased variance (nn.LayerNorm)."""
-    mean = x.mean(axis=-1, keepdims=True)
-    centered = x - mean
-    var = np.mean(centered * centered, axis=-1, keepdims=True)
-    y = centered / np.sqrt(var + np.float32(eps))
-    if weight is not None:
-        y = y * weight + bias
-    return y
+    return ops.layer_norm(x, weight, bias, eps)
 
 
 def rms_norm_unbiased(x: np.ndarray, alpha: np.ndarray, eps: float) -> np.ndarray:
@@ -54,14 +48,6 @@ def silu(x: np.ndarray) -> np.ndarray:
 
 def elu(x: np.ndarray) -> np.ndarray:
     return ops.elu(x)
-
-
-def softmax(x: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, computed in place (x is overwritten)."""
-    x -= x.max(axis=-1, keepdims=True)
-    np.exp(x, out=x)
-    x /= x.sum(axis=-1, keepdims=True)
-    return x
 
 
 def rope_rotation(positions: np.ndarray, head_dim: int, max_period: float) -> np.ndarray:

@@ -6,15 +6,17 @@ WebAssembly SIMD module, bound by core/kernels.py) installs them with `use()` be
 model; the layers call the functions below and never know which backend runs them. The NumPy
 backend is complete and is what the tests and the CPython paths run unless told otherwise.
 
-A backend provides `linear`, `conv`, `elu`, `gelu_tanh`, a `name`, and `keeps_int8(shape)`: whether
+A backend provides `linear`, `conv`, `attention`, `layer_norm`, `elu`, `gelu_tanh`, a `name`, and
+`keeps_int8(shape)`: whether
 its `linear` multiplies an `Int8Matrix` of that shape itself (then int8 bundles keep such matrices
 int8 at load; the others are dequantized).
 """
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -27,6 +29,9 @@ _IM2COL_BLOCK = 1 << 22
 
 class NumpyBackend:
     name = "numpy"
+
+    def __init__(self) -> None:
+        self._masks: Dict[Tuple[int, int, int, Optional[int]], Optional[np.ndarray]] = {}
 
     def keeps_int8(self, shape: Tuple[int, ...]) -> bool:
         return False  # NumPy has no int8 product: dequantize at load
@@ -61,6 +66,57 @@ class NumpyBackend:
                 stop = min(start + block, n)
                 y[:, start:stop] = kernel @ windows[:, :, start:stop].reshape(c_in * k, stop - start)
         return y if bias is None else y + bias[:, None]
+
+    def attention(
+        self, q: np.ndarray, keys: np.ndarray, values: np.ndarray, lead: int, context: Optional[int]
+    ) -> np.ndarray:
+        """Causal softmax attention: q [T, H, D] over keys and values [H_kv, L, D] -> [T, H * D].
+
+        Query head h reads key head h // (H / H_kv) (grouped-query attention); query t sees key j
+        when 0 <= lead + t - j (< context with a window), `lead` being how far the first query is
+        past the first key. Each key head's scores are one matrix product.
+        """
+        t, h, d = q.shape
+        h_kv, n_keys = keys.shape[0], keys.shape[1]
+        group = h // h_kv
+        queries = q.reshape(t, h_kv, group, d).transpose(1, 2, 0, 3).reshape(h_kv, group * t, d)
+        scores = queries @ keys.transpose(0, 2, 1)  # [H_kv, G*T, L]
+        scores *= np.float32(1.0 / math.sqrt(d))
+        mask = self._mask(lead, t, n_keys, context)
+        if mask is not None:
+            scores.reshape(h_kv, group, t, -1)[...] += mask  # -inf where a query may not look
+        scores -= scores.max(axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= scores.sum(axis=-1, keepdims=True)
+        out = scores @ values  # [H_kv, G*T, D]
+        return out.reshape(h_kv, group, t, d).transpose(2, 0, 1, 3).reshape(t, h * d)  # heads in order kv*G + g
+
+    def _mask(self, lead: int, t: int, n_keys: int, context: Optional[int]) -> Optional[np.ndarray]:
+        """[T, L] additive mask (0 or -inf) of the keys each query may see; None when it sees all.
+        The streaming decoder asks for the same few masks every frame, so they are kept."""
+        key = (lead, t, n_keys, context)
+        if key not in self._masks:
+            delta = lead + np.arange(t)[:, None] - np.arange(n_keys)[None, :]  # [T, L] query minus key position
+            visible = delta >= 0
+            if context is not None:
+                visible &= delta < context
+            mask = None if visible.all() else np.where(visible, np.float32(0), np.float32(-np.inf))
+            if len(self._masks) > 256:
+                self._masks.clear()
+            self._masks[key] = mask
+        return self._masks[key]
+
+    def layer_norm(
+        self, x: np.ndarray, weight: Optional[np.ndarray], bias: Optional[np.ndarray], eps: float
+    ) -> np.ndarray:
+        """LayerNorm over the last axis with the biased variance (nn.LayerNorm)."""
+        mean = x.mean(axis=-1, keepdims=True)
+        centered = x - mean
+        var = np.mean(centered * centered, axis=-1, keepdims=True)
+        y = centered / np.sqrt(var + np.float32(eps))
+        if weight is not None:
+            y = y * weight + bias
+        return y
 
     def elu(self, x: np.ndarray) -> np.ndarray:
         """ELU(x) = max(x, exp(min(x, 0)) - 1), since exp(x) - 1 >= x everywhere.
@@ -114,6 +170,14 @@ def conv(
     weight: np.ndarray, x: np.ndarray, n: int, stride: int = 1, dilation: int = 1, bias: Optional[np.ndarray] = None
 ) -> np.ndarray:
     return _backend.conv(weight, x, n, stride, dilation, bias)
+
+
+def attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, lead: int, context: Optional[int]) -> np.ndarray:
+    return _backend.attention(q, keys, values, lead, context)
+
+
+def layer_norm(x: np.ndarray, weight: Optional[np.ndarray], bias: Optional[np.ndarray], eps: float) -> np.ndarray:
+    return _backend.layer_norm(x, weight, bias, eps)
 
 
 def elu(x: np.ndarray) -> np.ndarray:

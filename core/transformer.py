@@ -9,12 +9,11 @@ query attention, query head h reads key/value head h // (num_heads // num_kv_hea
 from __future__ import annotations
 
 import dataclasses
-import math
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from . import nn
+from . import nn, ops
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +112,6 @@ def _attention(
 ) -> np.ndarray:
     t = x.shape[0]
     h, h_kv, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
-    group = h // h_kv
     projected = nn.linear(p["in_proj"], x)  # [T, (H + 2 H_kv) D]: queries, keys, values
     rotated = nn.apply_rope(projected[:, : (h + h_kv) * d].reshape(t, h + h_kv, d), rotation)
     q = rotated[:, :h]  # [T, H, D]
@@ -135,34 +133,5 @@ def _attention(
         state.keys[i] = keys[:, keys.shape[1] - keep :]
         state.values[i] = values[:, values.shape[1] - keep :]
 
-    queries = q.reshape(t, h_kv, group, d).transpose(1, 2, 0, 3).reshape(h_kv, group * t, d)
-    scores = queries @ keys.transpose(0, 2, 1)  # [H_kv, G*T, L]
-    scores *= np.float32(1.0 / math.sqrt(d))
-    mask = _mask(offset - first_key, t, keys.shape[1], spec.context)
-    if mask is not None:
-        scores.reshape(h_kv, group, t, -1)[...] += mask  # -inf where a query may not look
-    out = nn.softmax(scores) @ values  # [H_kv, G*T, D]
-    out = out.reshape(h_kv, group, t, d).transpose(2, 0, 1, 3).reshape(t, h * d)  # heads in order kv*G + g
+    out = ops.attention(q, keys, values, offset - first_key, spec.context)  # [T, H * D]
     return nn.linear(p["out_proj"], out)
-
-
-_masks: Dict[Tuple[int, int, int, Optional[int]], Optional[np.ndarray]] = {}
-
-
-def _mask(lead: int, t: int, n_keys: int, context: Optional[int]) -> Optional[np.ndarray]:
-    """[T, L] additive mask (0 or -inf) of the keys each query may see: causal, within the context.
-
-    `lead` is how far the first query is past the first key. None when every query sees every key.
-    The streaming decoder asks for the same few masks every frame, so they are kept.
-    """
-    key = (lead, t, n_keys, context)
-    if key not in _masks:
-        delta = lead + np.arange(t)[:, None] - np.arange(n_keys)[None, :]  # [T, L] query minus key position
-        visible = delta >= 0
-        if context is not None:
-            visible &= delta < context
-        mask = None if visible.all() else np.where(visible, np.float32(0), np.float32(-np.inf))
-        if len(_masks) > 256:
-            _masks.clear()
-        _masks[key] = mask
-    return _masks[key]

@@ -33,6 +33,8 @@ WASM_FLAGS = [
     "--target=wasm32",
     "-msimd128",
     "-O3",
+    "-fno-math-errno",
+    "-fno-builtin",  # no calls to memset or memcpy for plain loops: the module has no libc
     "-nostdlib",
     "-Wall",
     "-Wextra",
@@ -42,7 +44,7 @@ WASM_FLAGS = [
     "-Wl,-z,stack-size=0",
     "-Wl,--strip-all",
 ]
-NATIVE_FLAGS = ["-O3", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-Wno-psabi"]
+NATIVE_FLAGS = ["-O3", "-fno-math-errno", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-Wno-psabi"]
 
 # Section ids of the WebAssembly binary format.
 TABLE, GLOBAL, EXPORT, DATA, DATA_COUNT = 4, 6, 7, 11, 12

@@ -179,7 +179,7 @@ def native_kernels(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
         if request.config.getoption("--require-full-reference"):
             pytest.fail(str(e))
         pytest.skip(str(e))
-    types = {"p": ctypes.c_void_p, "i": ctypes.c_int}
+    types = {"p": ctypes.c_void_p, "i": ctypes.c_int, "f": ctypes.c_float}
     functions = {}
     for name, signature in SIGNATURES.items():
         function = getattr(library, name)
