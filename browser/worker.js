@@ -71,38 +71,53 @@ async function boot({ site, role: myRole, cached, port: myPort }) {
     return target.startsWith(base.href) ? cachedResponse(target, networkFetch) : networkFetch(input, init);
   };
   const timings = {};
-  let start = performance.now();
-  post({ type: "progress", stage: "Starting Python (Pyodide)" });
+  const boot = performance.now();
+  let start = boot;
+  // The model downloads while Python starts: its bytes wait in JS memory until Python is ready.
+  let stage = "Starting Python (Pyodide)";
+  const files = Object.entries(site.model.files).filter(([name]) => site.model.roles[name].includes(role));
+  const total = files.reduce((n, [, size]) => n + size, 0);
+  const received = new Map();
+  const progress = () => {
+    const loaded = [...received.values()].reduce((n, bytes) => n + bytes, 0);
+    post({ type: "progress", stage, loaded, total });
+  };
+  const downloads = Promise.all(
+    files.map(async ([name]) => [name, await fetchBytes(url(site.model.path + name), (bytes) => {
+      received.set(name, bytes);
+      progress();
+    })]),
+  ).then((data) => {
+    timings.download_ms = performance.now() - boot;
+    return data;
+  });
+  downloads.catch(() => {}); // awaited below; a failure is reported there
+  progress();
   importScripts(pyodideBase + "pyodide.js");
   const memory = await capturingMemory(() => loadPyodide({ indexURL: pyodideBase }));
   timings.pyodide_ms = performance.now() - start;
 
   start = performance.now();
-  post({ type: "progress", stage: "Loading NumPy" });
+  stage = "Loading NumPy";
+  progress();
   await pyodide.loadPackage(["numpy", "micropip"]);
   // loadPackage reports failures on the console only: check that the imports really work.
   const numpyVersion = pyodide.runPython("import numpy, micropip\nnumpy.__version__");
   await pyodide.runPythonAsync(`import micropip\nawait micropip.install(${JSON.stringify(url(site.wheel))})`);
   pyodide.runPython("import browser.engine");
+  const kernels = await linkKernels(memory, url(site.kernels));
   timings.numpy_ms = performance.now() - start;
 
-  const kernels = await linkKernels(memory, url(site.kernels));
-
   start = performance.now();
+  stage = "Downloading the model";
+  progress();
   fileSystem().mkdirTree("/model/voices");
-  const files = Object.entries(site.model.files).filter(([name]) => site.model.roles[name].includes(role));
-  let loaded = 0;
-  const total = files.reduce((n, [, size]) => n + size, 0);
-  for (const [name, size] of files) {
-    const data = await fetchBytes(url(site.model.path + name), (bytes) =>
-      post({ type: "progress", stage: "Downloading the model", loaded: loaded + bytes, total }));
-    loaded += size;
-    fileSystem().writeFile("/model/" + name, data);
-  }
-  timings.download_ms = performance.now() - start;
+  for (const [name, data] of await downloads) fileSystem().writeFile("/model/" + name, data);
+  timings.download_wait_ms = performance.now() - start;
 
   start = performance.now();
-  post({ type: "progress", stage: "Loading the model" });
+  stage = "Loading the model";
+  progress();
   pyodide.globals.set("_role", role);
   pyodide.runPython("import browser.engine\n_engine = browser.engine.BrowserEngine('/model', _role)");
   engine = pyodide.globals.get("_engine");

@@ -279,10 +279,42 @@ static inline __attribute__((always_inline)) void conv_block(const float *W, con
   }
 }
 
+// Three vectors of output columns against 4 weight rows: 12 accumulators.
+static void conv_block3(const float *W, const float *X, float *Y, int M, int C, int T, int N, int ldx, int dilation, int n) {
+  int ct = C * T;
+  int m = 0;
+  for (; m + 4 <= M; m += 4) {
+    const float *w0 = W + (long)m * ct, *w1 = w0 + ct, *w2 = w1 + ct, *w3 = w2 + ct;
+    vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+    vf c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
+    for (int c = 0; c < C; c++) {
+      for (int j = 0; j < T; j++) {
+        const float *x = X + (long)c * ldx + n + j * dilation;
+        int i = c * T + j;
+        vf u = LOAD(x), v = LOAD(x + LANES), z = LOAD(x + 2 * LANES), s;
+        s = splat(w0[i]); a0 += u * s; b0 += v * s; c0 += z * s;
+        s = splat(w1[i]); a1 += u * s; b1 += v * s; c1 += z * s;
+        s = splat(w2[i]); a2 += u * s; b2 += v * s; c2 += z * s;
+        s = splat(w3[i]); a3 += u * s; b3 += v * s; c3 += z * s;
+      }
+    }
+    float *y = Y + (long)m * N + n;
+    STORE(y, a0); STORE(y + LANES, b0); STORE(y + 2 * LANES, c0);
+    y += N; STORE(y, a1); STORE(y + LANES, b1); STORE(y + 2 * LANES, c1);
+    y += N; STORE(y, a2); STORE(y + LANES, b2); STORE(y + 2 * LANES, c2);
+    y += N; STORE(y, a3); STORE(y + LANES, b3); STORE(y + 2 * LANES, c3);
+  }
+  if (m < M) {
+    conv_block(W + (long)m * ct, X, Y + (long)m * N, M - m, C, T, N, ldx, dilation, n, 2 * LANES);
+    conv_block(W + (long)m * ct, X, Y + (long)m * N, M - m, C, T, N, ldx, dilation, n + 2 * LANES, LANES);
+  }
+}
+
 EXPORT(pk_conv_f32)
 void pk_conv_f32(const float *W, const float *X, const float *bias, float *Y, int M, int C, int T, int N, int ldx,
                  int dilation) {
   int n = 0;
+  for (; n + 3 * LANES <= N; n += 3 * LANES) conv_block3(W, X, Y, M, C, T, N, ldx, dilation, n);
   for (; n + 2 * LANES <= N; n += 2 * LANES) conv_block(W, X, Y, M, C, T, N, ldx, dilation, n, 2 * LANES);
   for (; n + LANES <= N; n += LANES) conv_block(W, X, Y, M, C, T, N, ldx, dilation, n, LANES);
   for (; n < N; n++) {

@@ -1,8 +1,8 @@
 """SEANet, Mimi's convolutional encoder and decoder, channels first ([C, T]).
 
 A SEANet is a flat list of layers (`model.<index>` in the checkpoint); `plan` lists them for a
-config with their hyper-parameters, so the same walk serves shape checking, the encoder (batch)
-and the decoder (step, with one state array per convolution in plan order).
+config with their hyper-parameters, so the same walk serves shape checking and both the encoder and
+the decoder, streaming, with one state array per convolution in plan order.
 """
 
 from __future__ import annotations
@@ -95,23 +95,8 @@ def prepare(layers: List[Layer], params: List[Any]) -> None:
             conv.prepare_transposed(params[layer.index]["convtr"], layer.stride)
 
 
-def encode(layers: List[Layer], params: List[Any], x: np.ndarray, pad_mode: str) -> np.ndarray:
-    """Batch encoder: x [channels, T] -> [dimension, T / hop]."""
-    for layer in layers:
-        p = params[layer.index]
-        if layer.kind == "elu":
-            x = nn.elu(x)
-        elif layer.kind == "conv":
-            x = conv.conv1d(p["conv"], x, layer.stride, layer.dilation, pad_mode)
-        elif layer.kind == "resblock":
-            block = p["block"]
-            v = conv.conv1d(block[1]["conv"], nn.elu(x), 1, layer.dilation, pad_mode)
-            x = x + conv.conv1d(block[3]["conv"], nn.elu(v), 1, 1, pad_mode)
-    return x
-
-
-def init_decoder_state(layers: List[Layer], params: List[Any]) -> List[np.ndarray]:
-    """One state array per convolution of the decoder, in plan order (resblocks have one)."""
+def init_state(layers: List[Layer], params: List[Any]) -> List[np.ndarray]:
+    """One state array per convolution, in plan order (resblocks have one)."""
     states = []
     for layer in layers:
         p = params[layer.index]
@@ -124,12 +109,14 @@ def init_decoder_state(layers: List[Layer], params: List[Any]) -> List[np.ndarra
     return states
 
 
-def decode_step(
+def step(
     layers: List[Layer], params: List[Any], x: np.ndarray, states: List[np.ndarray], replicate_first: bool = False
 ) -> np.ndarray:
-    """Streaming decoder: x [dimension, T] -> [channels, T * hop], updating `states` in place.
+    """The streaming SEANet, updating `states` in place: the encoder, x [channels, T] -> [dimension,
+    T / hop] (T a multiple of the hop), or the decoder, x [dimension, T] -> [channels, T * hop].
+    Run on consecutive pieces of the input, it gives what one call on all of it gives.
 
-    `replicate_first` is for the first call of a `replicate`-padded decoder: each convolution's
+    `replicate_first` is for the first call of a `replicate`-padded SEANet: each convolution's
     left context starts as copies of its first input sample instead of zeros.
     """
     convs = iter(states)

@@ -101,7 +101,7 @@ def markdown(results: List[Dict[str, Any]]) -> str:
             lines.append(f"| {r['model']} | {mode} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "| model | cold start: Pyodide / NumPy + core / model download / model load (ms) "
+        "| model | cold start: Pyodide / NumPy + core / model download (alongside) / model load (ms) "
         "| reload with cached model (ms) | first run TTFA cold, server / browser (ms) | site size "
         "| downloaded cold / cached | voice cloning of a 5.1 s recording, server / browser (ms) "
         "| workers, wasm heap each (MB) |",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -140,3 +142,18 @@ def test_mimi_decoder_in_chunks_equals_one_call(name: str, frames_per_call: int)
     streamed = np.concatenate(parts)
     assert streamed.shape == (latents.shape[0] * model.frame_size,)
     assert nmse_db(streamed, whole) < -110
+
+
+@pytest.mark.parametrize("name", tiny_models())
+def test_mimi_encoder_in_pieces_equals_one_call(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The encoder's SEANet streams over pieces of the prompt (bounded memory): any piece length
+    gives the latents of the whole prompt at once (replicate padding included)."""
+    model = TTSModel.load(str(TINY_DIR / name / "config.yaml"))
+    audio = np.random.default_rng(3).standard_normal(5 * model.frame_size + 700).astype(np.float32) * 0.1
+    for pad_mode in ("constant", "replicate"):
+        spec = dataclasses.replace(model.mimi_spec, encoder_pad_mode=pad_mode)
+        monkeypatch.setattr(mimi, "ENCODER_CHUNK_FRAMES", 1000)
+        whole = mimi.encode(spec, model.params["mimi"], audio)
+        for frames in (1, 2, 5):
+            monkeypatch.setattr(mimi, "ENCODER_CHUNK_FRAMES", frames)
+            assert nmse_db(mimi.encode(spec, model.params["mimi"], audio), whole) < -110

@@ -31,7 +31,7 @@ def test_ttfa_runs_in_both_modes(request, model: str) -> None:
         for run in runs:
             sane(run)
         assert result[mode]["errors"] == []
-    assert result["download"]["cached_bytes"] < result["download"]["cold_bytes"]
+    assert result["download"]["cached_bytes"] == 0  # the service worker serves every file
     model_bytes = sum(json.loads((harness.site(model) / "site.json").read_text())["model"]["files"].values())
     assert result["download"]["cold_bytes"] - result["download"]["cached_bytes"] >= model_bytes  # model cached
     ttfa.save(result)

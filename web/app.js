@@ -47,8 +47,9 @@ function renderPanel() {
   $("runs").innerHTML = medians.join("") + rows.join("");
   const load = window.pocketTTS.load;
   $("load").textContent = load
-    ? `In-browser model loaded in ${ms(load.total_ms)} ms (Pyodide ${ms(load.pyodide_ms)}, NumPy ${ms(load.numpy_ms)}, ` +
-      `download ${ms(load.download_ms)}, model ${ms(load.load_ms)}); the runs below are with it warm.`
+    ? `In-browser model loaded in ${ms(load.total_ms)} ms (Pyodide ${ms(load.pyodide_ms)}, NumPy and core ` +
+      `${ms(load.numpy_ms)}, model download ${ms(load.download_ms)} alongside, model ${ms(load.load_ms)}); ` +
+      "the runs below are with it warm."
     : "";
 }
 
@@ -73,7 +74,7 @@ async function useMode(name) {
   }
   const start = performance.now();
   const { info, timings, workers } = await browser.boot(state.site, (progress) => {
-    const share = progress.total ? ` ${Math.round((100 * progress.loaded) / progress.total)}%` : "";
+    const share = progress.total ? ` (model ${Math.round((100 * progress.loaded) / progress.total)}%)` : "";
     status(`${progress.stage}…${share}`);
   });
   if (!window.pocketTTS.load) {
