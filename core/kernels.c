@@ -95,6 +95,16 @@ static inline void dequant16(const int8_t *q, vf scale, float *w) {
 // Rows of X per pass over W: a block of X (40 KB at K = 512) stays in cache while W streams by.
 #define ROW_BLOCK 16
 
+// y[0..4) = the sums s0..s3 of four rows of W (w0, stride K) with x, plus the columns k >= kv.
+static inline void row_tail(const float *x, const float *w0, int K, int kv, float *y, float s0, float s1, float s2,
+                            float s3) {
+  const float *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+  for (int k = kv; k < K; k++) {
+    s0 += x[k] * w0[k]; s1 += x[k] * w1[k]; s2 += x[k] * w2[k]; s3 += x[k] * w3[k];
+  }
+  y[0] = s0; y[1] = s1; y[2] = s2; y[3] = s3;
+}
+
 // Columns [0, 4) of Y (row stride N) for all M rows: four rows of W (w, stride K) against every
 // row of X, two X rows at a time.
 static void linear_4cols(const float *X, const float *w0, float *Y, int M, int N, int K) {
@@ -111,15 +121,9 @@ static void linear_4cols(const float *X, const float *w0, float *Y, int M, int N
       w = LOAD(w2 + k); a2 += u * w; b2 += v * w;
       w = LOAD(w3 + k); a3 += u * w; b3 += v * w;
     }
-    float s0 = hsum(a0), s1 = hsum(a1), s2 = hsum(a2), s3 = hsum(a3);
-    float t0 = hsum(b0), t1 = hsum(b1), t2 = hsum(b2), t3 = hsum(b3);
-    for (int k = kv; k < K; k++) {
-      s0 += x0[k] * w0[k]; s1 += x0[k] * w1[k]; s2 += x0[k] * w2[k]; s3 += x0[k] * w3[k];
-      t0 += x1[k] * w0[k]; t1 += x1[k] * w1[k]; t2 += x1[k] * w2[k]; t3 += x1[k] * w3[k];
-    }
-    float *y0 = Y + (long)m * N, *y1 = y0 + N;
-    y0[0] = s0; y0[1] = s1; y0[2] = s2; y0[3] = s3;
-    y1[0] = t0; y1[1] = t1; y1[2] = t2; y1[3] = t3;
+    float *y = Y + (long)m * N;
+    row_tail(x0, w0, K, kv, y, hsum(a0), hsum(a1), hsum(a2), hsum(a3));
+    row_tail(x1, w0, K, kv, y + N, hsum(b0), hsum(b1), hsum(b2), hsum(b3));
   }
   if (m < M) {  // the last odd row (the matrix-vector case): k unrolled twice, 8 accumulators
     const float *x = X + (long)m * K;
@@ -136,12 +140,7 @@ static void linear_4cols(const float *X, const float *w0, float *Y, int M, int N
       vf u = LOAD(x + k);
       a0 += u * LOAD(w0 + k); a1 += u * LOAD(w1 + k); a2 += u * LOAD(w2 + k); a3 += u * LOAD(w3 + k);
     }
-    float s0 = hsum(a0 + b0), s1 = hsum(a1 + b1), s2 = hsum(a2 + b2), s3 = hsum(a3 + b3);
-    for (k = kv; k < K; k++) {
-      s0 += x[k] * w0[k]; s1 += x[k] * w1[k]; s2 += x[k] * w2[k]; s3 += x[k] * w3[k];
-    }
-    float *y = Y + (long)m * N;
-    y[0] = s0; y[1] = s1; y[2] = s2; y[3] = s3;
+    row_tail(x, w0, K, kv, Y + (long)m * N, hsum(a0 + b0), hsum(a1 + b1), hsum(a2 + b2), hsum(a3 + b3));
   }
 }
 
@@ -279,34 +278,34 @@ static inline __attribute__((always_inline)) void conv_block(const float *W, con
   }
 }
 
-// Three vectors of output columns against 4 weight rows: 12 accumulators.
-static void conv_block3(const float *W, const float *X, float *Y, int M, int C, int T, int N, int ldx, int dilation, int n) {
+// Four vectors of output columns against 4 weight rows: 16 accumulators.
+static void conv_block4(const float *W, const float *X, float *Y, int M, int C, int T, int N, int ldx, int dilation, int n) {
   int ct = C * T;
   int m = 0;
   for (; m + 4 <= M; m += 4) {
     const float *w0 = W + (long)m * ct, *w1 = w0 + ct, *w2 = w1 + ct, *w3 = w2 + ct;
     vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
-    vf c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
+    vf c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0}, d0 = {0}, d1 = {0}, d2 = {0}, d3 = {0};
     for (int c = 0; c < C; c++) {
       for (int j = 0; j < T; j++) {
         const float *x = X + (long)c * ldx + n + j * dilation;
         int i = c * T + j;
-        vf u = LOAD(x), v = LOAD(x + LANES), z = LOAD(x + 2 * LANES), s;
-        s = splat(w0[i]); a0 += u * s; b0 += v * s; c0 += z * s;
-        s = splat(w1[i]); a1 += u * s; b1 += v * s; c1 += z * s;
-        s = splat(w2[i]); a2 += u * s; b2 += v * s; c2 += z * s;
-        s = splat(w3[i]); a3 += u * s; b3 += v * s; c3 += z * s;
+        vf u = LOAD(x), v = LOAD(x + LANES), z = LOAD(x + 2 * LANES), e = LOAD(x + 3 * LANES), s;
+        s = splat(w0[i]); a0 += u * s; b0 += v * s; c0 += z * s; d0 += e * s;
+        s = splat(w1[i]); a1 += u * s; b1 += v * s; c1 += z * s; d1 += e * s;
+        s = splat(w2[i]); a2 += u * s; b2 += v * s; c2 += z * s; d2 += e * s;
+        s = splat(w3[i]); a3 += u * s; b3 += v * s; c3 += z * s; d3 += e * s;
       }
     }
     float *y = Y + (long)m * N + n;
-    STORE(y, a0); STORE(y + LANES, b0); STORE(y + 2 * LANES, c0);
-    y += N; STORE(y, a1); STORE(y + LANES, b1); STORE(y + 2 * LANES, c1);
-    y += N; STORE(y, a2); STORE(y + LANES, b2); STORE(y + 2 * LANES, c2);
-    y += N; STORE(y, a3); STORE(y + LANES, b3); STORE(y + 2 * LANES, c3);
+    STORE(y, a0); STORE(y + LANES, b0); STORE(y + 2 * LANES, c0); STORE(y + 3 * LANES, d0);
+    y += N; STORE(y, a1); STORE(y + LANES, b1); STORE(y + 2 * LANES, c1); STORE(y + 3 * LANES, d1);
+    y += N; STORE(y, a2); STORE(y + LANES, b2); STORE(y + 2 * LANES, c2); STORE(y + 3 * LANES, d2);
+    y += N; STORE(y, a3); STORE(y + LANES, b3); STORE(y + 2 * LANES, c3); STORE(y + 3 * LANES, d3);
   }
   if (m < M) {
     conv_block(W + (long)m * ct, X, Y + (long)m * N, M - m, C, T, N, ldx, dilation, n, 2 * LANES);
-    conv_block(W + (long)m * ct, X, Y + (long)m * N, M - m, C, T, N, ldx, dilation, n + 2 * LANES, LANES);
+    conv_block(W + (long)m * ct, X, Y + (long)m * N, M - m, C, T, N, ldx, dilation, n + 2 * LANES, 2 * LANES);
   }
 }
 
@@ -314,7 +313,7 @@ EXPORT(pk_conv_f32)
 void pk_conv_f32(const float *W, const float *X, const float *bias, float *Y, int M, int C, int T, int N, int ldx,
                  int dilation) {
   int n = 0;
-  for (; n + 3 * LANES <= N; n += 3 * LANES) conv_block3(W, X, Y, M, C, T, N, ldx, dilation, n);
+  for (; n + 4 * LANES <= N; n += 4 * LANES) conv_block4(W, X, Y, M, C, T, N, ldx, dilation, n);
   for (; n + 2 * LANES <= N; n += 2 * LANES) conv_block(W, X, Y, M, C, T, N, ldx, dilation, n, 2 * LANES);
   for (; n + LANES <= N; n += LANES) conv_block(W, X, Y, M, C, T, N, ldx, dilation, n, LANES);
   for (; n < N; n++) {

@@ -138,3 +138,14 @@ def test_a_new_site_version_replaces_the_cached_files(browser, small_site, tmp_p
         latest.use("browser")
         assert latest.run()["played"]["audible"] > 0
         context.close()
+
+
+def test_without_the_kernels_the_page_says_so_and_numpy_runs_the_model(browser, site_url) -> None:
+    context = browser.new_context()
+    context.route("**/kernels.wasm", lambda route: route.abort())
+    page = harness.Page(context, site_url)
+    page.use("browser")
+    status = page.page.inner_text("#status")
+    assert "NumPy only, without acceleration" in status and "two workers" in status, status
+    assert page.run()["played"]["audible"] > 0 and page.errors == []
+    context.close()
