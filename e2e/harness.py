@@ -82,24 +82,15 @@ def _wait(url: str, process: subprocess.Popen, seconds: float = 120) -> None:
 
 @contextmanager
 def model_server(model: str, site_dir: Optional[Path] = None) -> Iterator[str]:
-    """`python -m server` on a fixture model (serving the built site when given); yields its URL."""
+    """`python -m server` on a fixture model (or, with a built site, on that site's own int8 bundle,
+    serving the site too: one page with both engines on the same weights); yields its URL."""
     port = free_port()
     directory = fixture(model)
-    command = [
-        sys.executable,
-        "-m",
-        "server",
-        "--model",
-        str(directory / "config.yaml"),
-        "--voice",
-        str(directory / "voice_state.safetensors"),
-        "--port",
-        str(port),
-        "--max-concurrent",
-        "2",
-    ]
-    if site_dir is not None:
-        command += ["--site", str(site_dir)]
+    command = [sys.executable, "-m", "server", "--port", str(port), "--max-concurrent", "2"]
+    if site_dir is None:
+        command += ["--model", str(directory / "config.yaml"), "--voice", str(directory / "voice_state.safetensors")]
+    else:
+        command += ["--model", str(site_dir / "model"), "--site", str(site_dir)]
     with _serving(command, port, "/health") as url:
         yield url
 

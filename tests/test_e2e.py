@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from core import TTSModel
+from core.audio import pcm16
 from core.metrics import max_abs, nmse_db
 from e2e import harness
 
@@ -149,3 +150,26 @@ def test_without_the_kernels_the_page_says_so_and_numpy_runs_the_model(browser, 
     assert "NumPy only, without acceleration" in status and "two workers" in status, status
     assert page.run()["played"]["audible"] > 0 and page.errors == []
     context.close()
+
+
+def test_the_server_and_the_browser_engines_give_the_same_audio_from_one_bundle(browser, small_site) -> None:
+    """One page, both engines on the site's int8 bundle: NumPy on CPython (dequantized at load) and
+    the WebAssembly kernels in the workers (int8 kept), at temperature 0."""
+    with harness.model_server(SMALL, small_site) as url:
+        context = browser.new_context()
+        page = harness.Page(context, url)
+        text, options = (
+            "The same words from both engines.",
+            {"temperature": 0.0, "max_frames": 20, "eos_threshold": 100.0},
+        )
+        page.use("browser")
+        in_browser = np.array(page.collect("browser", text, options), dtype=np.float32)
+        page.use("server")
+        from_server = np.array(page.collect("server", text, options), dtype=np.float32)  # 16-bit PCM
+        context.close()
+    assert in_browser.shape == from_server.shape == (20 * 1920,)
+    # The server sends 16-bit samples: the browser's audio through the same conversion.
+    as_sent = np.frombuffer(pcm16(in_browser), "<i2").astype(np.float32) / 32768
+    error = nmse_db(as_sent, from_server)
+    record(SMALL + " (int8 bundle)", "16-bit PCM of the page's two engines", error, max_abs(as_sent, from_server), -50)
+    assert error <= -50
