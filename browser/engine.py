@@ -18,7 +18,7 @@ import numpy as np
 
 from core import TTSModel, VoiceState, kernels, ops, params
 from core.errors import PocketTTSError
-from core.model import Frame
+from core.generation import Frame
 
 ROLES = {
     "flow": (params.FLOW_LM, params.VOICE_CLONING),

@@ -1,7 +1,9 @@
-"""Streaming 1-D convolutions, channels first ([C, T]).
+"""Streaming 1-D convolutions, channels first ([C, T]; [B, C, T] for B streams at once).
 
 Each convolution has a step form that carries its left context in a state array (mutated in
-place) and a batch form, which is the step form run once from a fresh state. The official
+place) and a batch form, which is the step form run once from a fresh state. The step forms take
+an optional leading axis of streams, each with its own state row: the streams share one product
+per convolution (the server steps many generations together). The official
 StreamingConv1d pads on the left only (causal), with zeros or, for `replicate`, copies of the
 first sample. The official StreamingConvTranspose1d keeps the overlapping tail of its output for
 the next call; here it keeps the last input steps instead, which gives the same sums with one
@@ -31,12 +33,13 @@ def conv1d_init_state(p: Params, stride: int, dilation: int) -> np.ndarray:
 
 
 def conv1d_step(p: Params, x: np.ndarray, previous: np.ndarray, stride: int = 1, dilation: int = 1) -> np.ndarray:
-    """x [C_in, T] (T a multiple of stride) -> [C_out, T // stride]; `previous` [C_in, P] is updated."""
-    context = previous.shape[1]
-    padded = np.concatenate([previous, x], axis=1) if context else np.ascontiguousarray(x)  # [C_in, P + T]
-    y = ops.conv(p["weight"], padded, x.shape[1] // stride, stride, dilation, p.get("bias"))  # [C_out, T // stride]
+    """x [(B,) C_in, T] (T a multiple of stride) -> [(B,) C_out, T // stride]; `previous` [(B,) C_in, P]
+    is updated."""
+    context = previous.shape[-1]
+    padded = np.concatenate([previous, x], axis=-1) if context else np.ascontiguousarray(x)  # [(B,) C_in, P + T]
+    y = ops.conv(p["weight"], padded, x.shape[-1] // stride, stride, dilation, p.get("bias"))  # [(B,) C_out, T / S]
     if context:
-        previous[...] = padded[:, padded.shape[1] - context :]
+        previous[...] = padded[..., padded.shape[-1] - context :]
     return y
 
 
@@ -73,22 +76,24 @@ def conv_transpose1d_init_state(p: Params, stride: int) -> np.ndarray:
 
 
 def conv_transpose1d_step(p: Params, x: np.ndarray, previous: np.ndarray, stride: int) -> np.ndarray:
-    """x [C_in, T] -> [C_out, T * stride]; `previous` [C_in, m - 1] is updated. Needs `prepare_transposed`."""
+    """x [(B,) C_in, T] -> [(B,) C_out, T * stride]; `previous` [(B,) C_in, m - 1] is updated. Needs
+    `prepare_transposed`."""
     kernel = p["taps"]  # [G, C_out/G * S, C_in/G * m]
     groups, rows, _ = kernel.shape
-    c_in, t = x.shape
-    m = previous.shape[1] + 1
-    padded = np.concatenate([previous, x], axis=1) if m > 1 else np.ascontiguousarray(x)  # [C_in, m - 1 + T]
+    lead, (c_in, t) = x.shape[:-2], x.shape[-2:]
+    m = previous.shape[-1] + 1
+    padded = np.concatenate([previous, x], axis=-1) if m > 1 else np.ascontiguousarray(x)  # [(B,) C_in, m - 1 + T]
     if groups == 1:
-        out = ops.conv(kernel[0].reshape(rows, c_in, m), padded, t)  # [C_out * S, T]
+        out = ops.conv(kernel[0].reshape(rows, c_in, m), padded, t)  # [(B,) C_out * S, T]
     else:
-        step = padded.strides[1]
-        windows = as_strided(padded, shape=(c_in, m, t), strides=(padded.strides[0], step, step))  # [C_in, m, T]
-        out = np.matmul(kernel, windows.reshape(groups, c_in // groups * m, t))  # [G, C_out/G * S, T]
+        step = padded.strides[-1]
+        windows = as_strided(padded, shape=lead + (c_in, m, t), strides=padded.strides[:-1] + (step, step))
+        out = np.matmul(kernel, windows.reshape(lead + (groups, c_in // groups * m, t)))  # [(B,) G, C_out/G * S, T]
     if m > 1:
-        previous[...] = padded[:, padded.shape[1] - (m - 1) :]
+        previous[...] = padded[..., padded.shape[-1] - (m - 1) :]
     c_out = groups * rows // stride
-    y = out.reshape(c_out, stride, t).transpose(0, 2, 1).reshape(c_out, t * stride)  # channels laid out in time
+    # Channels laid out in time: [(B,) C_out, S, T] -> [(B,) C_out, T, S].
+    y = np.swapaxes(out.reshape(lead + (c_out, stride, t)), -1, -2).reshape(lead + (c_out, t * stride))
     bias = p.get("bias")
     return y if bias is None else y + bias[:, None]
 

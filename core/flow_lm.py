@@ -9,7 +9,7 @@ output is the latent; pointwise: the noise plus the head's output). At temperatu
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -108,35 +108,47 @@ def _timestep_embedding(p: Dict[str, Any], t: float) -> np.ndarray:
 
 
 def backbone(
-    spec: FlowLMSpec, p: Dict[str, Any], state: transformer.TransformerState, latent: Optional[np.ndarray]
+    spec: FlowLMSpec,
+    p: Dict[str, Any],
+    states: Sequence[transformer.TransformerState],
+    prompts: Sequence[Optional[np.ndarray]],
+    latents: Sequence[Optional[np.ndarray]],
 ) -> np.ndarray:
-    """The transformer output for the previous latent (None: BOS): [z_dim or d_model]."""
-    previous = p["bos_emb"] if latent is None else latent
-    x = nn.linear(p["input_linear"], previous[None, :])  # [1, d_model]
-    x = transformer.step(spec.transformer, p["transformer"]["layers"], x, state)
-    z = nn.layer_norm(x[0], p["out_norm"]["weight"], p["out_norm"]["bias"], 1e-5)  # [d_model]
+    """The transformer output [B, z_dim or d_model] of B streams at once: stream b reads its prompt
+    rows prompts[b] [T, d_model] (or None), then its previous latent (None: BOS)."""
+    previous = np.stack([p["bos_emb"] if latent is None else latent for latent in latents])  # [B, latent_dim]
+    rows = nn.linear(p["input_linear"], previous)  # [B, d_model]
+    xs = [
+        rows[b : b + 1] if prompt is None else np.concatenate([prompt, rows[b : b + 1]])
+        for b, prompt in enumerate(prompts)
+    ]
+    outs = transformer.step_streams(spec.transformer, p["transformer"]["layers"], xs, states)
+    last = np.stack([out[-1] for out in outs])  # [B, d_model]
+    z = nn.layer_norm(last, p["out_norm"]["weight"], p["out_norm"]["bias"], 1e-5)
     return nn.linear(p["z_proj"], z) if "z_proj" in p else z
 
 
 def step(
     spec: FlowLMSpec,
     p: Dict[str, Any],
-    state: transformer.TransformerState,
-    latent: Optional[np.ndarray],
+    states: Sequence[transformer.TransformerState],
+    prompts: Sequence[Optional[np.ndarray]],
+    latents: Sequence[Optional[np.ndarray]],
     noise: np.ndarray,
     times: List[np.ndarray],
-) -> Tuple[np.ndarray, float]:
-    """One autoregressive step: the previous latent (None: BOS) -> (next latent [latent_dim], EOS logit)."""
-    z = backbone(spec, p, state, latent)
-    eos_logit = float(nn.linear(p["out_eos"], z)[0])
-    return flow_head(spec, p["flow_net"], z, noise, times), eos_logit
+) -> Tuple[np.ndarray, np.ndarray]:
+    """One autoregressive step of B streams together (see `backbone`): their noise [B, latent_dim]
+    -> (next latents [B, latent_dim], EOS logits [B])."""
+    z = backbone(spec, p, states, prompts, latents)
+    eos_logits = nn.linear(p["out_eos"], z)[:, 0]
+    return flow_head(spec, p["flow_net"], z, noise, times), eos_logits
 
 
 def flow_head(
     spec: FlowLMSpec, p: Dict[str, Any], cond: np.ndarray, noise: np.ndarray, times: List[np.ndarray]
 ) -> np.ndarray:
-    """From noise [latent_dim] to the next latent, conditioned on the backbone output."""
-    y = nn.linear(p["cond_embed"], cond)  # [flow_dim]
+    """From noise [B, latent_dim] to the next latents, conditioned on the backbone outputs [B, ...]."""
+    y = nn.linear(p["cond_embed"], cond)  # [B, flow_dim]
     if spec.flow_type == "drifting":
         return _velocity(p, y, noise)
     if spec.flow_type == "pointwise":
@@ -149,15 +161,15 @@ def flow_head(
 
 
 def _velocity(p: Dict[str, Any], y: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """The official SimpleMLPAdaLN: residual MLP blocks modulated (shift, scale, gate) by y."""
+    """The official SimpleMLPAdaLN: residual MLP blocks modulated (shift, scale, gate) by y [B, F]."""
     x = nn.linear(p["input_proj"], x)
     width = x.shape[-1]
-    modulation = nn.linear(p["modulation"], nn.silu(y))  # [(3 * depth + 2) * F]: shift, scale, gate per block
+    modulation = nn.linear(p["modulation"], nn.silu(y))  # [B, (3 * depth + 2) * F]: shift, scale, gate per block
     for i, block in enumerate(p["res_blocks"]):
-        shift, scale, gate = np.split(modulation[3 * i * width : 3 * (i + 1) * width], 3)
+        shift, scale, gate = np.split(modulation[:, 3 * i * width : 3 * (i + 1) * width], 3, axis=1)
         h = nn.layer_norm(x, block["in_ln"]["weight"], block["in_ln"]["bias"], 1e-6) * (1 + scale) + shift
         h = nn.linear(block["mlp"][2], nn.silu(nn.linear(block["mlp"][0], h)))
         x = x + gate * h
-    shift, scale = np.split(modulation[modulation.shape[0] - 2 * width :], 2)
+    shift, scale = np.split(modulation[:, modulation.shape[1] - 2 * width :], 2, axis=1)
     x = nn.layer_norm(x, None, None, 1e-6) * (1 + scale) + shift
     return nn.linear(p["final_layer"]["linear"], x)

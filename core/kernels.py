@@ -280,6 +280,8 @@ class CompiledKernels:
     def conv(
         self, weight: np.ndarray, x: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]
     ) -> np.ndarray:
+        if x.ndim == 3:  # streams one by one
+            return np.stack([self.conv(weight, stream, n, stride, dilation, bias) for stream in x])
         x = np.ascontiguousarray(x, dtype=np.float32)
         if stride > 1:
             weight, x = _polyphase(weight, x, n, stride, dilation)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -31,28 +31,20 @@ from . import (
     voice,
 )
 from .errors import ConfigError, PocketTTSError, TextError, VoiceError
-from .text import TextOptions, prepare_text_prompt, split_into_chunks, split_pauses
+from .generation import Frame, Generation, advance
+from .text import TextOptions, split_into_chunks, split_pauses
 from .tokenizer import Tokenizer
 from .voice import VoiceState
 
 # Official generation constants (pocket_tts/models/tts_model.py and default_parameters.py).
 TOKENS_PER_SECOND_ESTIMATE = 3.0
 GEN_SECONDS_PADDING = 2.0
-MIN_FRAMES_BEFORE_EOS = 6  # EOS is ignored before this frame: some voices cross the threshold early
 MAX_TOKENS_PER_CHUNK = 50
 DEFAULT_DECODE_STEPS = 1
 # The first decoded samples of a fresh Mimi decoder carry a small step, heard as a click.
 FADE_IN_SECONDS = 1 / 200
 
 VoiceSource = Union[VoiceState, str, np.ndarray, None]
-
-
-class Frame(NamedTuple):
-    """One step of the stream: a generated latent, or a stretch of silence (a pause)."""
-
-    latent: Optional[np.ndarray]  # [latent_dim], denormalised; None for silence
-    silence: int  # samples of silence when latent is None
-    first: bool  # first frame of a text chunk: decoded by a fresh decoder, faded in
 
 
 class FrameDecoder:
@@ -238,7 +230,14 @@ class TTSModel:
         decoder = self.decoder()
         return (decoder.decode([frame]) for frame in self.frames(text, voice, **options))
 
-    def frames(
+    def frames(self, text: str, voice: VoiceSource, **options: Any) -> Iterator[Frame]:
+        """The flow LM half of `stream`: the generated frames, not yet decoded (see `decoder`).
+
+        Options are checked and the text is split now, so that bad input fails before any work.
+        """
+        return _one_by_one(self, self.generation(text, voice, **options))
+
+    def generation(
         self,
         text: str,
         voice: VoiceSource,
@@ -251,11 +250,9 @@ class TTSModel:
         max_tokens: int = MAX_TOKENS_PER_CHUNK,
         noise_clamp: Optional[float] = None,
         rng: Optional[np.random.Generator] = None,
-    ) -> Iterator[Frame]:
-        """The flow LM half of `stream`: the generated frames, not yet decoded (see `decoder`).
-
-        Options are checked and the text is split now, so that bad input fails before any work.
-        """
+    ) -> Generation:
+        """A generation of `text` to step frame by frame (core.generation), alone or with others;
+        options as for `stream`, checked, and the text split, now."""
         self._require(params.FLOW_LM)
         cfg = self.config
         temperature = cfg.default_temperature if temperature is None else temperature
@@ -275,7 +272,7 @@ class TTSModel:
         state = self.voice_state(voice)
         noise = _noise_source(self.flow_spec.latent_dim, temperature, noise_clamp, seed, rng)
         times = self._times(steps)
-        return self._frames(plan, state, eos_threshold, frames_after_eos, max_frames, noise, times)
+        return Generation(self, plan, state, eos_threshold, frames_after_eos, max_frames, noise, times)
 
     def decoder(self) -> FrameDecoder:
         """The Mimi half of `stream`: turns frames into audio, keeping the decoder's state."""
@@ -286,60 +283,6 @@ class TTSModel:
         if part not in self.parts:
             raise PocketTTSError(f"{self.name} was loaded without its {part.replace('_', ' ')} (parts: {self.parts})")
 
-    def _frames(
-        self,
-        plan: List[Union[List[str], float]],
-        state: VoiceState,
-        eos_threshold: float,
-        frames_after_eos: Optional[int],
-        budget: Optional[int],
-        noise: Any,
-        times: List[np.ndarray],
-    ) -> Iterator[Frame]:
-        """Text chunks, each from the voice state, and pauses as exact runs of zeros; `budget` counts frames."""
-        for part in plan:
-            if isinstance(part, float):
-                silence = int(round(part * self.sample_rate))
-                for start in range(0, silence, self.frame_size):
-                    yield Frame(None, min(self.frame_size, silence - start), False)
-                continue
-            for chunk in part:
-                if budget == 0:
-                    return
-                prepared, guess = prepare_text_prompt(chunk, self.text_options)
-                after = frames_after_eos if frames_after_eos is not None else guess + 2
-                tokens = self.tokenizer.encode(prepared)
-                max_gen_len = self.estimate_max_frames(len(tokens)) if budget is None else budget
-                for frame in self._chunk_frames(tokens, state, max_gen_len, after, eos_threshold, noise, times):
-                    if budget is not None:
-                        budget -= 1
-                    yield frame
-
-    def _chunk_frames(
-        self,
-        tokens: List[int],
-        voice_state: VoiceState,
-        max_gen_len: int,
-        frames_after_eos: int,
-        eos_threshold: float,
-        noise: Any,
-        times: List[np.ndarray],
-    ) -> Iterator[Frame]:
-        spec, p = self.flow_spec, self.params["flow_lm"]
-        state = voice_state.transformer.copy()
-        transformer.reserve(state, state.offset + len(tokens) + max_gen_len)
-        flow_lm.prompt(spec, p, state, flow_lm.text_embeddings(p, tokens))
-        latent = None
-        eos_step = None
-        for step in range(max_gen_len):
-            latent, eos_logit = flow_lm.step(spec, p, state, latent, noise(), times)
-            if eos_logit > eos_threshold and eos_step is None and step >= MIN_FRAMES_BEFORE_EOS:
-                eos_step = step
-            if eos_step is not None and step >= eos_step + frames_after_eos:
-                return
-            # Back from the normalised latent space, which the flow LM reads its own output in.
-            yield Frame(latent * p["emb_std"] + p["emb_mean"], 0, step == 0)
-
     def estimate_max_frames(self, token_count: int) -> int:
         """The official length cap of a chunk: 3 tokens per second plus 2 s."""
         seconds = token_count / TOKENS_PER_SECOND_ESTIMATE + GEN_SECONDS_PADDING
@@ -349,6 +292,15 @@ class TTSModel:
         if steps not in self._time_terms:
             self._time_terms[steps] = flow_lm.time_terms(self.flow_spec, self.params["flow_lm"], steps)
         return self._time_terms[steps]
+
+
+def _one_by_one(model: TTSModel, generation: Generation) -> Iterator[Frame]:
+    while True:
+        frame = advance(model, [generation])[0]
+        if frame is not None:
+            yield frame
+        elif generation.done:
+            return
 
 
 def load_weights(

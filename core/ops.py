@@ -51,8 +51,10 @@ class NumpyBackend:
         self, weight: np.ndarray, x: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]
     ) -> np.ndarray:
         """y[m, t] = sum over c, j of weight[m, c, j] * x[c, t * stride + j * dilation] (+ bias[m]):
-        weight [M, C, K], x [C, L] holding the left context -> y [M, n]. As one product over an
-        im2col view, in blocks of columns."""
+        weight [M, C, K], x [C, L] holding the left context -> y [M, n]; x [B, C, L] -> y [B, M, n]
+        (B streams in one product). As one product over an im2col view, in blocks of columns."""
+        if x.ndim == 3:
+            return self._conv_streams(weight, x, n, stride, dilation, bias)
         c_out, c_in, k = weight.shape
         step = x.strides[1]
         windows = as_strided(x, shape=(c_in, k, n), strides=(x.strides[0], dilation * step, stride * step))
@@ -65,6 +67,27 @@ class NumpyBackend:
             for start in range(0, n, block):
                 stop = min(start + block, n)
                 y[:, start:stop] = kernel @ windows[:, :, start:stop].reshape(c_in * k, stop - start)
+        return y if bias is None else y + bias[:, None]
+
+    def _conv_streams(
+        self, weight: np.ndarray, x: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]
+    ) -> np.ndarray:
+        """The B streams' windows side by side as the columns of one product (the weights are read
+        once for all of them), in blocks of whole streams."""
+        c_out, c_in, k = weight.shape
+        streams, step = x.shape[0], x.strides[2]
+        windows = as_strided(
+            x, shape=(c_in, k, streams, n), strides=(x.strides[1], dilation * step, x.strides[0], stride * step)
+        )  # [C, K, B, n], a view
+        kernel = weight.reshape(c_out, c_in * k)  # [M, C*K]
+        per_block = max(1, _IM2COL_BLOCK // (c_in * k * max(n, 1)))
+        y = np.empty((c_out, streams, n), dtype=np.float32)
+        for start in range(0, streams, per_block):
+            stop = min(start + per_block, streams)
+            y[:, start:stop] = (kernel @ windows[:, :, start:stop].reshape(c_in * k, (stop - start) * n)).reshape(
+                c_out, stop - start, n
+            )
+        y = y.transpose(1, 0, 2)  # [B, M, n]
         return y if bias is None else y + bias[:, None]
 
     def attention(

@@ -9,7 +9,7 @@ query attention, query head h reads key/value head h // (num_heads // num_kv_hea
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -64,16 +64,29 @@ def reserve(state: TransformerState, capacity: int) -> None:
 
 def step(spec: TransformerSpec, layers: List[Any], x: np.ndarray, state: TransformerState) -> np.ndarray:
     """Run x [T, d_model] (the next T positions) through all layers; advances state.offset by T."""
-    t = x.shape[0]
-    if spec.context is None:
-        needed = state.offset + t
-        if state.keys and state.keys[0].shape[1] < needed:
-            reserve(state, max(needed, 2 * state.keys[0].shape[1]))
-    rotation = nn.rope_rotation(np.arange(state.offset, state.offset + t), spec.head_dim, spec.max_period)
+    return step_streams(spec, layers, [x], [state])[0]
+
+
+def step_streams(
+    spec: TransformerSpec, layers: List[Any], xs: Sequence[np.ndarray], states: Sequence[TransformerState]
+) -> List[np.ndarray]:
+    """Several streams at once, each with its own state: xs[b] [T_b, d_model] are stream b's next
+    T_b positions. The rows of all streams go through each linear layer together (its weights are
+    read once for all); attention is per stream, on its own cache. Advances every state."""
+    sizes = [x.shape[0] for x in xs]
+    for state, t in zip(states, sizes):
+        if spec.context is None:
+            needed = state.offset + t
+            if state.keys and state.keys[0].shape[1] < needed:
+                reserve(state, max(needed, 2 * state.keys[0].shape[1]))
+    positions = np.concatenate([np.arange(state.offset, state.offset + t) for state, t in zip(states, sizes)])
+    rotation = nn.rope_rotation(positions, spec.head_dim, spec.max_period)  # [sum T, D/2]
+    x = xs[0] if len(xs) == 1 else np.concatenate(xs)  # [sum T, d_model]
     for i, p in enumerate(layers):
-        x = _layer(spec, p, x, state, i, rotation)
-    state.offset += t
-    return x
+        x = _layer(spec, p, x, states, sizes, i, rotation)
+    for state, t in zip(states, sizes):
+        state.offset += t
+    return np.split(x, np.cumsum(sizes)[:-1]) if len(xs) > 1 else [x]
 
 
 def forward(spec: TransformerSpec, layers: List[Any], x: np.ndarray, block: int = 256) -> np.ndarray:
@@ -90,12 +103,13 @@ def _layer(
     spec: TransformerSpec,
     p: Dict[str, Any],
     x: np.ndarray,
-    state: TransformerState,
+    states: Sequence[TransformerState],
+    sizes: List[int],
     i: int,
     rotation: np.ndarray,
 ) -> np.ndarray:
     h = nn.layer_norm(x, p["norm1"]["weight"], p["norm1"]["bias"], 1e-5)
-    update = _attention(spec, p["self_attn"], h, state, i, rotation)
+    update = _attention(spec, p["self_attn"], h, states, sizes, i, rotation)
     x = x + (update * p["layer_scale_1"]["scale"] if spec.layer_scale else update)
     h = nn.layer_norm(x, p["norm2"]["weight"], p["norm2"]["bias"], 1e-5)
     update = nn.linear(p["linear2"], nn.gelu_tanh(nn.linear(p["linear1"], h)))
@@ -106,32 +120,36 @@ def _attention(
     spec: TransformerSpec,
     p: Dict[str, Any],
     x: np.ndarray,
-    state: TransformerState,
+    states: Sequence[TransformerState],
+    sizes: List[int],
     i: int,
     rotation: np.ndarray,
 ) -> np.ndarray:
-    t = x.shape[0]
+    """x [sum T, d_model]: the rows of every stream, in order."""
     h, h_kv, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
-    projected = nn.linear(p["in_proj"], x)  # [T, (H + 2 H_kv) D]: queries, keys, values
-    rotated = nn.apply_rope(projected[:, : (h + h_kv) * d].reshape(t, h + h_kv, d), rotation)
-    q = rotated[:, :h]  # [T, H, D]
-    k = rotated[:, h:].transpose(1, 0, 2)  # [H_kv, T, D]
-    v = projected[:, (h + h_kv) * d :].reshape(t, h_kv, d).transpose(1, 0, 2)  # [H_kv, T, D]
-
-    offset = state.offset
-    if spec.context is None:
-        state.keys[i][:, offset : offset + t] = k
-        state.values[i][:, offset : offset + t] = v
-        keys = state.keys[i][:, : offset + t]  # [H_kv, L, D]
-        values = state.values[i][:, : offset + t]
-        first_key = 0
-    else:
-        keys = np.concatenate([state.keys[i], k], axis=1)
-        values = np.concatenate([state.values[i], v], axis=1)
-        first_key = offset - state.keys[i].shape[1]
-        keep = min(keys.shape[1], spec.context - 1)
-        state.keys[i] = keys[:, keys.shape[1] - keep :]
-        state.values[i] = values[:, values.shape[1] - keep :]
-
-    out = ops.attention(q, keys, values, offset - first_key, spec.context)  # [T, H * D]
-    return nn.linear(p["out_proj"], out)
+    projected = nn.linear(p["in_proj"], x)  # [sum T, (H + 2 H_kv) D]: queries, keys, values
+    rotated = nn.apply_rope(projected[:, : (h + h_kv) * d].reshape(x.shape[0], h + h_kv, d), rotation)
+    outs = []
+    start = 0
+    for state, t in zip(states, sizes):
+        rows = slice(start, start + t)
+        start += t
+        q = rotated[rows, :h]  # [T, H, D]
+        k = rotated[rows, h:].transpose(1, 0, 2)  # [H_kv, T, D]
+        v = projected[rows, (h + h_kv) * d :].reshape(t, h_kv, d).transpose(1, 0, 2)  # [H_kv, T, D]
+        offset = state.offset
+        if spec.context is None:
+            state.keys[i][:, offset : offset + t] = k
+            state.values[i][:, offset : offset + t] = v
+            keys = state.keys[i][:, : offset + t]  # [H_kv, L, D]
+            values = state.values[i][:, : offset + t]
+            first_key = 0
+        else:
+            keys = np.concatenate([state.keys[i], k], axis=1)
+            values = np.concatenate([state.values[i], v], axis=1)
+            first_key = offset - state.keys[i].shape[1]
+            keep = min(keys.shape[1], spec.context - 1)
+            state.keys[i] = keys[:, keys.shape[1] - keep :]
+            state.values[i] = values[:, values.shape[1] - keep :]
+        outs.append(ops.attention(q, keys, values, offset - first_key, spec.context))  # [T, H * D]
+    return nn.linear(p["out_proj"], outs[0] if len(outs) == 1 else np.concatenate(outs))

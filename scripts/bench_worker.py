@@ -49,10 +49,10 @@ class Ours:
         state = self.voice.transformer.copy()
         transformer.reserve(state, state.offset + len(tokens) + STEP_SAMPLES + 1)
         prompt = _time(lambda: flow_lm.prompt(spec, p, state, flow_lm.text_embeddings(p, tokens)))
-        noise, times = np.zeros(spec.latent_dim, np.float32), model._times(1)
+        noise, times = np.zeros((1, spec.latent_dim), np.float32), model._times(1)
         latents = [None]
         steps = [
-            _time(lambda: latents.append(flow_lm.step(spec, p, state, latents[-1], noise, times)[0]))
+            _time(lambda: latents.append(flow_lm.step(spec, p, [state], [None], [latents[-1]], noise, times)[0][0]))
             for _ in range(STEP_SAMPLES)
         ]
         decoder = mimi.init_decoder_state(model.mimi_spec, model.params["mimi"])

@@ -17,7 +17,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from core.model import Frame, TTSModel
+from core import TTSModel
+from core.generation import Frame
 
 _DONE = object()
 

@@ -101,13 +101,14 @@ def _official_latent_run(loaded: Loaded):
     spec, p = model.flow_spec, model.params["flow_lm"]
     state = loaded.official_voice().transformer.copy()
     flow_lm.prompt(spec, p, state, flow_lm.text_embeddings(p, loaded.ref["tokens"].tolist()))
-    zeros = np.zeros(spec.latent_dim, np.float32)
+    zeros = np.zeros((1, spec.latent_dim), np.float32)
     latents, logits = [], []
     latent = None
     for _ in range(int(loaded.ref["frames"])):
-        latent, logit = flow_lm.step(spec, p, state, latent, zeros, model._times(1))
+        next_latents, next_logits = flow_lm.step(spec, p, [state], [None], [latent], zeros, model._times(1))
+        latent = next_latents[0]
         latents.append(latent)
-        logits.append(logit)
+        logits.append(next_logits[0])
     return np.array(latents), np.array(logits, dtype=np.float32)
 
 
@@ -126,7 +127,7 @@ def test_flow_lm_hidden_states(loaded: Loaded) -> None:
     reference = loaded.ref["hidden"]
     for i in range(reference.shape[0]):
         previous = None if i == 0 else loaded.ref["latents"][i - 1]
-        hidden.append(flow_lm.backbone(spec, p, state, previous))
+        hidden.append(flow_lm.backbone(spec, p, [state], [None], [previous])[0])
     check(loaded, "hidden states (8 frames)", np.array(hidden), reference)
 
 
