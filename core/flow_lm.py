@@ -107,21 +107,17 @@ def _timestep_embedding(p: Dict[str, Any], t: float) -> np.ndarray:
     return nn.rms_norm_unbiased(x, mlp[3]["alpha"], 1e-5)
 
 
-def backbone(
-    spec: FlowLMSpec,
-    p: Dict[str, Any],
-    states: Sequence[transformer.TransformerState],
-    prompts: Sequence[Optional[np.ndarray]],
-    latents: Sequence[Optional[np.ndarray]],
-) -> np.ndarray:
-    """The transformer output [B, z_dim or d_model] of B streams at once: stream b reads its prompt
-    rows prompts[b] [T, d_model] (or None), then its previous latent (None: BOS)."""
+def input_rows(p: Dict[str, Any], latents: Sequence[Optional[np.ndarray]]) -> np.ndarray:
+    """What the transformer reads for each stream's previous latent (None: BOS): [B, d_model]."""
     previous = np.stack([p["bos_emb"] if latent is None else latent for latent in latents])  # [B, latent_dim]
-    rows = nn.linear(p["input_linear"], previous)  # [B, d_model]
-    xs = [
-        rows[b : b + 1] if prompt is None else np.concatenate([prompt, rows[b : b + 1]])
-        for b, prompt in enumerate(prompts)
-    ]
+    return nn.linear(p["input_linear"], previous)
+
+
+def backbone(
+    spec: FlowLMSpec, p: Dict[str, Any], states: Sequence[transformer.TransformerState], xs: Sequence[np.ndarray]
+) -> np.ndarray:
+    """B streams' next rows xs[b] [T_b, d_model] through the transformer at once -> the output of
+    each stream's last row, [B, z_dim or d_model]."""
     outs = transformer.step_streams(spec.transformer, p["transformer"]["layers"], xs, states)
     last = np.stack([out[-1] for out in outs])  # [B, d_model]
     z = nn.layer_norm(last, p["out_norm"]["weight"], p["out_norm"]["bias"], 1e-5)
@@ -132,16 +128,15 @@ def step(
     spec: FlowLMSpec,
     p: Dict[str, Any],
     states: Sequence[transformer.TransformerState],
-    prompts: Sequence[Optional[np.ndarray]],
     latents: Sequence[Optional[np.ndarray]],
     noise: np.ndarray,
     times: List[np.ndarray],
 ) -> Tuple[np.ndarray, np.ndarray]:
-    """One autoregressive step of B streams together (see `backbone`): their noise [B, latent_dim]
-    -> (next latents [B, latent_dim], EOS logits [B])."""
-    z = backbone(spec, p, states, prompts, latents)
-    eos_logits = nn.linear(p["out_eos"], z)[:, 0]
-    return flow_head(spec, p["flow_net"], z, noise, times), eos_logits
+    """One autoregressive step of B streams together: their previous latents (None: BOS) and noise
+    [B, latent_dim] -> (next latents [B, latent_dim], EOS logits [B])."""
+    rows = input_rows(p, latents)
+    z = backbone(spec, p, states, [rows[b : b + 1] for b in range(rows.shape[0])])
+    return flow_head(spec, p["flow_net"], z, noise, times), nn.linear(p["out_eos"], z)[:, 0]
 
 
 def flow_head(

@@ -127,10 +127,12 @@ class Generation:
         return Frame(latent * p["emb_std"] + p["emb_mean"], 0, step == 0)
 
 
-def advance(model: Any, generations: Sequence[Generation]) -> List[Optional[Frame]]:
-    """One step of every generation: its next frame, or None where it just ended a text chunk or is
-    done. Pauses need no model work; all the others take one flow-LM step together (one pass
-    through the transformer; the flow head once per number of decode steps in use)."""
+def advance(model: Any, generations: Sequence[Generation], prompt_rows: Optional[int] = None) -> List[Optional[Frame]]:
+    """One step of every generation: its next frame, or None where it just ended a text chunk, is
+    still reading its text, or is done. Pauses need no model work; all the others take one flow-LM
+    step together (one pass through the transformer; the flow head once per number of decode steps
+    in use). A generation reads at most `prompt_rows` rows of its text per step (None: all at
+    once), so that a newcomer's long text does not hold up the others' frames for long."""
     frames: List[Optional[Frame]] = [None] * len(generations)
     stepping = []
     for i, generation in enumerate(generations):
@@ -141,15 +143,33 @@ def advance(model: Any, generations: Sequence[Generation]) -> List[Optional[Fram
         return frames
     spec, p = model.flow_spec, model.params["flow_lm"]
     batch = [generations[i] for i in stepping]
-    z = flow_lm.backbone(spec, p, [g._state for g in batch], [g._prompt for g in batch], [g._latent for g in batch])
+    pieces = []
     for generation in batch:
-        generation._prompt = None
-    eos_logits = nn.linear(p["out_eos"], z)[:, 0]  # [B]
-    noise = np.stack([generation.noise() for generation in batch])  # [B, latent_dim]
+        prompt = generation._prompt
+        if prompt is not None and prompt_rows is not None and prompt.shape[0] > prompt_rows:
+            pieces.append(prompt[:prompt_rows])
+            generation._prompt = prompt[prompt_rows:]
+        else:
+            pieces.append(prompt)
+            generation._prompt = None
+    # Streams done with their text this step read their previous latent after it, and make a frame.
+    making = [j for j, g in enumerate(batch) if g._prompt is None]
+    rows = flow_lm.input_rows(p, [batch[j]._latent for j in making]) if making else None
+    row_of = {j: k for k, j in enumerate(making)}
+    xs = []
+    for j, piece in enumerate(pieces):
+        parts = [x for x in (piece, rows[row_of[j] : row_of[j] + 1] if j in row_of else None) if x is not None]
+        xs.append(parts[0] if len(parts) == 1 else np.concatenate(parts))
+    z = flow_lm.backbone(spec, p, [g._state for g in batch], xs)
+    if not making:
+        return frames
+    z = z[making]  # [M, z]
+    eos_logits = nn.linear(p["out_eos"], z)[:, 0]  # [M]
+    noise = np.stack([batch[j].noise() for j in making])  # [M, latent_dim]
     latents = np.empty_like(noise)
-    for times in {id(g.times): g.times for g in batch}.values():
-        rows = [j for j, g in enumerate(batch) if g.times is times]
-        latents[rows] = flow_lm.flow_head(spec, p["flow_net"], z[rows], noise[rows], times)
-    for j, i in enumerate(stepping):
-        frames[i] = batch[j]._take(latents[j], float(eos_logits[j]))
+    for times in {id(batch[j].times): batch[j].times for j in making}.values():
+        rows_of = [k for k, j in enumerate(making) if batch[j].times is times]
+        latents[rows_of] = flow_lm.flow_head(spec, p["flow_net"], z[rows_of], noise[rows_of], times)
+    for k, j in enumerate(making):
+        frames[stepping[j]] = batch[j]._take(latents[k], float(eos_logits[k]))
     return frames

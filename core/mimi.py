@@ -106,19 +106,38 @@ def _projected(p: Dict[str, Any], x: np.ndarray, run: Any) -> np.ndarray:
 
 def decode_step(spec: MimiSpec, p: Dict[str, Any], latents: np.ndarray, state: DecoderState) -> np.ndarray:
     """latents [N, latent_dim] (denormalised) -> audio [N * frame_size]; advances `state`."""
-    x = latents @ p["quantizer"]["output_proj"]["weight"][:, :, 0].T  # [N, C_q] -> [N, C]
-    x = np.ascontiguousarray(x.T)  # [C, N]
+    return decode_streams(spec, p, latents[None], [state])[0]
+
+
+def decode_streams(spec: MimiSpec, p: Dict[str, Any], latents: np.ndarray, states: List[DecoderState]) -> np.ndarray:
+    """B streams' next frames at once, each stream with its own state: latents [B, N, latent_dim]
+    (denormalised) -> audio [B, N * frame_size]. Every layer is one product for all the streams;
+    the transformer attends per stream, on its own window."""
+    streams, n = latents.shape[:2]
+    x = latents @ p["quantizer"]["output_proj"]["weight"][:, :, 0].T  # [B, N, C_q] -> [B, N, C]
+    x = np.ascontiguousarray(x.transpose(0, 2, 1))  # [B, C, N]
     if spec.resample_stride > 1:
-        x = conv.conv_transpose1d_step(p["upsample"]["convtr"]["convtr"], x, state.upsample, spec.resample_stride)
-    x = _projected(
-        p["decoder_transformer"],
-        x.T,
-        lambda layers, h: transformer.step(spec.decoder_transformer, layers, h, state.transformer),
-    )  # [N * stride, C]
-    replicate_first = state.first and spec.decoder_pad_mode == "replicate"
-    audio = seanet.step(spec.decoder, p["decoder"]["model"], np.ascontiguousarray(x.T), state.seanet, replicate_first)
-    state.first = False
-    return audio[0]  # [N * frame_size]
+        upsample = np.stack([state.upsample for state in states])  # [B, C, 1]
+        x = conv.conv_transpose1d_step(p["upsample"]["convtr"]["convtr"], x, upsample, spec.resample_stride)
+        for state, tail in zip(states, upsample):
+            state.upsample = tail
+    steps = x.shape[2]
+
+    def run(layers: List[Any], h: np.ndarray) -> np.ndarray:  # h: [B * T, C], the streams' rows in order
+        outs = transformer.step_streams(
+            spec.decoder_transformer, layers, np.split(h, streams), [state.transformer for state in states]
+        )
+        return np.concatenate(outs) if streams > 1 else outs[0]
+
+    h = _projected(p["decoder_transformer"], x.transpose(0, 2, 1).reshape(streams * steps, -1), run)  # [B*T, C]
+    x = np.ascontiguousarray(h.reshape(streams, steps, -1).transpose(0, 2, 1))  # [B, C, T]
+    tails = [np.stack([state.seanet[i] for state in states]) for i in range(len(states[0].seanet))]  # [B, C, P]
+    replicate = np.array([state.first for state in states]) if spec.decoder_pad_mode == "replicate" else None
+    audio = seanet.step(spec.decoder, p["decoder"]["model"], x, tails, replicate)  # [B, 1, N * frame_size]
+    for b, state in enumerate(states):
+        state.seanet = [tail[b] for tail in tails]
+        state.first = False
+    return audio[:, 0]
 
 
 def decode(spec: MimiSpec, p: Dict[str, Any], latents: np.ndarray) -> np.ndarray:
@@ -128,19 +147,20 @@ def decode(spec: MimiSpec, p: Dict[str, Any], latents: np.ndarray) -> np.ndarray
 
 def encode(spec: MimiSpec, p: Dict[str, Any], audio: np.ndarray) -> np.ndarray:
     """audio [T] at the model's sample rate -> latents [ceil(T / frame_size), encoder_latent_dim]."""
-    x = conv.pad_for_frames(audio.astype(np.float32)[None, :], spec.frame_size)  # [1, T']
+    x = conv.pad_for_frames(audio.astype(np.float32)[None, None, :], spec.frame_size)  # [1, 1, T']
     # The SEANet streams over pieces of ENCODER_CHUNK_FRAMES frames: the same result as one call,
     # in a fraction of the memory (a 5 s prompt as one piece held ~150 MB of activations).
     layers, params, states = spec.encoder, p["encoder"]["model"], seanet.init_state(spec.encoder, p["encoder"]["model"])
     chunk = spec.frame_size * ENCODER_CHUNK_FRAMES
-    replicate = spec.encoder_pad_mode == "replicate"
+    states = [state[None] for state in states]  # one stream: [1, C, P]
+    replicate = np.array([spec.encoder_pad_mode == "replicate"])
     x = np.concatenate(
         [
-            seanet.step(layers, params, x[:, i : i + chunk], states, replicate and i == 0)
-            for i in range(0, x.shape[1], chunk)
+            seanet.step(layers, params, x[:, :, i : i + chunk], states, replicate if i == 0 else None)
+            for i in range(0, x.shape[2], chunk)
         ],
-        axis=1,
-    )  # [C, T' / hop]
+        axis=2,
+    )[0]  # [C, T' / hop]
     x = _projected(
         p["encoder_transformer"],
         np.ascontiguousarray(x.T),

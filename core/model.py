@@ -61,13 +61,35 @@ class FrameDecoder:
         if frames[0].latent is None:
             return np.zeros(frames[0].silence, np.float32)
         model = self.model
-        if frames[0].first or self.state is None:
-            self.state = mimi.init_decoder_state(model.mimi_spec, model.params["mimi"])
+        self._begin(frames[0])
         latents = np.stack([frame.latent for frame in frames])  # [N, latent_dim]
-        pcm = mimi.decode_step(model.mimi_spec, model.params["mimi"], latents, self.state)
-        if frames[0].first:
+        return self._faded(mimi.decode_step(model.mimi_spec, model.params["mimi"], latents, self.state), frames[0])
+
+    def _begin(self, frame: Frame) -> None:
+        if frame.first or self.state is None:
+            self.state = mimi.init_decoder_state(self.model.mimi_spec, self.model.params["mimi"])
+
+    def _faded(self, pcm: np.ndarray, frame: Frame) -> np.ndarray:
+        if frame.first:
             pcm[: self.fade.shape[0]] *= self.fade[: pcm.shape[0]]
         return pcm
+
+
+def decode_together(decoders: Sequence[FrameDecoder], frames: Sequence[Frame]) -> List[np.ndarray]:
+    """Each decoder's next frame (the decoders of several streams of one model): the latents in one
+    pass through Mimi's decoder for all of them, each stream on its own state; silences as zeros."""
+    pcm: List[np.ndarray] = [np.zeros(frame.silence, np.float32) for frame in frames]
+    speaking = [i for i, frame in enumerate(frames) if frame.latent is not None]
+    if speaking:
+        model = decoders[speaking[0]].model
+        for i in speaking:
+            decoders[i]._begin(frames[i])
+        latents = np.stack([frames[i].latent for i in speaking])[:, None]  # [B, 1, latent_dim]
+        states = [decoders[i].state for i in speaking]
+        audio = mimi.decode_streams(model.mimi_spec, model.params["mimi"], latents, states)  # [B, frame_size]
+        for j, i in enumerate(speaking):
+            pcm[i] = decoders[i]._faded(audio[j], frames[i])
+    return pcm
 
 
 class TTSModel:

@@ -8,7 +8,7 @@ the decoder, streaming, with one state array per convolution in plan order.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -96,7 +96,7 @@ def prepare(layers: List[Layer], params: List[Any]) -> None:
 
 
 def init_state(layers: List[Layer], params: List[Any]) -> List[np.ndarray]:
-    """One state array per convolution, in plan order (resblocks have one)."""
+    """One state array per convolution ([C, P]), in plan order (resblocks have one): one stream's."""
     states = []
     for layer in layers:
         p = params[layer.index]
@@ -110,21 +110,27 @@ def init_state(layers: List[Layer], params: List[Any]) -> List[np.ndarray]:
 
 
 def step(
-    layers: List[Layer], params: List[Any], x: np.ndarray, states: List[np.ndarray], replicate_first: bool = False
+    layers: List[Layer],
+    params: List[Any],
+    x: np.ndarray,
+    states: List[np.ndarray],
+    replicate_first: Optional[np.ndarray] = None,
 ) -> np.ndarray:
-    """The streaming SEANet, updating `states` in place: the encoder, x [channels, T] -> [dimension,
-    T / hop] (T a multiple of the hop), or the decoder, x [dimension, T] -> [channels, T * hop].
-    Run on consecutive pieces of the input, it gives what one call on all of it gives.
+    """The streaming SEANet of B streams, updating `states` ([B, C, P] each) in place: the encoder,
+    x [B, channels, T] -> [B, dimension, T / hop] (T a multiple of the hop), or the decoder,
+    x [B, dimension, T] -> [B, channels, T * hop]. Run on consecutive pieces of the input, it gives
+    what one call on all of it gives.
 
-    `replicate_first` is for the first call of a `replicate`-padded SEANet: each convolution's
-    left context starts as copies of its first input sample instead of zeros.
+    `replicate_first` [B] marks the streams on the first call of a `replicate`-padded SEANet: each
+    of their convolutions' left context starts as copies of its first input sample, not zeros.
     """
     convs = iter(states)
+    fresh = None if replicate_first is None or not replicate_first.any() else replicate_first
 
     def conv_step(p: Any, x: np.ndarray, layer: Layer) -> np.ndarray:
         previous = next(convs)
-        if replicate_first:
-            previous[...] = x[:, :1]
+        if fresh is not None:
+            previous[fresh] = x[fresh][:, :, :1]
         return conv.conv1d_step(p, x, previous, layer.stride, layer.dilation)
 
     for layer in layers:

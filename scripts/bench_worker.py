@@ -52,7 +52,7 @@ class Ours:
         noise, times = np.zeros((1, spec.latent_dim), np.float32), model._times(1)
         latents = [None]
         steps = [
-            _time(lambda: latents.append(flow_lm.step(spec, p, [state], [None], [latents[-1]], noise, times)[0][0]))
+            _time(lambda: latents.append(flow_lm.step(spec, p, [state], [latents[-1]], noise, times)[0][0]))
             for _ in range(STEP_SAMPLES)
         ]
         decoder = mimi.init_decoder_state(model.mimi_spec, model.params["mimi"])

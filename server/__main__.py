@@ -50,7 +50,10 @@ def main() -> int:
         print(f"error: {web} is not a site built by scripts.build_site (no site.json)", file=sys.stderr)
         return 1
     app = create_app(engine) if web is None else create_app(engine, web=web)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    finally:
+        engine.scheduler.close()
     return 0
 
 

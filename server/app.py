@@ -33,7 +33,8 @@ from litestar.static_files import create_static_files_router
 from core import PocketTTSError, TTSModel, VoiceState
 from core.audio import pcm16, wav_header
 from server import audio_out
-from server.engine import OPENAI_VOICES, Busy, Engine
+from server.engine import OPENAI_VOICES, Engine
+from server.scheduler import Busy
 from server.schemas import (
     MAX_TEXT,
     ErrorBody,
@@ -83,7 +84,7 @@ async def health(request: Request) -> Health:
         model=engine.model.name,
         sample_rate=engine.model.sample_rate,
         default_voice=str(engine.default_voice_name),
-        active_generations=engine.active,
+        active_generations=engine.scheduler.active,
         max_concurrent=engine.max_concurrent,
     )
 
@@ -324,14 +325,17 @@ def create_app(engine: Optional[Engine] = None, web: Path = WEB) -> Litestar:
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         from threadpoolctl import threadpool_limits
 
-        # One BLAS thread per caller: generations run side by side (and give the same bytes alone
-        # or together, since BLAS results depend on its thread count).
-        # A chunk crosses three threads (flow LM, decoder, event loop): hand the GIL over quickly,
-        # or each crossing may wait out the default 5 ms switch interval.
+        # One BLAS thread per caller: the scheduler's two threads (flow LM, decoder) run side by side
+        # on two cores. A chunk crosses three threads (flow LM, decoder, event loop): hand the GIL
+        # over quickly, or each crossing may wait out the default 5 ms switch interval.
         sys.setswitchinterval(0.0005)
         with threadpool_limits(limits=1, user_api="blas"):
             app.state.engine = engine or engine_from_environment()
-            yield
+            try:
+                yield
+            finally:
+                if engine is None:  # the app's own engine: its scheduler's threads end with it
+                    app.state.engine.scheduler.close()
 
     handlers: List[Any] = [health, voices, upload_voice, generate, stream, tts, openai_speech]
     if (web / "index.html").exists():  # the built site (both engines), or the UI's sources (server mode)

@@ -1,11 +1,10 @@
-"""The server's generation engine: one loaded model, the voices it has prepared, and a bounded
-number of generations running at once off the event loop.
+"""The server's generation engine: one loaded model, the voices it has prepared, and the scheduler
+that runs every generation (server/scheduler.py: all running streams step together).
 
-Each generation runs the two-thread pipelined stream (server/pipeline.py) in a worker thread and
-hands its chunks to the event loop through a queue. Closing the async iterator (a client that went
-away) stops the generation within a frame, and its slot is freed only once the worker is done, so
-the count of running generations is always true. When every slot is taken, a new request gets
-`Busy` at once (a 503 with Retry-After), instead of waiting in an unbounded queue.
+A generation's chunks reach the event loop through a Relay. Closing the async iterator (a client
+that went away) stops the generation within a step, and its slot is freed only once the scheduler
+has dropped it, so the count of running generations is always true. When every slot is taken, a
+new request gets `Busy` at once (a 503 with Retry-After), instead of waiting in an unbounded queue.
 """
 
 from __future__ import annotations
@@ -20,7 +19,8 @@ from typing import Any, AsyncIterator, Dict, List, Optional
 import numpy as np
 
 from core import TTSModel, VoiceError, VoiceState
-from server import pipeline
+from server.relay import Relay
+from server.scheduler import Scheduler
 
 # Uploaded voices kept ready, by content hash (each is a few MB of KV cache for the big model).
 UPLOAD_CACHE = 32
@@ -39,20 +39,11 @@ OPENAI_VOICES = {
     "shimmer": "vera",
     "verse": "paul",
 }
-_DONE = object()
-
-
-class Busy(Exception):
-    """Every generation slot is taken."""
-
-    retry_after = 1
-
-
 class Engine:
     def __init__(self, model: TTSModel, default_voice: Optional[str], max_concurrent: int):
         self.model = model
         self.max_concurrent = max_concurrent
-        self.active = 0
+        self.scheduler = Scheduler(model, max_concurrent)
         self._lock = threading.Lock()
         self._voices: OrderedDict[str, VoiceState] = OrderedDict()
         self.default_voice_name = default_voice if default_voice is not None else model.default_voice
@@ -116,59 +107,12 @@ class Engine:
     # Generation
 
     async def chunks(self, text: str, voice: VoiceState, options: Dict[str, Any]) -> AsyncIterator[np.ndarray]:
-        """PCM chunks of one generation, produced in a worker thread.
+        """PCM chunks of one generation, as the scheduler makes them.
 
         Bad input raises here, before any audio; `Busy` when every slot is taken. Abandoning the
-        iterator stops the generation within a frame.
+        iterator stops the generation within a step.
         """
-        with self._lock:
-            if self.active >= self.max_concurrent:
-                raise Busy()
-            self.active += 1
-        try:
-            stream = pipeline.stream(self.model, text, voice, **options)
-        except BaseException:
-            self._release()
-            raise
-        loop = asyncio.get_running_loop()
-        items: asyncio.Queue[Any] = asyncio.Queue()
-        stop = threading.Event()
-
-        def hand_over(item: Any) -> None:
-            try:
-                loop.call_soon_threadsafe(items.put_nowait, item)
-            except RuntimeError:  # the event loop is gone (server shutting down)
-                stop.set()
-
-        def work() -> None:
-            try:
-                for chunk in stream:
-                    if stop.is_set():
-                        break
-                    hand_over(chunk)
-            except BaseException as error:  # re-raised in the event loop
-                hand_over(error)
-            finally:
-                stream.close()
-                self._release()
-                hand_over(_DONE)
-
-        threading.Thread(target=work, name="pocket-tts-generation", daemon=True).start()
-        return _relay(items, stop)
-
-    def _release(self) -> None:
-        with self._lock:
-            self.active -= 1
-
-
-async def _relay(items: asyncio.Queue[Any], stop: threading.Event) -> AsyncIterator[np.ndarray]:
-    try:
-        while True:
-            item = await items.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
+        generation = self.model.generation(text, voice, **options)
+        relay = Relay(asyncio.get_running_loop())
+        self.scheduler.submit(generation, relay)
+        return relay.items()

@@ -105,7 +105,7 @@ def _official_latent_run(loaded: Loaded):
     latents, logits = [], []
     latent = None
     for _ in range(int(loaded.ref["frames"])):
-        next_latents, next_logits = flow_lm.step(spec, p, [state], [None], [latent], zeros, model._times(1))
+        next_latents, next_logits = flow_lm.step(spec, p, [state], [latent], zeros, model._times(1))
         latent = next_latents[0]
         latents.append(latent)
         logits.append(next_logits[0])
@@ -127,7 +127,7 @@ def test_flow_lm_hidden_states(loaded: Loaded) -> None:
     reference = loaded.ref["hidden"]
     for i in range(reference.shape[0]):
         previous = None if i == 0 else loaded.ref["latents"][i - 1]
-        hidden.append(flow_lm.backbone(spec, p, [state], [None], [previous])[0])
+        hidden.append(flow_lm.backbone(spec, p, [state], [flow_lm.input_rows(p, [previous])])[0])
     check(loaded, "hidden states (8 frames)", np.array(hidden), reference)
 
 

@@ -1,0 +1,106 @@
+"""The server's scheduler (continuous batching): streams that run together, join and leave mid-way,
+each with its own options, give the audio they get alone; one that goes away stops and frees its
+slot while the others go on; a full scheduler refuses at once."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import List
+
+import numpy as np
+import pytest
+
+from core.metrics import nmse_db
+from server.relay import Relay
+from server.scheduler import PROMPT_ROWS, Busy, Scheduler
+
+LONG = {"temperature": 0.0, "eos_threshold": 1e9}
+# A hang shows as a failure after this long, never as a slow pass.
+GUARD = 120
+
+
+@pytest.fixture
+def scheduler(model):
+    scheduler = Scheduler(model, max_streams=3)
+    yield scheduler
+    scheduler.close()
+
+
+def start(scheduler: Scheduler, model, text: str, voice, **options):
+    relay = Relay(asyncio.get_running_loop())
+    generation = model.generation(text, voice, **options)
+    scheduler.submit(generation, relay)
+    return generation, relay.items()
+
+
+async def collect(chunks) -> np.ndarray:
+    return np.concatenate([chunk async for chunk in chunks])
+
+
+def test_one_stream_alone_gives_the_core_audio(model, voice, scheduler) -> None:
+    options = dict(temperature=0.0, max_tokens=6, eos_threshold=1e9, max_frames=14)
+    text = "First part [pause:50ms] second part, with a chunk split. And a last one."
+
+    async def run() -> np.ndarray:
+        return await collect(start(scheduler, model, text, voice, **options)[1])
+
+    assert np.array_equal(asyncio.run(asyncio.wait_for(run(), GUARD)), model.generate(text, voice, **options))
+
+
+def test_streams_joining_mid_way_with_their_own_options_get_their_audio_alone(model, voice, scheduler) -> None:
+    requests = [
+        ("The first stream is running already.", dict(LONG, max_frames=16)),
+        (
+            "The second joins a few frames later, seeded.",
+            dict(temperature=0.5, seed=3, max_frames=10, eos_threshold=1e9),
+        ),
+        (" ".join(["A newcomer with a text longer than a slice of rows to read."] * 2), dict(LONG, max_frames=8)),
+    ]
+
+    async def run() -> List[np.ndarray]:
+        first = start(scheduler, model, *requests[0][:1], voice, **requests[0][1])[1]
+        received = [await first.__anext__() for _ in range(3)]  # it runs: the others join mid-way
+        second = start(scheduler, model, requests[1][0], voice, **requests[1][1])[1]
+        third = start(scheduler, model, requests[2][0], voice, **requests[2][1])[1]
+        rest = await asyncio.gather(collect(first), collect(second), collect(third))
+        return [np.concatenate(received + [rest[0]])] + list(rest[1:])
+
+    assert len(model.tokenizer.encode(requests[2][0])) > PROMPT_ROWS  # read a slice per step
+    got = asyncio.run(asyncio.wait_for(run(), GUARD))
+    for (text, options), audio in zip(requests, got):
+        alone = model.generate(text, voice, **options)
+        assert audio.shape == alone.shape and nmse_db(audio, alone) < -90
+
+
+def test_a_stream_that_goes_away_stops_and_frees_its_slot(model, voice, scheduler) -> None:
+    async def run():
+        generation, leaving = start(scheduler, model, "I will not be heard to the end.", voice, **LONG, max_frames=3000)
+        staying = start(scheduler, model, "I stay to the end.", voice, **LONG, max_frames=25)[1]
+        await leaving.__anext__()
+        await leaving.aclose()  # the client went away
+        audio = await collect(staying)
+        while scheduler.active:  # the last frames in flight are dropped, then the slot is free
+            await asyncio.sleep(0.01)
+        return generation, audio
+
+    generation, audio = asyncio.run(asyncio.wait_for(run(), GUARD))
+    assert audio.shape == (25 * model.frame_size,) and scheduler.active == 0
+    assert not generation.done  # dropped long before its 3000 frames
+
+
+def test_a_full_scheduler_refuses_at_once_and_takes_the_next_when_free(model, voice, scheduler) -> None:
+    async def run():
+        running = [start(scheduler, model, f"Stream {i}.", voice, **LONG, max_frames=3000)[1] for i in range(3)]
+        for chunks in running:
+            await chunks.__anext__()
+        with pytest.raises(Busy):
+            start(scheduler, model, "One too many.", voice)
+        await running[0].aclose()
+        while scheduler.active == 3:
+            await asyncio.sleep(0.01)
+        audio = await collect(start(scheduler, model, "Now there is room.", voice, **LONG, max_frames=4)[1])
+        for chunks in running[1:]:
+            await chunks.aclose()
+        return audio
+
+    assert asyncio.run(asyncio.wait_for(run(), GUARD)).shape == (4 * model.frame_size,)
