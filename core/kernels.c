@@ -42,7 +42,7 @@ static inline float hsum(vf v) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// int8 -> float32, 16 weights at a time: the sum over those 16 of x[k] * q[k] as one vector.
+// int8 -> float32, 16 weights at a time.
 
 #if defined(__wasm__)
 // The empty asm hides the sign extensions from LLVM, which would otherwise fold them with the
@@ -61,32 +61,25 @@ static inline vf to_float(v128_t i) {
     f3 = to_float(wasm_i32x4_extend_high_i16x8(hi_));                               \
   } while (0)
 
-static inline vf qdot16(const float *x, const int8_t *q) {
-  vf f0, f1, f2, f3;
-  WIDEN16(q, f0, f1, f2, f3);
-  return (LOAD(x) * f0 + LOAD(x + 4) * f1) + (LOAD(x + 8) * f2 + LOAD(x + 12) * f3);
-}
-
-static inline void dequant16(const int8_t *q, vf scale, float *w) {
-  vf f0, f1, f2, f3;
-  WIDEN16(q, f0, f1, f2, f3);
-  STORE(w, f0 * scale);
-  STORE(w + 4, f1 * scale);
-  STORE(w + 8, f2 * scale);
-  STORE(w + 12, f3 * scale);
-}
+// W16_LOAD widens 16 int8 weights into float vectors once; W16_DOT(x) is then their products with
+// x[0..16) summed into one vector (several rows of X reuse one widening).
+#define W16_DECL vf w0_, w1_, w2_, w3_
+#define W16_LOAD(q) WIDEN16(q, w0_, w1_, w2_, w3_)
+#define W16_DOT(x) ((LOAD(x) * w0_ + LOAD((x) + 4) * w1_) + (LOAD((x) + 8) * w2_ + LOAD((x) + 12) * w3_))
+#define W16_STORE(w, s) (STORE(w, w0_ * (s)), STORE((w) + 4, w1_ * (s)), STORE((w) + 8, w2_ * (s)), STORE((w) + 12, w3_ * (s)))
 #else
 typedef int8_t vb __attribute__((vector_size(8), aligned(1), may_alias));
+typedef int16_t vh __attribute__((vector_size(16), aligned(2), may_alias));
 
-static inline vf qdot16(const float *x, const int8_t *q) {
-  vf f0 = __builtin_convertvector(*(const vb *)q, vf), f1 = __builtin_convertvector(*(const vb *)(q + 8), vf);
-  return LOAD(x) * f0 + LOAD(x + 8) * f1;
+// Through int16 and int32: a direct int8 -> float conversion is scalarised by GCC 12.
+static inline vf to_float(const int8_t *q) {
+  return __builtin_convertvector(__builtin_convertvector(__builtin_convertvector(*(const vb *)q, vh), vi), vf);
 }
 
-static inline void dequant16(const int8_t *q, vf scale, float *w) {
-  STORE(w, __builtin_convertvector(*(const vb *)q, vf) * scale);
-  STORE(w + 8, __builtin_convertvector(*(const vb *)(q + 8), vf) * scale);
-}
+#define W16_DECL vf w0_, w1_
+#define W16_LOAD(q) (w0_ = to_float(q), w1_ = to_float((q) + 8))
+#define W16_DOT(x) (LOAD(x) * w0_ + LOAD((x) + 8) * w1_)
+#define W16_STORE(w, s) (STORE(w, w0_ * (s)), STORE((w) + 8, w1_ * (s)))
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -185,30 +178,72 @@ void pk_linear_f32(const float *X, const float *W, const float *bias, float *Y, 
 // in registers, reading each weight byte once; more rows dequantize 4 weight rows at a time into
 // `scratch` (float32 [4 * K], the caller's) and run the float32 kernel on them, exactly as if the
 // whole matrix had been dequantized first.
+// Rows of X up to which the int8 product works in registers, 4 rows per pass over the weights.
+#define FUSED_ROWS 16
+
+// Up to 4 rows of X against int8 weights, in registers: each 16 weights are widened once for all
+// the rows, and each row's sums come out the same whatever the number of rows.
+static inline __attribute__((always_inline)) void linear_i8_rows(const float *X, const int8_t *Q, const float *S,
+                                                                 float *Y, int M, int N, int K, int G) {
+  int groups = K / G;
+  const float *x0 = X, *x1 = X + K, *x2 = X + 2 * K, *x3 = X + 3 * K;
+  for (int n = 0; n < N; n++) {
+    const int8_t *q = Q + (long)n * K;
+    const float *s = S + (long)n * groups;
+    vf t0 = {0}, t1 = {0}, t2 = {0}, t3 = {0};
+    float r0 = 0, r1 = 0, r2 = 0, r3 = 0;
+    for (int g = 0; g < groups; g++) {
+      int k = g * G, end = k + G;
+      vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+      for (; k + 16 <= end; k += 16) {
+        W16_DECL;
+        W16_LOAD(q + k);
+        a0 += W16_DOT(x0 + k);
+        if (M > 1) a1 += W16_DOT(x1 + k);
+        if (M > 2) a2 += W16_DOT(x2 + k);
+        if (M > 3) a3 += W16_DOT(x3 + k);
+      }
+      float e0 = 0, e1 = 0, e2 = 0, e3 = 0;
+      for (; k < end; k++) {
+        e0 += x0[k] * q[k];
+        if (M > 1) e1 += x1[k] * q[k];
+        if (M > 2) e2 += x2[k] * q[k];
+        if (M > 3) e3 += x3[k] * q[k];
+      }
+      vf scale = splat(s[g]);
+      t0 += a0 * scale; t1 += a1 * scale; t2 += a2 * scale; t3 += a3 * scale;
+      r0 += e0 * s[g]; r1 += e1 * s[g]; r2 += e2 * s[g]; r3 += e3 * s[g];
+    }
+    Y[n] = hsum(t0) + r0;
+    if (M > 1) Y[N + n] = hsum(t1) + r1;
+    if (M > 2) Y[2 * N + n] = hsum(t2) + r2;
+    if (M > 3) Y[3 * N + n] = hsum(t3) + r3;
+  }
+}
+
+// int8 weights Q[N, K] with a float32 scale per group of G consecutive columns of each row,
+// S[N, K / G]: W[n, k] = Q[n, k] * S[n, k / G]. Up to 4 rows of X (the autoregressive steps of a
+// few streams) multiply in registers, reading each weight byte once; more rows dequantize 4 weight
+// rows at a time into `scratch` (float32 [4 * K], the caller's) and run the float32 kernel on them,
+// exactly as if the whole matrix had been dequantized first.
 EXPORT(pk_linear_i8)
 void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const float *bias, float *Y, int M, int N, int K,
                   int G, float *scratch) {
-  int groups = K / G;
-  if (M == 1) {
-    for (int n = 0; n < N; n++) {
-      const int8_t *q = Q + (long)n * K;
-      const float *s = S + (long)n * groups;
-      vf total = {0};
-      float rest = 0;
-      for (int g = 0; g < groups; g++) {
-        int k = g * G, end = k + G;
-        vf acc = {0};
-        for (; k + 16 <= end; k += 16) acc += qdot16(X + k, q + k);
-        float tail = 0;
-        for (; k < end; k++) tail += X[k] * q[k];
-        total += acc * s[g];
-        rest += tail * s[g];
+  if (M <= FUSED_ROWS) {
+    for (int m = 0; m < M; m += 4) {
+      const float *x = X + (long)m * K;
+      float *y = Y + (long)m * N;
+      switch (M - m < 4 ? M - m : 4) {
+        case 1: linear_i8_rows(x, Q, S, y, 1, N, K, G); break;
+        case 2: linear_i8_rows(x, Q, S, y, 2, N, K, G); break;
+        case 3: linear_i8_rows(x, Q, S, y, 3, N, K, G); break;
+        default: linear_i8_rows(x, Q, S, y, 4, N, K, G); break;
       }
-      Y[n] = hsum(total) + rest;
     }
     add_bias(Y, bias, M, N);
     return;
   }
+  int groups = K / G;
   for (int n = 0; n < N; n += 4) {
     int rows = N - n < 4 ? N - n : 4;
     for (int r = 0; r < rows; r++) {
@@ -217,7 +252,11 @@ void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const float *
       float *w = scratch + (long)r * K;
       for (int g = 0; g < groups; g++) {
         int k = g * G, end = k + G;
-        for (; k + 16 <= end; k += 16) dequant16(q + k, splat(s[g]), w + k);
+        for (; k + 16 <= end; k += 16) {
+          W16_DECL;
+          W16_LOAD(q + k);
+          W16_STORE(w + k, splat(s[g]));
+        }
         for (; k < end; k++) w[k] = (float)q[k] * s[g];
       }
     }

@@ -81,16 +81,21 @@ def _wait(url: str, process: subprocess.Popen, seconds: float = 120) -> None:
 
 
 @contextmanager
-def model_server(model: str, site_dir: Optional[Path] = None) -> Iterator[str]:
-    """`python -m server` on a fixture model (or, with a built site, on that site's own int8 bundle,
-    serving the site too: one page with both engines on the same weights); yields its URL."""
+def model_server(
+    model: str, site_dir: Optional[Path] = None, max_concurrent: int = 2, bundle: Optional[Path] = None
+) -> Iterator[str]:
+    """`python -m server` on a fixture model: its float weights, or an int8 `bundle` of them, or,
+    with a built site, that site's own bundle, serving the site too (one page with both engines on
+    the same weights); yields its URL."""
     port = free_port()
     directory = fixture(model)
-    command = [sys.executable, "-m", "server", "--port", str(port), "--max-concurrent", "2"]
-    if site_dir is None:
-        command += ["--model", str(directory / "config.yaml"), "--voice", str(directory / "voice_state.safetensors")]
-    else:
+    command = [sys.executable, "-m", "server", "--port", str(port), "--max-concurrent", str(max_concurrent)]
+    if site_dir is not None:
         command += ["--model", str(site_dir / "model"), "--site", str(site_dir)]
+    elif bundle is not None:
+        command += ["--model", str(bundle)]
+    else:
+        command += ["--model", str(directory / "config.yaml"), "--voice", str(directory / "voice_state.safetensors")]
     with _serving(command, port, "/health") as url:
         yield url
 

@@ -3,6 +3,7 @@ weights, voice and texts.
 
     .venv/bin/python -m scripts.bench                 # english and english_2m_2026-10, 5 rounds
     .venv/bin/python -m scripts.bench --models english_2m_2026-10 --repeats 3
+    .venv/bin/python -m scripts.bench --capacity      # the server's capacity table instead
 
 Needs the fixtures of scripts/test.sh (build/reference) and the official environment (.venv-ref).
 Each implementation runs in its own worker process (scripts/bench_worker.py): ours in float32 and
@@ -23,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
+from scripts import capacity
+
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "build" / "reference"
 OUT = ROOT / "build" / "bench"
@@ -40,7 +43,7 @@ TEXTS = {
         "When the story ends, it says goodbye and switches itself off until the next morning."
     ),
 }
-IMPLEMENTATIONS = ("ours fp32", "ours int8", "ours fp32 pipelined", "official fp32", "official int8")
+IMPLEMENTATIONS = ("ours fp32", "ours int8", "ours fp32 server", "official fp32", "official int8")
 METRICS = [  # (key, label, unit)
     ("ttfc_short", "first chunk, short text (~10 tokens)", "ms"),
     ("ttfc_medium", "first chunk, medium text (~40 tokens)", "ms"),
@@ -98,7 +101,7 @@ def start_workers(model: str, names: List[str]) -> Dict[str, Worker]:
     commands = {
         "ours fp32": ours + [str(fixture / "config.yaml"), voice, str(VOICE_WAV)],
         "ours int8": ours + [str(int8_bundle(model)), voice, str(VOICE_WAV)],
-        "ours fp32 pipelined": ours + [str(fixture / "config.yaml"), voice, str(VOICE_WAV), "--pipelined"],
+        "ours fp32 server": ours + [str(fixture / "config.yaml"), voice, str(VOICE_WAV), "--server"],
         "official fp32": official + [str(fixture / "config.yaml"), voice, str(VOICE_WAV)],
         "official int8": official + [str(fixture / "config.yaml"), voice, str(VOICE_WAV), "--quantize"],
     }
@@ -107,8 +110,8 @@ def start_workers(model: str, names: List[str]) -> Dict[str, Worker]:
         if name not in names:
             continue
         print(f"  starting {name}", file=sys.stderr)
-        # The pipelined streamer runs its two halves on the two cores: one BLAS thread each.
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1") if name.endswith("pipelined") else dict(os.environ)
+        # The server's scheduler runs its two threads on the two cores: one BLAS thread each.
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1") if name.endswith("server") else dict(os.environ)
         workers[name] = Worker(name, command, env)
     return workers
 
@@ -142,7 +145,7 @@ def table(results: Dict[str, Dict[str, Dict[str, List[float]]]]) -> str:
     lines = [
         "| model | measurement | "
         + " | ".join(IMPLEMENTATIONS)
-        + " | ours/official fp32 | ours pipelined/official fp32 | ours int8/official int8 |",
+        + " | ours/official fp32 | ours server/official fp32 | ours int8/official int8 |",
         "|---|---|" + "---|" * (len(IMPLEMENTATIONS) + 3),
     ]
     for model, samples in results.items():
@@ -155,7 +158,7 @@ def table(results: Dict[str, Dict[str, Dict[str, List[float]]]]) -> str:
             ]
             pairs = [
                 ("ours fp32", "official fp32"),
-                ("ours fp32 pipelined", "official fp32"),
+                ("ours fp32 server", "official fp32"),
                 ("ours int8", "official int8"),
             ]
             ratio = ["-" if None in (med[a], med[b]) else f"{med[a] / med[b]:.2f}" for a, b in pairs]
@@ -175,8 +178,25 @@ def main() -> None:
         help="implementations to run (default: all)",
     )
     parser.add_argument("--out", type=Path, default=OUT, help="folder for bench.json and bench.md")
+    parser.add_argument(
+        "--capacity",
+        action="store_true",
+        help="instead: the server's capacity (scripts/capacity.py), float weights and int8 bundles",
+    )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)  # int8 bundles live here
+    if args.capacity:
+        rows = []
+        for model in args.models:
+            for int8 in (False, True):
+                print(f"capacity of {model}{' (int8 bundle)' if int8 else ''}", file=sys.stderr)
+                counts = capacity.DEFAULT_COUNTS.get(model, [1, 2, 4, 8])
+                rows += capacity.measure(model, counts, int8, lambda m: print(m, file=sys.stderr))
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "capacity.json").write_text(json.dumps(rows, indent=1))
+        (args.out / "capacity.md").write_text(capacity.table(rows) + "\n")
+        print(capacity.table(rows))
+        return
     results = {}
     for model in args.models:
         print(f"benchmarking {model}", file=sys.stderr)

@@ -1,12 +1,13 @@
 """One implementation under benchmark, driven by scripts/bench.py over stdin/stdout (JSON lines).
 
-    python -m scripts.bench_worker ours MODEL_DIR_OR_BUNDLE VOICE_STATE VOICE_WAV [--pipelined]
+    python -m scripts.bench_worker ours MODEL_DIR_OR_BUNDLE VOICE_STATE VOICE_WAV [--server]
     python -m scripts.bench_worker official CONFIG_YAML VOICE_STATE VOICE_WAV [--quantize]
 
 Each command line names a measurement; the answer is one JSON object of timings in milliseconds.
 The official side runs as shipped (one torch thread plus its decoder thread); ours runs the
-single-threaded core (NumPy's BLAS uses its own threads), or with --pipelined the two-thread
-CPython streamer of server/pipeline.py (started with one BLAS thread).
+single-threaded core (NumPy's BLAS uses its own threads), or with --server the server's path: its
+scheduler's two threads (server/scheduler.py, started with one BLAS thread) on the server's
+backend (server/native.py: the compiled kernels where pip built them).
 """
 
 from __future__ import annotations
@@ -21,22 +22,55 @@ FORCED_FRAMES = 125
 STEP_SAMPLES = 20
 
 
+class _Chunks:
+    """What the scheduler hands a stream's audio to (a Relay's methods), as a plain iterator."""
+
+    def __init__(self) -> None:
+        import queue
+        import threading
+
+        self.queue: queue.Queue = queue.Queue()
+        self.abandoned = threading.Event()
+
+    def put(self, chunk) -> None:  # noqa: ANN001
+        self.queue.put(chunk)
+
+    def fail(self, error: BaseException) -> None:
+        self.queue.put(error)
+
+    def close(self) -> None:
+        self.queue.put(None)
+
+    def __iter__(self) -> Iterator:
+        while (item := self.queue.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+
 class Ours:
-    def __init__(self, source: str, voice_state: str, voice_wav: str, pipelined: bool):
+    def __init__(self, source: str, voice_state: str, voice_wav: str, server: bool):
         from core import TTSModel
 
+        self.scheduler = None
+        if server:
+            from server import native
+            from server.scheduler import Scheduler
+
+            native.install()
         self.model = TTSModel.load(source)
+        if server:
+            self.scheduler = Scheduler(self.model, max_streams=1)
         self.voice = self.model.voice_state(voice_state)
         self.voice_wav = voice_wav
-        self.pipelined = pipelined
 
     def stream(self, text: str, frames: int = 0) -> Iterator:
-        from server import pipeline
-
         options = {"eos_threshold": float("inf"), "max_frames": frames} if frames else {}
-        if self.pipelined:
-            return pipeline.stream(self.model, text, self.voice, seed=0, **options)
-        return self.model.stream(text, self.voice, seed=0, **options)
+        if self.scheduler is None:
+            return self.model.stream(text, self.voice, seed=0, **options)
+        chunks = _Chunks()
+        self.scheduler.submit(self.model.generation(text, self.voice, seed=0, **options), chunks)
+        return iter(chunks)
 
     def stages(self, text: str) -> Dict[str, float]:
         import numpy as np
@@ -159,7 +193,7 @@ def peak_rss_mb() -> float:
 def main() -> None:
     kind, source, voice_state, voice_wav = sys.argv[1:5]
     if kind == "ours":
-        impl = Ours(source, voice_state, voice_wav, pipelined="--pipelined" in sys.argv)
+        impl = Ours(source, voice_state, voice_wav, server="--server" in sys.argv)
     else:
         impl = Official(source, voice_state, voice_wav, quantize="--quantize" in sys.argv)
     print(json.dumps({"ready": True}), flush=True)

@@ -32,7 +32,7 @@ from litestar.static_files import create_static_files_router
 
 from core import PocketTTSError, TTSModel, VoiceState
 from core.audio import pcm16, wav_header
-from server import audio_out
+from server import audio_out, native
 from server.engine import OPENAI_VOICES, Engine
 from server.scheduler import Busy
 from server.schemas import (
@@ -86,6 +86,7 @@ async def health(request: Request) -> Health:
         default_voice=str(engine.default_voice_name),
         active_generations=engine.scheduler.active,
         max_concurrent=engine.max_concurrent,
+        kernels=engine.kernels,
     )
 
 
@@ -357,8 +358,10 @@ def create_app(engine: Optional[Engine] = None, web: Path = WEB) -> Litestar:
 
 
 def engine_from_environment() -> Engine:
+    kernels = native.install()
     model = TTSModel.load(os.environ.get("POCKET_TTS_MODEL", "english"))
-    return Engine(model, os.environ.get("POCKET_TTS_VOICE"), int(os.environ.get("POCKET_TTS_MAX_CONCURRENT", "4")))
+    voice, slots = os.environ.get("POCKET_TTS_VOICE"), int(os.environ.get("POCKET_TTS_MAX_CONCURRENT", "4"))
+    return Engine(model, voice, slots, kernels)
 
 
 app = create_app(web=Path(os.environ.get("POCKET_TTS_SITE", str(WEB))))

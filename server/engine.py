@@ -40,9 +40,11 @@ OPENAI_VOICES = {
     "verse": "paul",
 }
 class Engine:
-    def __init__(self, model: TTSModel, default_voice: Optional[str], max_concurrent: int):
+    def __init__(self, model: TTSModel, default_voice: Optional[str], max_concurrent: int, kernels: str = "NumPy"):
+        """`kernels` says what runs the model's products (server/native.py), for /health."""
         self.model = model
         self.max_concurrent = max_concurrent
+        self.kernels = kernels
         self.scheduler = Scheduler(model, max_concurrent)
         self._lock = threading.Lock()
         self._voices: OrderedDict[str, VoiceState] = OrderedDict()

@@ -62,6 +62,7 @@ class Health(msgspec.Struct):
     default_voice: str
     active_generations: int
     max_concurrent: int
+    kernels: str  # what runs the model's products: the compiled kernels with NumPy, or NumPy alone
 
 
 class Voices(msgspec.Struct):

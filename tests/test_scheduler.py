@@ -54,7 +54,11 @@ def test_streams_joining_mid_way_with_their_own_options_get_their_audio_alone(mo
             "The second joins a few frames later, seeded.",
             dict(temperature=0.5, seed=3, max_frames=10, eos_threshold=1e9),
         ),
-        (" ".join(["A newcomer with a text longer than a slice of rows to read."] * 2), dict(LONG, max_frames=8)),
+        (
+            "A newcomer with a long text, longer than the slice of rows a step reads while others run, so that "
+            "it takes two steps or more to read it all.",
+            dict(LONG, max_frames=8),
+        ),
     ]
 
     async def run() -> List[np.ndarray]:
@@ -65,7 +69,7 @@ def test_streams_joining_mid_way_with_their_own_options_get_their_audio_alone(mo
         rest = await asyncio.gather(collect(first), collect(second), collect(third))
         return [np.concatenate(received + [rest[0]])] + list(rest[1:])
 
-    assert len(model.tokenizer.encode(requests[2][0])) > PROMPT_ROWS  # read a slice per step
+    assert len(model.tokenizer.encode(requests[2][0])) > PROMPT_ROWS  # one chunk, read a slice a step
     got = asyncio.run(asyncio.wait_for(run(), GUARD))
     for (text, options), audio in zip(requests, got):
         alone = model.generate(text, voice, **options)

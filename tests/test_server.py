@@ -225,6 +225,12 @@ def live():
     server.close()
 
 
+def test_the_server_says_what_runs_its_products(live) -> None:
+    from server import native
+
+    assert httpx.get(live.url + "/health").json()["kernels"] == native.load()[1]
+
+
 def test_openai_sdk_against_the_server(live) -> None:
     from openai import OpenAI
 
