@@ -178,8 +178,13 @@ void pk_linear_f32(const float *X, const float *W, const float *bias, float *Y, 
 // in registers, reading each weight byte once; more rows dequantize 4 weight rows at a time into
 // `scratch` (float32 [4 * K], the caller's) and run the float32 kernel on them, exactly as if the
 // whole matrix had been dequantized first.
-// Rows of X up to which the int8 product works in registers, 4 rows per pass over the weights.
+// Rows of X up to which the int8 product works in registers, 4 rows per pass over the weights
+// (measured: natively 8 rows took 46 ms against 55 dequantizing; in V8, 10 rows 3.5 ms against 2.9).
+#if defined(__wasm__)
+#define FUSED_ROWS 4
+#else
 #define FUSED_ROWS 16
+#endif
 
 // Up to 4 rows of X against int8 weights, in registers: each 16 weights are widened once for all
 // the rows, and each row's sums come out the same whatever the number of rows.
