@@ -19,6 +19,7 @@ import numpy as np
 from core import TTSModel, VoiceState, kernels, ops, params
 from core.errors import PocketTTSError
 from core.generation import Frame
+from core.options import GenerationOptions
 
 ROLES = {
     "flow": (params.FLOW_LM, params.VOICE_CLONING),
@@ -93,8 +94,8 @@ class BrowserEngine:
         """Begin a generation -> JSON {started} or {error} (bad input fails now, before any audio)."""
 
         def begin() -> bool:
-            options: Dict[str, Any] = json.loads(options_json)
-            self.frames = self.model.frames(text, self.voice(voice or None), **options)
+            options = GenerationOptions.of(json.loads(options_json))
+            self.frames = self.model.frames(text, self.voice(voice or None), options)
             if self.decoder is not None:
                 decoder = self.model.decoder()
                 self.chunks = (decoder.decode([frame]) for frame in self.frames)

@@ -14,6 +14,7 @@ leaves a half-written output.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -25,6 +26,8 @@ from . import catalog, hub, sources
 from .audio import pcm16, wav_bytes, wav_header
 from .errors import PocketTTSError
 from .model import TTSModel
+from .options import GenerationOptions
+from .options import names as option_names
 
 
 def write_wav(path: str, pcm: np.ndarray, sample_rate: int) -> None:
@@ -87,20 +90,8 @@ def _generate(args: argparse.Namespace) -> None:
         raise PocketTTSError("the text to speak is empty")
     model = _load(args)
     voice = model.voice_state(args.voice)
-    chunks = _Timed(
-        model.stream(
-            text,
-            voice,
-            temperature=args.temperature,
-            eos_threshold=args.eos_threshold,
-            max_frames=args.max_frames,
-            frames_after_eos=args.frames_after_eos,
-            lsd_decode_steps=args.lsd_decode_steps,
-            seed=args.seed,
-            max_tokens=args.max_tokens,
-            noise_clamp=args.noise_clamp,
-        )
-    )
+    options = {name: getattr(args, name) for name in option_names() if getattr(args, name) is not None}
+    chunks = _Timed(model.stream(text, voice, GenerationOptions.of(options)))
     stdout = sys.stdout.buffer
     if args.stream or args.output == "-":
         kept: List[np.ndarray] = []
@@ -197,14 +188,9 @@ def parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--stream", action="store_true", help="write raw 16-bit little-endian mono PCM to stdout as it is generated"
     )
-    gen.add_argument("--temperature", type=float, help="sampling temperature (default: the model's, 0.3)")
-    gen.add_argument("--lsd-decode-steps", type=int, help="flow head steps per frame (default: 1)")
-    gen.add_argument("--eos-threshold", type=float, help="end-of-speech threshold (default: the model's, -4)")
-    gen.add_argument("--frames-after-eos", type=int, help="frames kept after end of speech (default: by length)")
-    gen.add_argument("--max-tokens", type=int, default=50, help="tokens per text chunk (default: %(default)s)")
-    gen.add_argument("--max-frames", type=int, help="cap on the generated 80 ms frames")
-    gen.add_argument("--noise-clamp", type=float, help="truncate the sampling noise to +-this")
-    gen.add_argument("--seed", type=int, help="random seed of the sampling noise")
+    for field in dataclasses.fields(GenerationOptions):  # one flag per option, documented where they are defined
+        kind = float if "float" in str(field.type) else int
+        gen.add_argument("--" + field.name.replace("_", "-"), type=kind, help=field.metadata["doc"])
 
     ev = command("export-voice", _export_voice, "save a voice as an official .safetensors voice state")
     ev.add_argument("audio", help="audio file (or predefined voice name)")

@@ -8,6 +8,7 @@ fresh streaming Mimi decoder as soon as it exists (so the first audio arrives af
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import statistics
@@ -32,6 +33,7 @@ from . import (
 )
 from .errors import ConfigError, PocketTTSError, TextError, VoiceError
 from .generation import Frame, Generation, advance
+from .options import GenerationOptions
 from .text import TextOptions, split_into_chunks, split_pauses
 from .tokenizer import Tokenizer
 from .voice import VoiceState
@@ -39,8 +41,6 @@ from .voice import VoiceState
 # Official generation constants (pocket_tts/models/tts_model.py and default_parameters.py).
 TOKENS_PER_SECOND_ESTIMATE = 3.0
 GEN_SECONDS_PADDING = 2.0
-MAX_TOKENS_PER_CHUNK = 50
-DEFAULT_DECODE_STEPS = 1
 # The first decoded samples of a fresh Mimi decoder carry a small step, heard as a click.
 FADE_IN_SECONDS = 1 / 200
 
@@ -233,68 +233,64 @@ class TTSModel:
 
     # Generation
 
-    def generate(self, text: str, voice: VoiceSource, **options: Any) -> np.ndarray:
-        """The whole utterance as float32 PCM [n] at `sample_rate`; options as for `stream`."""
-        chunks = list(self.stream(text, voice, **options))
+    def generate(
+        self, text: str, voice: VoiceSource, options: Optional[GenerationOptions] = None, **overrides: Any
+    ) -> np.ndarray:
+        """The whole utterance as float32 PCM [n] at `sample_rate`; options as for `generation`."""
+        chunks = list(self.stream(text, voice, options, **overrides))
         return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
 
-    def stream(self, text: str, voice: VoiceSource, **options: Any) -> Iterator[np.ndarray]:
-        """Yield float32 PCM chunks (`frame_size` samples) as each frame is decoded.
-
-        The options, `None` meaning the model config's default as in the official package:
-        temperature: noise variance (0.3 for the released models; 0 = deterministic).
-        eos_threshold: stop once the EOS logit exceeds it (inf never stops).
-        max_frames: total frames budget; replaces the official length estimate when set.
-        frames_after_eos: frames kept after EOS (else 3 or 5 depending on the length).
-        lsd_decode_steps: flow head steps per frame (1). seed / rng: the noise source.
-        max_tokens: tokens per text chunk (50). noise_clamp: truncate the noise to +-clamp.
-        """
+    def stream(
+        self, text: str, voice: VoiceSource, options: Optional[GenerationOptions] = None, **overrides: Any
+    ) -> Iterator[np.ndarray]:
+        """Yield float32 PCM chunks (`frame_size` samples) as each frame is decoded; options as for
+        `generation`, checked now (bad input fails before any work)."""
         decoder = self.decoder()
-        return (decoder.decode([frame]) for frame in self.frames(text, voice, **options))
+        return (decoder.decode([frame]) for frame in self.frames(text, voice, options, **overrides))
 
-    def frames(self, text: str, voice: VoiceSource, **options: Any) -> Iterator[Frame]:
-        """The flow LM half of `stream`: the generated frames, not yet decoded (see `decoder`).
-
-        Options are checked and the text is split now, so that bad input fails before any work.
-        """
-        return _one_by_one(self, self.generation(text, voice, **options))
+    def frames(
+        self, text: str, voice: VoiceSource, options: Optional[GenerationOptions] = None, **overrides: Any
+    ) -> Iterator[Frame]:
+        """The flow LM half of `stream`: the generated frames, not yet decoded (see `decoder`)."""
+        return _one_by_one(self, self.generation(text, voice, options, **overrides))
 
     def generation(
         self,
         text: str,
         voice: VoiceSource,
-        temperature: Optional[float] = None,
-        eos_threshold: Optional[float] = None,
-        max_frames: Optional[int] = None,
-        frames_after_eos: Optional[int] = None,
-        lsd_decode_steps: Optional[int] = None,
-        seed: Optional[int] = None,
-        max_tokens: int = MAX_TOKENS_PER_CHUNK,
-        noise_clamp: Optional[float] = None,
+        options: Optional[GenerationOptions] = None,
         rng: Optional[np.random.Generator] = None,
+        **overrides: Any,
     ) -> Generation:
-        """A generation of `text` to step frame by frame (core.generation), alone or with others;
-        options as for `stream`, checked, and the text split, now."""
+        """A generation of `text` to step frame by frame (core.generation), alone or with others.
+
+        `options` (core.options.GenerationOptions), or any of them by name as keywords
+        (`model.generate(text, voice, temperature=0)`); `rng`: the noise source, instead of a seed.
+        Options are checked and the text is split now, so that bad input fails before any work.
+        """
         self._require(params.FLOW_LM)
+        options = GenerationOptions.of({**dataclasses.asdict(options or GenerationOptions()), **overrides})
+        options.check()
         cfg = self.config
-        temperature = cfg.default_temperature if temperature is None else temperature
-        eos_threshold = cfg.default_eos_threshold if eos_threshold is None else eos_threshold
-        steps = DEFAULT_DECODE_STEPS if lsd_decode_steps is None else lsd_decode_steps
+        temperature = cfg.default_temperature if options.temperature is None else options.temperature
+        eos_threshold = cfg.default_eos_threshold if options.eos_threshold is None else options.eos_threshold
+        frames_after_eos = options.frames_after_eos
         if frames_after_eos is None:
             frames_after_eos = cfg.model_recommended_frames_after_eos
-        _check_options(temperature, eos_threshold, max_frames, frames_after_eos, steps, max_tokens, noise_clamp)
         if not isinstance(text, str):
             raise PocketTTSError(f"text must be a string, got {type(text).__name__}")
         if not text.strip():
             raise TextError("the text to speak is empty")
         plan: List[Union[List[str], float]] = [
-            part if isinstance(part, float) else split_into_chunks(self.tokenizer, part, max_tokens, self.text_options)
+            part
+            if isinstance(part, float)
+            else split_into_chunks(self.tokenizer, part, options.max_tokens, self.text_options)
             for part in split_pauses(text)
         ]
         state = self.voice_state(voice)
-        noise = _noise_source(self.flow_spec.latent_dim, temperature, noise_clamp, seed, rng)
-        times = self._times(steps)
-        return Generation(self, plan, state, eos_threshold, frames_after_eos, max_frames, noise, times)
+        noise = _noise_source(self.flow_spec.latent_dim, temperature, options.noise_clamp, options.seed, rng)
+        times = self._times(options.lsd_decode_steps)
+        return Generation(self, plan, state, eos_threshold, frames_after_eos, options.max_frames, noise, times)
 
     def decoder(self) -> FrameDecoder:
         """The Mimi half of `stream`: turns frames into audio, keeping the decoder's state."""
@@ -344,39 +340,6 @@ def load_weights(
             )
         )
     return tensors
-
-
-def _check_options(
-    temperature: float,
-    eos_threshold: float,
-    max_frames: Optional[int],
-    frames_after_eos: Optional[int],
-    steps: int,
-    max_tokens: int,
-    noise_clamp: Optional[float],
-) -> None:
-    def number(name: str, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise PocketTTSError(f"{name} must be a number, got {value!r}")
-        if math.isnan(value):
-            raise PocketTTSError(f"{name} must not be NaN")
-        return float(value)
-
-    def count(name: str, value: Any, minimum: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-            raise PocketTTSError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-    if not 0 <= number("temperature", temperature) < math.inf:
-        raise PocketTTSError(f"temperature must be >= 0 and finite, got {temperature!r}")
-    number("eos_threshold", eos_threshold)
-    if max_frames is not None:
-        count("max_frames", max_frames, 0)
-    if frames_after_eos is not None:
-        count("frames_after_eos", frames_after_eos, 0)
-    count("lsd_decode_steps", steps, 1)
-    count("max_tokens", max_tokens, 1)
-    if noise_clamp is not None and not 0 < number("noise_clamp", noise_clamp) < math.inf:
-        raise PocketTTSError(f"noise_clamp must be > 0, got {noise_clamp!r}")
 
 
 def _noise_source(

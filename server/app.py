@@ -16,7 +16,7 @@ import os
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, AsyncIterator, Dict, List, Optional
+from typing import Any, AsyncIterator, Dict, List, Optional
 
 import anyio
 import msgspec
@@ -29,9 +29,11 @@ from litestar.openapi import OpenAPIConfig
 from litestar.params import Body, JSONBody
 from litestar.response import Stream
 from litestar.static_files import create_static_files_router
+from typing_extensions import Annotated
 
 from core import PocketTTSError, TTSModel, VoiceState
 from core.audio import pcm16, wav_header
+from core.options import GenerationOptions
 from server import audio_out, native
 from server.engine import OPENAI_VOICES, Engine
 from server.scheduler import Busy
@@ -159,7 +161,7 @@ async def tts(
         voice = engine.voice(voice_url)
     else:
         voice = engine.default_voice
-    chunks = await engine.chunks(text, voice, {})
+    chunks = await engine.chunks(text, voice, GenerationOptions())
     return Stream(
         _wav_stream(chunks, engine.model.sample_rate),
         media_type="audio/wav",
@@ -184,7 +186,7 @@ async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Resp
         raise ApiError(400, "speed other than 1.0 is not supported by Pocket TTS", "speed", "unsupported_value")
     voice_name = data.voice if isinstance(data.voice, str) else data.voice.id
     voice = _openai_voice(engine, voice_name)
-    chunks = await engine.chunks(data.input, voice, {})
+    chunks = await engine.chunks(data.input, voice, GenerationOptions())
     rate = engine.model.sample_rate
     if data.stream_format == "sse":
         return Stream(_sse(chunks, rate, fmt), media_type="text/event-stream")

@@ -14,11 +14,12 @@ import hashlib
 import io
 import threading
 from collections import OrderedDict
-from typing import Any, AsyncIterator, Dict, List, Optional
+from typing import AsyncIterator, List, Optional
 
 import numpy as np
 
 from core import TTSModel, VoiceError, VoiceState
+from core.options import GenerationOptions
 from server.relay import Relay
 from server.scheduler import Scheduler
 
@@ -108,13 +109,13 @@ class Engine:
 
     # Generation
 
-    async def chunks(self, text: str, voice: VoiceState, options: Dict[str, Any]) -> AsyncIterator[np.ndarray]:
+    async def chunks(self, text: str, voice: VoiceState, options: GenerationOptions) -> AsyncIterator[np.ndarray]:
         """PCM chunks of one generation, as the scheduler makes them.
 
         Bad input raises here, before any audio; `Busy` when every slot is taken. Abandoning the
         iterator stops the generation within a step.
         """
-        generation = self.model.generation(text, voice, **options)
+        generation = self.model.generation(text, voice, options)
         relay = Relay(asyncio.get_running_loop())
         self.scheduler.submit(generation, relay)
         return relay.items()

@@ -2,41 +2,54 @@
 
 from __future__ import annotations
 
-from typing import Annotated, List, Literal, Optional, Union
+import dataclasses
+from typing import List, Literal, Optional, Union
 
 import msgspec
 from msgspec import Meta
+from typing_extensions import Annotated
+
+from core.options import GenerationOptions
+from core.options import names as option_names
 
 MAX_TEXT = 5000  # characters per request
 MAX_FRAMES = 3000  # 4 minutes of audio
 
+
+def _doc(name: str) -> str:
+    return next(f.metadata["doc"] for f in dataclasses.fields(GenerationOptions) if f.name == name)
+
+
 Text = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT, description="text to speak (pause markup allowed)")]
-Temperature = Annotated[float, Meta(ge=0.0, le=5.0, description="sampling temperature (default: the model's)")]
-DecodeSteps = Annotated[int, Meta(ge=1, le=64, description="flow head steps per frame (default 1)")]
-EosThreshold = Annotated[float, Meta(ge=-100.0, le=100.0, description="end-of-speech threshold (default: the model's)")]
-Seed = Annotated[int, Meta(ge=0, le=2**63 - 1, description="seed of the sampling noise")]
-Frames = Annotated[int, Meta(ge=0, le=MAX_FRAMES, description="cap on the generated 80 ms frames")]
+# The options of core.options.GenerationOptions, with the ranges a request may ask for.
+Temperature = Annotated[float, Meta(ge=0.0, le=5.0, description=_doc("temperature"))]
+EosThreshold = Annotated[float, Meta(ge=-100.0, le=100.0, description=_doc("eos_threshold"))]
+Frames = Annotated[int, Meta(ge=0, le=MAX_FRAMES, description=_doc("max_frames"))]
+FramesAfterEos = Annotated[int, Meta(ge=0, le=100, description=_doc("frames_after_eos"))]
+DecodeSteps = Annotated[int, Meta(ge=1, le=64, description=_doc("lsd_decode_steps"))]
+Seed = Annotated[int, Meta(ge=0, le=2**63 - 1, description=_doc("seed"))]
+MaxTokens = Annotated[int, Meta(ge=1, le=500, description=_doc("max_tokens"))]
+NoiseClamp = Annotated[float, Meta(gt=0.0, le=100.0, description=_doc("noise_clamp"))]
 
 
 class GenerateRequest(msgspec.Struct, forbid_unknown_fields=True):
-    """Body of POST /generate and POST /stream."""
+    """Body of POST /generate and POST /stream: the text, a voice, and any generation option."""
 
     text: Text
     voice: Optional[str] = None
     temperature: Optional[Temperature] = None
-    lsd_decode_steps: Optional[DecodeSteps] = None
     eos_threshold: Optional[EosThreshold] = None
-    seed: Optional[Seed] = None
     max_frames: Optional[Frames] = None
+    frames_after_eos: Optional[FramesAfterEos] = None
+    lsd_decode_steps: Optional[DecodeSteps] = None
+    seed: Optional[Seed] = None
+    max_tokens: Optional[MaxTokens] = None
+    noise_clamp: Optional[NoiseClamp] = None
 
-    def options(self) -> dict:
-        return {
-            "temperature": self.temperature,
-            "lsd_decode_steps": self.lsd_decode_steps,
-            "eos_threshold": self.eos_threshold,
-            "seed": self.seed,
-            "max_frames": self.max_frames,
-        }
+    def options(self) -> GenerationOptions:
+        """The options this request sets (the others keep their defaults)."""
+        chosen = {name: getattr(self, name) for name in option_names()}
+        return GenerationOptions.of({name: value for name, value in chosen.items() if value is not None})
 
 
 class VoiceRef(msgspec.Struct):

@@ -1,0 +1,78 @@
+"""The options of a generation, in one place: the command line, the server and the browser worker
+build a GenerationOptions, and the README's table is checked against it (tests/test_options.py).
+None means the model config's default, as in the official package."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+from .errors import PocketTTSError
+
+
+def _option(default: Any, doc: str) -> Any:
+    return dataclasses.field(default=default, metadata={"doc": doc})
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationOptions:
+    temperature: Optional[float] = _option(
+        None, "variance of the sampling noise; the config's (0.3) by default; `0` is deterministic"
+    )
+    eos_threshold: Optional[float] = _option(
+        None, "generation stops once the end-of-speech logit exceeds it (the config's, -4); `inf` never stops"
+    )
+    max_frames: Optional[int] = _option(
+        None,
+        "total budget of 80 ms frames; when set it replaces the official length estimate (3 tokens/s + 2 s per chunk)",
+    )
+    frames_after_eos: Optional[int] = _option(
+        None, "frames kept after end of speech; default: the config's, else 5 for up to four words, 3 otherwise"
+    )
+    lsd_decode_steps: int = _option(1, "steps of the flow head per frame (1)")
+    seed: Optional[int] = _option(None, "seed of the sampling noise (none: fresh randomness)")
+    max_tokens: int = _option(50, "tokens per text chunk (50): long texts are split on sentences, then commas")
+    noise_clamp: Optional[float] = _option(None, "truncate the sampling noise to ±clamp")
+
+    @classmethod
+    def of(cls, values: Dict[str, Any]) -> GenerationOptions:
+        """From a mapping of option names (the JSON of a request), refusing unknown names."""
+        unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
+        if unknown:
+            raise PocketTTSError(f"unknown option {unknown[0]!r} (options: {', '.join(names())})")
+        return cls(**values)
+
+    def check(self) -> None:
+        """Raise PocketTTSError naming the first option out of range."""
+
+        def number(name: str, value: Any) -> float:
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise PocketTTSError(f"{name} must be a number, got {value!r}")
+            if math.isnan(value):
+                raise PocketTTSError(f"{name} must not be NaN")
+            return float(value)
+
+        def count(name: str, value: Any, minimum: int) -> None:
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+                raise PocketTTSError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+        if self.temperature is not None and not 0 <= number("temperature", self.temperature) < math.inf:
+            raise PocketTTSError(f"temperature must be >= 0 and finite, got {self.temperature!r}")
+        if self.eos_threshold is not None:
+            number("eos_threshold", self.eos_threshold)
+        for name in ("max_frames", "frames_after_eos"):
+            if getattr(self, name) is not None:
+                count(name, getattr(self, name), 0)
+        count("lsd_decode_steps", self.lsd_decode_steps, 1)
+        count("max_tokens", self.max_tokens, 1)
+        if self.seed is not None:
+            count("seed", self.seed, 0)
+        if self.noise_clamp is not None and not 0 < number("noise_clamp", self.noise_clamp) < math.inf:
+            raise PocketTTSError(f"noise_clamp must be > 0, got {self.noise_clamp!r}")
+
+
+def names() -> list:
+    return [field.name for field in dataclasses.fields(GenerationOptions)]

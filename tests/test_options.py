@@ -1,0 +1,46 @@
+"""The generation options have one home (core.options.GenerationOptions): the README's table, the
+command line's flags and the server's request fields are checked against it, so they cannot drift."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import msgspec
+import pytest
+
+from core import PocketTTSError
+from core.cli import parser
+from core.options import GenerationOptions, names
+from server.schemas import GenerateRequest
+
+from conftest import ROOT
+
+
+def test_the_readme_table_is_the_options_and_their_docs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("| option | meaning |") :].split("\n\n")[0]
+    rows = re.findall(r"^\| `(\w+)` \| (.*) \|$", table, re.M)
+    assert rows == [(f.name, f.metadata["doc"]) for f in dataclasses.fields(GenerationOptions)]
+
+
+def test_the_command_line_has_a_flag_per_option() -> None:
+    args = parser().parse_args(["generate", "--max-tokens", "7", "--noise-clamp", "2.5", "--lsd-decode-steps", "2"])
+    assert set(names()) <= set(vars(args))
+    assert (args.max_tokens, args.noise_clamp, args.lsd_decode_steps, args.temperature) == (7, 2.5, 2, None)
+
+
+def test_the_server_takes_every_option_by_name() -> None:
+    assert [f for f in GenerateRequest.__struct_fields__ if f not in ("text", "voice")] == names()
+    request = msgspec.json.decode(b'{"text": "Hi.", "max_tokens": 7, "noise_clamp": 2.5}', type=GenerateRequest)
+    assert request.options() == GenerationOptions(max_tokens=7, noise_clamp=2.5)
+
+
+def test_unknown_options_and_values_out_of_range_are_clear_errors(model, voice) -> None:
+    with pytest.raises(PocketTTSError, match="unknown option 'temprature'"):
+        GenerationOptions.of({"temprature": 0.5})
+    with pytest.raises(PocketTTSError, match="unknown option 'speed'"):
+        model.generate("Hi.", voice, speed=2)
+    for bad, name in [({"max_tokens": 0}, "max_tokens"), ({"seed": -1}, "seed"), ({"noise_clamp": 0.0}, "noise_clamp")]:
+        with pytest.raises(PocketTTSError, match=name):
+            GenerationOptions(**bad).check()
