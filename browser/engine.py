@@ -10,16 +10,16 @@ is a few dozen floats, exact through JSON.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
-from core import TTSModel, VoiceState, kernels, ops, params
+from core import TTSModel, kernels, ops, params
 from core.errors import PocketTTSError
 from core.generation import Frame
 from core.options import GenerationOptions
+from core.voices import VoiceRegistry
 
 ROLES = {
     "flow": (params.FLOW_LM, params.VOICE_CLONING),
@@ -40,12 +40,11 @@ class BrowserEngine:
     def __init__(self, bundle_dir: str, role: str):
         self.role = role
         self.model = TTSModel.load(bundle_dir, parts=ROLES[role])
-        self.voices: Dict[str, VoiceState] = {}
+        speaks = params.FLOW_LM in self.model.parts and self.model.default_voice is not None
+        self.voices = VoiceRegistry(self.model) if speaks else None  # the default voice prepared now
         self.frames: Optional[Iterator[Frame]] = None
         self.decoder = self.model.decoder() if params.DECODER in self.model.parts else None
         self.chunks: Optional[Iterator[np.ndarray]] = None
-        if params.FLOW_LM in self.model.parts and self.model.default_voice is not None:
-            self.voice(self.model.default_voice)
 
     def info(self) -> str:
         return json.dumps(
@@ -54,7 +53,7 @@ class BrowserEngine:
                 "role": self.role,
                 "sample_rate": self.model.sample_rate,
                 "frame_size": self.model.frame_size,
-                "voices": sorted(self.model.voices),
+                "voices": self.voices.names() if self.voices else [],
                 "default_voice": self.model.default_voice,
                 "can_clone_voices": self.model.can_clone_voices,
                 "backend": ops.current().name,
@@ -72,30 +71,16 @@ class BrowserEngine:
 
     # The flow side
 
-    def voice(self, name: Optional[str]) -> VoiceState:
-        key = name or self.model.default_voice
-        if key not in self.voices:
-            self.voices[key] = self.model.voice_state(key)
-        return self.voices[key]
-
     def add_voice(self, samples_path: str, sample_rate: int) -> str:
         """A recording the page decoded (float32 samples in a file) -> JSON {voice} or {error}."""
-
-        def add() -> str:
-            samples = np.fromfile(samples_path, dtype="<f4")
-            key = "upload:" + hashlib.sha256(samples.tobytes()).hexdigest()[:24]
-            if key not in self.voices:
-                self.voices[key] = self.model.voice_state(samples, sample_rate=int(sample_rate))
-            return key
-
-        return _result("voice", add)
+        return _result("voice", lambda: self.voices.add(np.fromfile(samples_path, dtype="<f4"), int(sample_rate)))
 
     def start(self, text: str, voice: str, options_json: str) -> str:
         """Begin a generation -> JSON {started} or {error} (bad input fails now, before any audio)."""
 
         def begin() -> bool:
             options = GenerationOptions.of(json.loads(options_json))
-            self.frames = self.model.frames(text, self.voice(voice or None), options)
+            self.frames = self.model.frames(text, self.voices.get(voice or None), options)
             if self.decoder is not None:
                 decoder = self.model.decoder()
                 self.chunks = (decoder.decode([frame]) for frame in self.frames)

@@ -18,10 +18,8 @@ import numpy as np
 
 from . import (
     audio,
-    catalog,
     config,
     flow_lm,
-    hub,
     mimi,
     ops,
     params,
@@ -30,6 +28,7 @@ from . import (
     sources,
     transformer,
     voice,
+    voices,
 )
 from .errors import ConfigError, PocketTTSError, TextError, VoiceError
 from .generation import Frame, Generation, advance
@@ -37,14 +36,13 @@ from .options import GenerationOptions
 from .text import TextOptions, split_into_chunks, split_pauses
 from .tokenizer import Tokenizer
 from .voice import VoiceState
+from .voices import VoiceSource
 
 # Official generation constants (pocket_tts/models/tts_model.py and default_parameters.py).
 TOKENS_PER_SECOND_ESTIMATE = 3.0
 GEN_SECONDS_PADDING = 2.0
 # The first decoded samples of a fresh Mimi decoder carry a small step, heard as a click.
 FADE_IN_SECONDS = 1 / 200
-
-VoiceSource = Union[VoiceState, str, np.ndarray, None]
 
 
 class FrameDecoder:
@@ -179,40 +177,11 @@ class TTSModel:
 
     def voice_state(self, source: VoiceSource, sample_rate: Optional[int] = None) -> VoiceState:
         """A voice from a predefined name, an audio file, a .safetensors voice state (local or hf://),
-        or samples (with `sample_rate`). None is the model's default voice."""
-        if source is None:
-            if self.default_voice is None:
-                raise VoiceError(f"{self.name} has no default voice: pass an audio file or a voice state")
-            source = self.default_voice
-        if isinstance(source, VoiceState):
-            return source
-        if isinstance(source, np.ndarray):
-            if sample_rate is None:
-                raise VoiceError("voice samples need their sample_rate")
-            return self._clone_voice(source, sample_rate, "voice samples")
-        path = os.fspath(source)
-        if path in self.voices:
-            path = self.voices[path]
-        elif path in catalog.voice_names() and not os.path.exists(path):
-            raise VoiceError(
-                f"the predefined voice {path!r} is a state computed with the released weights of a catalog "
-                f"model; {self.name} cannot use it: pass an audio file instead"
-            )
-        if path.startswith("hf://"):
-            path = hub.fetch(path)
-        if path.endswith(".safetensors"):
-            if not os.path.isfile(path):
-                raise VoiceError(f"voice state file not found: {path}")
-            return voice.load(path, self.flow_spec.transformer)
-        if not os.path.isfile(path):
-            known = f" (predefined voices: {', '.join(sorted(self.voices))})" if self.voices else ""
-            raise VoiceError(
-                f"voice not found: {path!r} is neither a voice name, an audio file nor a voice state{known}"
-            )
-        samples, rate = audio.read(path)
-        return self._clone_voice(samples, rate, path)
+        or samples (with `sample_rate`). None is the model's default voice (see core.voices)."""
+        return voices.resolve(self, source, sample_rate)
 
-    def _clone_voice(self, samples: np.ndarray, sample_rate: int, where: str) -> VoiceState:
+    def clone_voice(self, samples: np.ndarray, sample_rate: int, where: str) -> VoiceState:
+        """The voice of a recording (samples [T] or [channels, T]); `where` names it in errors."""
         self._require(params.VOICE_CLONING)
         if not self.can_clone_voices:
             raise VoiceError(

@@ -96,7 +96,7 @@ async def health(request: Request) -> Health:
 async def voices(request: Request) -> Voices:
     engine = _engine(request)
     table = {name: (mapped if mapped in engine.model.voices else "default") for name, mapped in OPENAI_VOICES.items()}
-    return Voices(default=str(engine.default_voice_name), voices=engine.voice_names(), openai_voices=table)
+    return Voices(default=str(engine.default_voice_name), voices=engine.voices.names(), openai_voices=table)
 
 
 @post("/voices", summary="Upload a recording to clone (wav, flac, ogg or mp3); returns its voice id", status_code=200)
@@ -154,13 +154,13 @@ async def tts(
         if not isinstance(voice_url, str) or voice_url not in engine.model.voices:
             raise ApiError(
                 400,
-                f"voice_url must be a predefined voice of this model: {engine.voice_names()}",
+                f"voice_url must be a predefined voice of this model: {engine.voices.names()}",
                 "voice_url",
                 "unknown_voice",
             )
         voice = engine.voice(voice_url)
     else:
-        voice = engine.default_voice
+        voice = engine.voices.default
     chunks = await engine.chunks(text, voice, GenerationOptions())
     return Stream(
         _wav_stream(chunks, engine.model.sample_rate),

@@ -10,16 +10,15 @@ new request gets `Busy` at once (a 503 with Retry-After), instead of waiting in 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import io
 import threading
-from collections import OrderedDict
-from typing import AsyncIterator, List, Optional
+from typing import AsyncIterator, Optional
 
 import numpy as np
 
 from core import TTSModel, VoiceError, VoiceState
 from core.options import GenerationOptions
+from core.voices import VoiceRegistry
 from server.relay import Relay
 from server.scheduler import Scheduler
 
@@ -40,55 +39,35 @@ OPENAI_VOICES = {
     "shimmer": "vera",
     "verse": "paul",
 }
+
+
 class Engine:
+    """The server's engine: one model, its voices (core.voices.VoiceRegistry behind a lock: request
+    threads share it), and the scheduler that runs the generations."""
+
     def __init__(self, model: TTSModel, default_voice: Optional[str], max_concurrent: int, kernels: str = "NumPy"):
-        """`kernels` says what runs the model's products (server/native.py), for /health."""
+        """`kernels` says what runs the model's products (server/native.py), for /health. The default
+        voice is loaded now: one that cannot load fails at startup, not on the first request."""
         self.model = model
         self.max_concurrent = max_concurrent
         self.kernels = kernels
-        self.scheduler = Scheduler(model, max_concurrent)
         self._lock = threading.Lock()
-        self._voices: OrderedDict[str, VoiceState] = OrderedDict()
-        self.default_voice_name = default_voice if default_voice is not None else model.default_voice
-        # Loaded now: a voice that cannot be loaded fails at startup, not on the first request.
-        self.default_voice = model.voice_state(self.default_voice_name)
+        aliases = {name: mapped if mapped in model.voices else "default" for name, mapped in OPENAI_VOICES.items()}
+        self.voices = VoiceRegistry(model, default_voice, UPLOAD_CACHE, aliases)
+        self.scheduler = Scheduler(model, max_concurrent)
 
-    # Voices
-
-    def voice_names(self) -> List[str]:
-        return sorted(self.model.voices)
+    @property
+    def default_voice_name(self) -> str:
+        return str(self.voices.default_name)
 
     def voice(self, name: Optional[str]) -> VoiceState:
         """ "default"/None, a predefined voice, an OpenAI voice name, or an uploaded voice's id."""
-        if name is None or name == "default":
-            return self.default_voice
-        if name in OPENAI_VOICES:
-            mapped = OPENAI_VOICES[name]
-            return self.voice(mapped) if mapped in self.model.voices else self.default_voice
         with self._lock:
-            if name in self._voices:
-                self._voices.move_to_end(name)
-                return self._voices[name]
-        if name.startswith("upload:"):
-            raise VoiceError(f"unknown uploaded voice {name!r} (uploads are kept for a while only): upload it again")
-        if name not in self.model.voices:
-            known = ", ".join(["default"] + self.voice_names() + sorted(OPENAI_VOICES))
-            raise VoiceError(f"unknown voice {name!r}: use one of {known}, or upload one")
-        state = self.model.voice_state(name)
-        with self._lock:
-            self._voices[name] = state
-        return state
+            return self.voices.get(name)
 
     def upload(self, data: bytes, filename: str = "upload") -> str:
-        """Encode an uploaded recording (any format soundfile reads); returns its voice id.
-
-        The id is the content hash, so the same upload is encoded only once.
-        """
-        key = "upload:" + hashlib.sha256(data).hexdigest()[:24]
-        with self._lock:
-            if key in self._voices:
-                self._voices.move_to_end(key)
-                return key
+        """Clone an uploaded recording (any format soundfile reads); returns its voice id (the hash of
+        its samples: the same recording is cloned once)."""
         if not data:
             raise VoiceError(f"the uploaded voice {filename!r} is empty")
         import soundfile
@@ -99,13 +78,8 @@ class Engine:
             raise VoiceError(f"cannot decode the uploaded voice {filename!r} (wav, flac, ogg or mp3): {e}") from None
         if samples.shape[0] == 0:
             raise VoiceError(f"the uploaded voice {filename!r} has no audio")
-        state = self.model.voice_state(samples.T, sample_rate=int(rate))
         with self._lock:
-            self._voices[key] = state
-            while sum(k.startswith("upload:") for k in self._voices) > UPLOAD_CACHE:
-                oldest = next(k for k in self._voices if k.startswith("upload:"))
-                del self._voices[oldest]
-        return key
+            return self.voices.add(samples.T, int(rate))
 
     # Generation
 

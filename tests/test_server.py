@@ -64,14 +64,14 @@ def test_generate_returns_the_core_audio_as_wav(client, engine) -> None:
     assert response.status_code == 200 and response.headers["content-type"] == "audio/wav"
     samples, rate = soundfile.read(io.BytesIO(response.content), dtype="int16")
     assert rate == 24000 and samples.shape == (6 * 1920,)
-    assert samples.tobytes() == expected_pcm(engine.model, "Hello world.", engine.default_voice)
+    assert samples.tobytes() == expected_pcm(engine.model, "Hello world.", engine.voices.default)
 
 
 def test_stream_is_raw_pcm_of_the_same_audio(client, engine) -> None:
     response = client.post("/stream", json={"text": "Hello world.", **QUIET})
     assert response.status_code == 200
     assert response.headers["x-sample-rate"] == "24000" and response.headers["x-sample-format"] == "s16le"
-    assert response.content == expected_pcm(engine.model, "Hello world.", engine.default_voice)
+    assert response.content == expected_pcm(engine.model, "Hello world.", engine.voices.default)
 
 
 def test_official_tts_form(client, engine) -> None:
@@ -88,8 +88,8 @@ def test_official_tts_form(client, engine) -> None:
 
 def test_uploaded_voice_is_encoded_once(client, engine, monkeypatch) -> None:
     calls = []
-    original = engine.model.voice_state
-    monkeypatch.setattr(engine.model, "voice_state", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = engine.model.clone_voice
+    monkeypatch.setattr(engine.model, "clone_voice", lambda *a, **k: calls.append(1) or original(*a, **k))
     samples, rate = soundfile.read(VOICE_22K, dtype="float32")
     buffer = io.BytesIO()
     soundfile.write(buffer, 0.9 * samples, rate, format="FLAC")  # a recording no other test uploads

@@ -163,3 +163,23 @@ def test_model_without_voice_cloning_weights(tmp_path) -> None:
         model.generate("Hi there.", official, temperature=0.0, max_frames=4),
         full.generate("Hi there.", official, temperature=0.0, max_frames=4),
     )
+
+
+def test_the_voice_registry_prepares_each_voice_once_by_one_id_scheme(model, monkeypatch) -> None:
+    from core.voices import VoiceRegistry, recording_id
+
+    clones = []
+    original = model.clone_voice
+    monkeypatch.setattr(model, "clone_voice", lambda *a: clones.append(a[1]) or original(*a))
+    registry = VoiceRegistry(model, str(VOICE_24K), capacity=2, aliases={"alloy": "default"})
+    assert len(clones) == 1 and registry.get(None) is registry.default is registry.get("alloy")
+    samples = np.random.default_rng(0).standard_normal(24000).astype(np.float32) * 0.1
+    first = registry.add(samples, 24000)
+    assert first == recording_id(samples, 24000) == registry.add(samples.copy(), 24000) and len(clones) == 2
+    assert recording_id(samples, 22050) != first  # the rate is part of the recording
+    second, third = registry.add(samples[:20000], 24000), registry.add(samples[:16000], 24000)
+    assert registry.get(second) is registry.get(second) and registry.get(third) is not None
+    with pytest.raises(VoiceError, match="upload it again"):
+        registry.get(first)  # the least recently used recording was dropped beyond the capacity
+    with pytest.raises(VoiceError, match="unknown voice 'voice.wav': use one of default, alloy"):
+        registry.get("voice.wav")  # requests name voices, never files
