@@ -52,7 +52,8 @@ def conv1d(p: Params, x: np.ndarray, stride: int = 1, dilation: int = 1, pad_mod
 
 
 def prepare_transposed(p: Params, stride: int, groups: int = 1) -> Params:
-    """Add `taps`, the transposed convolution's kernel as an ordinary one (done once, at load).
+    """p with `taps` added (p itself is left as it is): the transposed convolution's kernel as an
+    ordinary one (made once, at load).
 
     Output frame t (`stride` samples) of a transposed convolution with K = m * stride taps sums
     the input steps t - m + 1 .. t, so it is a convolution over input steps with C_out * stride
@@ -65,8 +66,8 @@ def prepare_transposed(p: Params, stride: int, groups: int = 1) -> Params:
         weight = np.concatenate([weight, np.zeros((c_in, c_out_g, m * stride - k), np.float32)], axis=2)
     # Input step t - j meets tap block j; in the window over steps it sits at position m - 1 - j.
     w = weight.reshape(groups, c_in // groups, c_out_g, m, stride)[:, :, :, ::-1, :]
-    p["taps"] = np.ascontiguousarray(w.transpose(0, 2, 4, 1, 3)).reshape(groups, c_out_g * stride, c_in // groups * m)
-    return p
+    taps = np.ascontiguousarray(w.transpose(0, 2, 4, 1, 3)).reshape(groups, c_out_g * stride, c_in // groups * m)
+    return dict(p, taps=taps)
 
 
 def conv_transpose1d_init_state(p: Params, stride: int) -> np.ndarray:

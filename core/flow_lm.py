@@ -44,21 +44,20 @@ class FlowLMSpec:
         )
 
 
-def prepare(p: Dict[str, Any]) -> None:
-    """Derived weight layout, made once at load: the modulation weights of every head block and
-    of the final layer stacked into one matrix (`modulation`), since they all read the same
-    conditioning; one matrix-vector product per step instead of depth + 1. The per-block weights
-    are replaced by views into it, so no memory is duplicated."""
+def prepare(p: Dict[str, Any]) -> Dict[str, Any]:
+    """The params with the derived layout the flow head reads, made once at load, as a new dict: `p`
+    is left as it is. The modulation weights of every head block and of the final layer are stacked
+    into one matrix (`flow_net.modulation`), since they all read the same conditioning: one product
+    per step instead of depth + 1. The head reads only the stacked matrix, so the blocks' own
+    copies are left out of the new dict (no memory is held twice)."""
     net = p["flow_net"]
     layers = [block["adaLN_modulation"][1] for block in net["res_blocks"]] + [net["final_layer"]["adaLN_modulation"][1]]
     weight = quantize.concatenate([layer["weight"] for layer in layers])  # [sum of 3F.. + 2F, F]
     bias = np.concatenate([layer["bias"] for layer in layers])
-    start = 0
-    for layer in layers:
-        rows = layer["weight"].shape[0]
-        layer["weight"], layer["bias"] = quantize.row_slice(weight, start, start + rows), bias[start : start + rows]
-        start += rows
-    net["modulation"] = {"weight": weight, "bias": bias}
+    blocks = [{k: v for k, v in block.items() if k != "adaLN_modulation"} for block in net["res_blocks"]]
+    final = {k: v for k, v in net["final_layer"].items() if k != "adaLN_modulation"}
+    modulation = {"weight": weight, "bias": bias}
+    return dict(p, flow_net=dict(net, res_blocks=blocks, final_layer=final, modulation=modulation))
 
 
 def text_embeddings(p: Dict[str, Any], tokens: List[int]) -> np.ndarray:

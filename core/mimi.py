@@ -75,11 +75,14 @@ class DecoderState:
         return DecoderState(self.upsample.copy(), self.transformer.copy(), [s.copy() for s in self.seanet], self.first)
 
 
-def prepare(spec: MimiSpec, p: Dict[str, Any]) -> None:
-    """Derived weight layouts of the decoder, made once at load."""
+def prepare(spec: MimiSpec, p: Dict[str, Any]) -> Dict[str, Any]:
+    """The params with the derived layouts the decoder reads, made once at load, as a new dict: `p`
+    is left as it is."""
+    prepared = dict(p, decoder={"model": seanet.prepare(spec.decoder, p["decoder"]["model"])})
     if spec.resample_stride > 1:
-        conv.prepare_transposed(p["upsample"]["convtr"]["convtr"], spec.resample_stride, spec.decoder_dim)
-    seanet.prepare(spec.decoder, p["decoder"]["model"])
+        upsample = conv.prepare_transposed(p["upsample"]["convtr"]["convtr"], spec.resample_stride, spec.decoder_dim)
+        prepared["upsample"] = {"convtr": {"convtr": upsample}}
+    return prepared
 
 
 def init_decoder_state(spec: MimiSpec, p: Dict[str, Any]) -> DecoderState:

@@ -119,13 +119,15 @@ class TTSModel:
                 f"flow_lm.lookup_table.n_bins is {cfg.flow_lm.lookup_table.n_bins}"
             )
         self.tokenizer = tokenizer
+        # The checkpoint's tensors nested by name, with the derived layouts the layers read (new
+        # dicts from the prepare functions, which change nothing they are given).
         self.params = params.nest(tensors)
         self.flow_spec = flow_lm.FlowLMSpec.from_config(cfg)
         if params.FLOW_LM in self.parts:
-            flow_lm.prepare(self.params["flow_lm"])
+            self.params["flow_lm"] = flow_lm.prepare(self.params["flow_lm"])
         self.mimi_spec = mimi.MimiSpec.from_config(cfg.mimi)
         if params.DECODER in self.parts:
-            mimi.prepare(self.mimi_spec, self.params["mimi"])
+            self.params["mimi"] = mimi.prepare(self.mimi_spec, self.params["mimi"])
         self.text_options = TextOptions.from_config(cfg)
         self.voices = dict(voices or {})
         self.default_voice = default_voice

@@ -61,13 +61,6 @@ def concatenate(weights: Sequence[Weight]) -> Weight:
     return np.concatenate([w.dequantize() if isinstance(w, Int8Matrix) else w for w in weights])
 
 
-def row_slice(weight: Weight, start: int, stop: int) -> Weight:
-    """Rows [start, stop) of a matrix, as a view."""
-    if isinstance(weight, Int8Matrix):
-        return Int8Matrix(weight.values[start:stop], weight.scales[start:stop])
-    return weight[start:stop]
-
-
 def group_size(columns: int, group: Optional[int]) -> int:
     """The group for rows of `columns` values: `group` where it divides them, else the whole row."""
     return group if group is not None and columns % group == 0 else columns

@@ -88,11 +88,14 @@ def weight_shapes(layers: List[Layer], prefix: str) -> Dict[str, Tuple[int, ...]
     return shapes
 
 
-def prepare(layers: List[Layer], params: List[Any]) -> None:
-    """Derived weight layouts, made once at load (see conv.prepare_transposed)."""
+def prepare(layers: List[Layer], params: List[Any]) -> List[Any]:
+    """The params with the derived layouts the streaming SEANet reads (see conv.prepare_transposed),
+    as a new list: `params` is left as it is."""
+    prepared = list(params)
     for layer in layers:
         if layer.kind == "convtr":
-            conv.prepare_transposed(params[layer.index]["convtr"], layer.stride)
+            prepared[layer.index] = {"convtr": conv.prepare_transposed(params[layer.index]["convtr"], layer.stride)}
+    return prepared
 
 
 def init_state(layers: List[Layer], params: List[Any]) -> List[np.ndarray]:

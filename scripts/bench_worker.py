@@ -63,6 +63,7 @@ class Ours:
             self.scheduler = Scheduler(self.model, max_streams=1)
         self.voice = self.model.voice_state(voice_state)
         self.voice_wav = voice_wav
+        self.sample_rate = self.model.sample_rate
 
     def stream(self, text: str, frames: int = 0) -> Iterator:
         options = {"eos_threshold": float("inf"), "max_frames": frames} if frames else {}
@@ -111,6 +112,7 @@ class Official:
         self.model = TTSModel.load_model(config=config, quantize=quantize)
         self.voice = self.model.get_state_for_audio_prompt(Path(voice_state))
         self.voice_wav = Path(voice_wav)
+        self.sample_rate = self.model.sample_rate
         self.estimate = self.model._estimate_max_gen_len
         self.threshold = self.model.eos_threshold
 
@@ -177,7 +179,7 @@ def measure_stream(impl, text: str, frames: int) -> Dict[str, float]:
             first = time.perf_counter() - start
         samples += chunk.shape[-1]
     total = time.perf_counter() - start
-    return {"ttfc": 1000 * first, "rtf": total / (samples / 24000)}
+    return {"ttfc": 1000 * first, "rtf": total / (samples / impl.sample_rate)}
 
 
 def peak_rss_mb() -> float:

@@ -189,7 +189,7 @@ async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Resp
     chunks = await engine.chunks(data.input, voice, GenerationOptions())
     rate = engine.model.sample_rate
     if data.stream_format == "sse":
-        return Stream(_sse(chunks, rate, fmt), media_type="text/event-stream")
+        return Stream(_sse(chunks, rate, engine.model.frame_size, fmt), media_type="text/event-stream")
     if fmt in ("pcm", "wav"):
         return Stream(
             _wav_stream(chunks, rate) if fmt == "wav" else _pcm_bytes(chunks),
@@ -223,7 +223,7 @@ async def _wav_stream(chunks: AsyncIterator[np.ndarray], sample_rate: int) -> As
         yield pcm16(chunk)
 
 
-async def _sse(chunks: AsyncIterator[np.ndarray], sample_rate: int, fmt: str) -> AsyncIterator[bytes]:
+async def _sse(chunks: AsyncIterator[np.ndarray], sample_rate: int, frame_size: int, fmt: str) -> AsyncIterator[bytes]:
     """OpenAI's speech events: base64 audio deltas, then `speech.audio.done`.
 
     PCM and WAV deltas stream; a compressed format comes as one delta at the end.
@@ -245,7 +245,8 @@ async def _sse(chunks: AsyncIterator[np.ndarray], sample_rate: int, fmt: str) ->
     if kept:
         data = audio_out.encode(np.concatenate(kept), sample_rate, fmt)
         yield event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
-    usage = {"input_tokens": 0, "output_tokens": samples // 1920, "total_tokens": samples // 1920}
+    frames = samples // frame_size
+    usage = {"input_tokens": 0, "output_tokens": frames, "total_tokens": frames}
     yield event({"type": "speech.audio.done", "usage": usage})
 
 

@@ -110,3 +110,20 @@ def test_a_part_that_was_not_loaded_is_a_clear_error() -> None:
         decoder_only.voice_state(str(VOICE_24K))
     with pytest.raises(PocketTTSError, match="without its decoder"):
         TTSModel.load(config, parts=(FLOW_LM,)).decoder()
+
+
+def test_the_derived_layouts_leave_the_checkpoint_as_it_is() -> None:
+    """prepare() returns new dicts: the checkpoint's nested tensors are not rewritten."""
+    from core import flow_lm, mimi, params
+    from core.model import load_weights
+    from core.sources import resolve
+
+    files = resolve(str(TINY_DIR / "tiny_lsd" / "config.yaml"))
+    nested = params.nest(load_weights(files.weights))
+    spec = mimi.MimiSpec.from_config(files.config.mimi)
+    flow, codec = flow_lm.prepare(nested["flow_lm"]), mimi.prepare(spec, nested["mimi"])
+    assert "modulation" in flow["flow_net"] and "modulation" not in nested["flow_lm"]["flow_net"]
+    assert "adaLN_modulation" in nested["flow_lm"]["flow_net"]["res_blocks"][0]
+    convtr = [layer for layer in codec["decoder"]["model"] if layer and "convtr" in layer]
+    assert convtr and all("taps" in layer["convtr"] for layer in convtr)
+    assert not any(layer and "taps" in layer.get("convtr", {}) for layer in nested["mimi"]["decoder"]["model"])
