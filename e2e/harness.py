@@ -9,10 +9,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import httpx
 
@@ -67,7 +68,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait(url: str, process: subprocess.Popen, seconds: float = 120) -> None:
+def _wait(url: str, process: subprocess.Popen, log: Any, seconds: float = 120) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -76,8 +77,22 @@ def _wait(url: str, process: subprocess.Popen, seconds: float = 120) -> None:
         except httpx.HTTPError:
             time.sleep(0.2)
         if process.poll() is not None:
-            raise RuntimeError(f"{process.args} exited: {process.stderr.read() if process.stderr else ''}")
+            log.seek(0)
+            raise RuntimeError(f"{process.args} exited: {log.read()}")
     raise RuntimeError(f"{url} did not answer")
+
+
+@contextmanager
+def server(args: Sequence[str]) -> Iterator[str]:
+    """`python -m server` with these arguments (and a free port) until the block ends; yields its
+    URL once /health answers."""
+    port = free_port()
+    with _serving([sys.executable, "-m", "server", "--port", str(port), *args], port, "/health") as url:
+        yield url
+
+
+def active_generations(url: str) -> int:
+    return httpx.get(url + "/health").json()["active_generations"]
 
 
 @contextmanager
@@ -87,16 +102,15 @@ def model_server(
     """`python -m server` on a fixture model: its float weights, or an int8 `bundle` of them, or,
     with a built site, that site's own bundle, serving the site too (one page with both engines on
     the same weights); yields its URL."""
-    port = free_port()
-    directory = fixture(model)
-    command = [sys.executable, "-m", "server", "--port", str(port), "--max-concurrent", str(max_concurrent)]
+    args = ["--max-concurrent", str(max_concurrent)]
     if site_dir is not None:
-        command += ["--model", str(site_dir / "model"), "--site", str(site_dir)]
+        args += ["--model", str(site_dir / "model"), "--site", str(site_dir)]
     elif bundle is not None:
-        command += ["--model", str(bundle)]
+        args += ["--model", str(bundle)]
     else:
-        command += ["--model", str(directory / "config.yaml"), "--voice", str(directory / "voice_state.safetensors")]
-    with _serving(command, port, "/health") as url:
+        directory = fixture(model)
+        args += ["--model", str(directory / "config.yaml"), "--voice", str(directory / "voice_state.safetensors")]
+    with server(args) as url:
         yield url
 
 
@@ -111,14 +125,16 @@ def static_server(directory: Path) -> Iterator[str]:
 
 @contextmanager
 def _serving(command: List[str], port: int, probe: str) -> Iterator[str]:
-    """Run a server process until the block ends; yields its URL once `probe` answers."""
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        _wait(f"http://127.0.0.1:{port}{probe}", process)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    """Run a server process until the block ends; yields its URL once `probe` answers. Its output
+    goes to a file (a pipe nobody reads would fill up and stall it), shown if it fails to start."""
+    with tempfile.TemporaryFile("w+") as log:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True)
+        try:
+            _wait(f"http://127.0.0.1:{port}{probe}", process, log)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
 
 
 @contextmanager

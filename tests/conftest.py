@@ -11,12 +11,15 @@ from __future__ import annotations
 import math
 import os
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pytest
 
 from core import TTSModel
+from e2e import harness
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -32,6 +35,9 @@ FULL_MODELS = (
     "english_drifting_26-09",
 )
 REFERENCE_PYTHON = ROOT / ".venv-ref" / "bin" / "python"
+TINY_CONFIG = TINY_DIR / "tiny_lsd" / "config.yaml"
+# The model of the browser tests: the small full-size fixture (scripts/test.sh makes it).
+SMALL = "english_2m_2026-10"
 
 _report: list = []
 _int8_report: list = []
@@ -186,3 +192,27 @@ def native_kernels(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
         function.argtypes, function.restype = [types[code] for code in signature], None
         functions[name] = function
     return functions
+
+
+@contextmanager
+def tiny_server(*args: str) -> Iterator[str]:
+    """`python -m server` on the tiny model with the test voice (and these arguments); yields its URL."""
+    with harness.server(["--model", str(TINY_CONFIG), "--voice", str(VOICE_24K), *args]) as url:
+        yield url
+
+
+def require_browser(request: pytest.FixtureRequest, model: str = "") -> None:
+    """Skip (fail under --require-full-reference) without Chromium, or without the model's fixture."""
+    missing = harness.CHROMIUM is None or bool(model) and not (harness.REFERENCE / model / "model.safetensors").exists()
+    if missing:
+        if request.config.getoption("--require-full-reference"):
+            pytest.fail("the browser tests need chromium and the full-size fixtures (scripts/test.sh)")
+        pytest.skip("needs chromium and the full-size fixtures")
+
+
+@pytest.fixture(scope="module")
+def chromium(request: pytest.FixtureRequest):
+    """Debian's Chromium, driven by Playwright (e2e.harness), for a test module."""
+    require_browser(request)
+    with harness.chromium() as browser:
+        yield browser

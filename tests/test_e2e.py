@@ -15,28 +15,18 @@ from core.audio import pcm16
 from core.metrics import max_abs, nmse_db
 from e2e import harness
 
-from conftest import VOICE_22K, record
-
-SMALL = "english_2m_2026-10"
-
-
-def require_browser(request) -> None:
-    if harness.CHROMIUM is None or not (harness.REFERENCE / SMALL / "model.safetensors").exists():
-        if request.config.getoption("--require-full-reference"):
-            pytest.fail("the browser tests need chromium and the full-size fixtures (scripts/test.sh)")
-        pytest.skip("needs chromium and the full-size fixtures")
+from conftest import SMALL, VOICE_22K, record, require_browser
 
 
 @pytest.fixture(scope="module")
 def small_site(request):
-    require_browser(request)
+    require_browser(request, SMALL)
     return harness.site(SMALL)
 
 
 @pytest.fixture(scope="module")
-def browser(small_site):
-    with harness.chromium() as browser:
-        yield browser
+def browser(small_site, chromium):
+    return chromium
 
 
 @pytest.fixture(scope="module")

@@ -9,20 +9,19 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
-from test_server import LiveServer
+from conftest import tiny_server
 
 EXAMPLES = 25  # per operation
 
 
 @pytest.fixture(scope="module")
 def fuzzed_server():
-    server = LiveServer("--max-concurrent", "4")
-    yield server
-    server.close()
+    with tiny_server("--max-concurrent", "4") as url:
+        yield url
 
 
 def test_no_request_breaks_the_server(fuzzed_server) -> None:
-    schema = schemathesis.openapi.from_url(fuzzed_server.url + "/schema/openapi.json")
+    schema = schemathesis.openapi.from_url(fuzzed_server + "/schema/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 7
     seen = {}
@@ -41,5 +40,5 @@ def test_no_request_breaks_the_server(fuzzed_server) -> None:
                 assert error["message"] and error["type"] == "invalid_request_error", error
 
         probe()
-    assert httpx.get(fuzzed_server.url + "/health").json()["status"] == "ok"
+    assert httpx.get(fuzzed_server + "/health").json()["status"] == "ok"
     assert all(count > 0 for count in seen.values()) and len(seen) == len(operations)

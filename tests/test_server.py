@@ -20,13 +20,13 @@ import soundfile
 from litestar.testing import TestClient
 
 from core.audio import pcm16
-from e2e.harness import free_port
+from e2e.harness import active_generations, free_port
 from server.app import create_app
 from server.engine import Engine
 
-from conftest import ROOT, TINY_DIR, VOICE_22K, VOICE_24K
+from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, tiny_server
 
-CONFIG = str(TINY_DIR / "tiny_lsd" / "config.yaml")
+CONFIG = str(TINY_CONFIG)
 QUIET = {"temperature": 0.0, "max_frames": 6}
 
 
@@ -182,59 +182,22 @@ def test_oversized_body_is_413_json(client) -> None:
 # A real server process
 
 
-class LiveServer:
-    def __init__(self, *args: str):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        command = [
-            sys.executable,
-            "-m",
-            "server",
-            "--model",
-            CONFIG,
-            "--voice",
-            str(VOICE_24K),
-            "--port",
-            str(self.port),
-            *args,
-        ]
-        self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.2)
-            if self.process.poll() is not None:
-                raise RuntimeError(self.process.stderr.read())
-        raise RuntimeError("the server did not start")
-
-    def active(self) -> int:
-        return httpx.get(self.url + "/health").json()["active_generations"]
-
-    def close(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=20)
-
-
 @pytest.fixture(scope="module")
 def live():
-    server = LiveServer("--max-concurrent", "8")
-    yield server
-    server.close()
+    with tiny_server("--max-concurrent", "8") as url:
+        yield url
 
 
 def test_the_server_says_what_runs_its_products(live) -> None:
     from server import native
 
-    assert httpx.get(live.url + "/health").json()["kernels"] == native.load()[1]
+    assert httpx.get(live + "/health").json()["kernels"] == native.load()[1]
 
 
 def test_openai_sdk_against_the_server(live) -> None:
     from openai import OpenAI
 
-    client = OpenAI(base_url=live.url + "/v1", api_key="not-needed")
+    client = OpenAI(base_url=live + "/v1", api_key="not-needed")
     wav = client.audio.speech.create(
         model="pocket-tts", voice="alloy", input="Hello from the SDK.", response_format="wav"
     )
@@ -253,11 +216,11 @@ def test_concurrent_requests_give_the_audio_they_get_alone(live) -> None:
     """Eight at once are stepped together (continuous batching): each gets its audio alone, to the
     rounding of the batched products (16-bit samples: at most one step apart)."""
     body = {"text": "Eight at once, each on its own.", "temperature": 0.0, "max_frames": 12, "eos_threshold": 100.0}
-    alone = httpx.post(live.url + "/generate", json=body, timeout=120).content
+    alone = httpx.post(live + "/generate", json=body, timeout=120).content
     results = [None] * 8
 
     def call(i: int) -> None:
-        results[i] = httpx.post(live.url + "/generate", json=body, timeout=120)
+        results[i] = httpx.post(live + "/generate", json=body, timeout=120)
 
     threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
     for t in threads:
@@ -272,23 +235,27 @@ def test_concurrent_requests_give_the_audio_they_get_alone(live) -> None:
         assert np.abs(np.frombuffer(r.content[44:], "<i2").astype(np.int32) - expected).max() <= 1
 
 
-def wait_idle(server: LiveServer) -> int:
+def wait_idle(url: str) -> int:
     """The running generations once none is left (or after a minute: a hang shows as a failure)."""
     deadline = time.monotonic() + 60
-    while server.active() and time.monotonic() < deadline:
+    while active_generations(url) and time.monotonic() < deadline:
         time.sleep(0.02)
-    return server.active()
+    return active_generations(url)
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
 
 
 def test_a_client_that_goes_away_stops_its_generation(live) -> None:
     body = {"text": "A very long story that nobody will hear to the end.", "max_frames": 3000, "eos_threshold": 100.0}
-    with httpx.stream("POST", live.url + "/stream", json=body, timeout=60) as response:
+    with httpx.stream("POST", live + "/stream", json=body, timeout=60) as response:
         received = response.iter_bytes()  # kept: dropping the iterator closes the response
         next(received)
-        assert live.active() == 1
+        assert active_generations(live) == 1
     assert wait_idle(live) == 0
     # The same for a request that waits for the whole file.
-    with socket.create_connection(("127.0.0.1", live.port)) as s:
+    with socket.create_connection(("127.0.0.1", port_of(live))) as s:
         payload = json.dumps(body).encode()
         s.sendall(
             b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -296,26 +263,23 @@ def test_a_client_that_goes_away_stops_its_generation(live) -> None:
             + payload
         )
         deadline = time.monotonic() + 60
-        while live.active() == 0 and time.monotonic() < deadline:
+        while active_generations(live) == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert live.active() == 1
+        assert active_generations(live) == 1
     assert wait_idle(live) == 0
 
 
 def test_overload_gets_a_quick_503_with_retry_after() -> None:
-    server = LiveServer("--max-concurrent", "1")
-    try:
+    with tiny_server("--max-concurrent", "1") as url:
         body = {"text": "Keep the only slot busy.", "max_frames": 3000, "eos_threshold": 100.0}
-        with httpx.stream("POST", server.url + "/stream", json=body, timeout=60) as response:
+        with httpx.stream("POST", url + "/stream", json=body, timeout=60) as response:
             received = response.iter_bytes()
             next(received)
-            refused = httpx.post(server.url + "/generate", json={"text": "Me too."}, timeout=10)  # at once, no queue
+            refused = httpx.post(url + "/generate", json={"text": "Me too."}, timeout=10)  # at once, no queue
             assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
             assert error_of(refused)["code"] == "busy"
-        wait_idle(server)
-        assert httpx.post(server.url + "/generate", json={"text": "Now.", **QUIET}, timeout=30).status_code == 200
-    finally:
-        server.close()
+        assert wait_idle(url) == 0
+        assert httpx.post(url + "/generate", json={"text": "Now.", **QUIET}, timeout=30).status_code == 200
 
 
 def test_a_voice_that_cannot_load_fails_at_startup(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from e2e import harness, ttfa
 
-from test_e2e import SMALL, require_browser
+from conftest import SMALL, require_browser
 
 
 def sane(run: dict) -> None:
@@ -23,7 +23,7 @@ def sane(run: dict) -> None:
 @pytest.mark.parametrize("model", [SMALL, "english"])
 def test_ttfa_runs_in_both_modes(request, model: str) -> None:
     """Cold load then 20 warmed runs per mode (e2e/ttfa.py); the report goes to build/e2e/ttfa.md."""
-    require_browser(request)
+    require_browser(request, model)
     result = ttfa.measure(model, runs=20, progress=lambda _message: None)
     for mode in ("server", "browser"):
         runs = [result[mode]["cold"]] + result[mode]["runs"]

@@ -5,37 +5,25 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.harness import CHROMIUM, CHROMIUM_ARGS
-
-from test_server import LiveServer
+from conftest import tiny_server
 
 
 @pytest.fixture(scope="module")
-def browser(request):
-    if CHROMIUM is None:
-        if request.config.getoption("--require-full-reference"):
-            pytest.fail("chromium is not installed (apt-get install chromium)")
-        pytest.skip("chromium is not installed")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+def browser(chromium):
+    return chromium
 
 
 @pytest.fixture(scope="module")
 def ui_server():
-    server = LiveServer("--max-concurrent", "2")
-    yield server
-    server.close()
+    with tiny_server("--max-concurrent", "2") as url:
+        yield url
 
 
 def test_generate_in_server_mode_plays_audio_and_records_the_run(browser, ui_server) -> None:
     page = browser.new_page()
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(ui_server.url + "/")
+    page.goto(ui_server + "/")
     page.wait_for_function("window.pocketTTS && window.pocketTTS.ready", timeout=20_000)
     assert page.input_value("#mode") == "server"
     page.fill("#text", "Hello from the browser.")
@@ -53,7 +41,7 @@ def test_generate_in_server_mode_plays_audio_and_records_the_run(browser, ui_ser
 
 def test_stop_cancels_and_errors_show_in_the_page(browser, ui_server) -> None:
     page = browser.new_page()
-    page.goto(ui_server.url + "/")
+    page.goto(ui_server + "/")
     page.wait_for_function("window.pocketTTS.ready", timeout=20_000)
     page.fill("#text", "Hello [pause:forever] there")
     page.click("#generate")
