@@ -21,7 +21,13 @@ from typing import Any, Dict, List
 from e2e import harness
 
 OUT = harness.ROOT / "build" / "e2e"
-METRICS = [("ttfc_ms", "TTFC (ms)"), ("ttfa_ms", "TTFA (ms)"), ("total_ms", "total (ms)"), ("rtf", "RTF")]
+METRICS = [
+    ("ttfc_ms", "TTFC (ms)"),
+    ("ttfa_ms", "TTFA (ms)"),
+    ("total_ms", "total (ms)"),
+    ("rtf", "RTF"),
+    ("stalls", "stalls"),
+]
 
 
 def stats(values: List[float]) -> Dict[str, float]:
@@ -33,6 +39,7 @@ def stats(values: List[float]) -> Dict[str, float]:
 def summarize(runs: List[Dict[str, Any]]) -> Dict[str, Dict[str, float]]:
     for run in runs:
         run["rtf"] = run["total_ms"] / run["audio_ms"]
+        run["stalls"] = run["played"]["stalls"]
     return {key: stats([run[key] for run in runs]) for key, _ in METRICS}
 
 

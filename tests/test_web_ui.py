@@ -34,7 +34,7 @@ def test_generate_in_server_mode_plays_audio_and_records_the_run(browser, ui_ser
     assert run["mode"] == "server" and set(run) == {"mode", "ttfc_ms", "ttfa_ms", "total_ms", "audio_ms"}
     assert 0 < run["ttfc_ms"] <= run["ttfa_ms"] and run["ttfc_ms"] <= run["total_ms"]
     assert run["audio_ms"] > 0 and played["samples"] >= run["audio_ms"] * 24 * 0.99
-    assert played["audible"] > 0.5 * played["samples"]
+    assert played["audible"] > 0.5 * played["samples"] and played["stalls"] >= 0
     assert page.is_visible("#download") and page.get_attribute("#download", "href").startswith("blob:")
     assert errors == []
 
@@ -60,3 +60,31 @@ def test_stop_cancels_and_errors_show_in_the_page(browser, ui_server) -> None:
         route.abort()
     page.unroute("**/stream")
     assert page.evaluate("window.pocketTTS.runs.length") == 0
+
+
+PLAY_WITH_A_GAP = """async (gap) => {
+  const { Player } = await import("./player.js");
+  const player = new Player();
+  await player.start(24000);
+  const first = new Promise((resolve) => player.on("first-audio", resolve));
+  const drained = new Promise((resolve) => player.on("drained", resolve));
+  player.push(new Float32Array(gap ? 1920 : 24000).fill(0.25));
+  if (gap) {
+    // On the audio clock: the 80 ms chunk has played out and the queue has been dry a while.
+    const { time } = await first;
+    while (player.context.currentTime < time + 0.3) await new Promise((resolve) => setTimeout(resolve, 10));
+    player.push(new Float32Array(1920).fill(0.25));
+  }
+  player.end();
+  return drained;
+}"""
+
+
+def test_the_player_counts_the_gaps_a_listener_hears(browser, ui_server) -> None:
+    page = browser.new_page()
+    page.goto(ui_server + "/")
+    page.wait_for_function("window.pocketTTS.ready", timeout=20_000)
+    late = page.evaluate(PLAY_WITH_A_GAP, True)
+    assert (late["stalls"], late["rendered"], late["audible"]) == (1, 3840, 3840)
+    on_time = page.evaluate(PLAY_WITH_A_GAP, False)
+    assert (on_time["stalls"], on_time["rendered"], on_time["audible"]) == (0, 24000, 24000)

@@ -2,8 +2,8 @@
 // panel. Two engines with one contract (speak, voices, uploadVoice): the server (POST /stream) and
 // the browser (Pyodide in a worker). Every finished run is appended to window.pocketTTS.runs as
 // {mode, ttfc_ms, ttfa_ms, total_ms, audio_ms}, and every run that played out to
-// window.pocketTTS.played as {samples, audible} (samples the worklet rendered, how many not
-// silent), and every voice upload to window.pocketTTS.uploads as {mode, ms} (until the voice was
+// window.pocketTTS.played as {samples, audible, stalls} (samples the worklet rendered, how many
+// not silent, how often playback waited for audio), and every voice upload to window.pocketTTS.uploads as {mode, ms} (until the voice was
 // ready). Automation reads them (tests/test_web_ui.py, e2e/).
 
 import * as browser from "./browser-engine.js";
@@ -171,8 +171,12 @@ player.on("first-audio", ({ time }) => {
   if (run.onFirstAudio) run.onFirstAudio();
 });
 
-player.on("drained", ({ rendered, audible }) => {
-  window.pocketTTS.played.push({ samples: rendered, audible });
+player.on("drained", ({ rendered, audible, stalls }) => {
+  window.pocketTTS.played.push({ samples: rendered, audible, stalls });
+  if (stalls > 0) {
+    status(`${$("status").textContent} Playback waited for audio ${stalls === 1 ? "once" : `${stalls} times`} ` +
+      "(generation slower than real time).");
+  }
 });
 
 $("generate").addEventListener("click", generate);

@@ -3,8 +3,9 @@
 // Messages in (port): {chunk: Float32Array} to queue audio, {end: true} once the run has no more,
 // {reset: true} to drop everything (Stop, or a new run). Messages out: {type: "first-audio",
 // time} when the first non-zero sample is rendered (time: audio clock, in seconds), {type:
-// "drained", time, rendered, audible} when an ended run has played out (samples rendered, and how
-// many of them were not silent), {type: "underrun"} when the queue ran dry mid-run.
+// "drained", time, rendered, audible, stalls} when an ended run has played out (samples rendered,
+// how many of them were not silent, and stalls: how often the queue ran dry before the end, each
+// a gap the listener heard).
 
 class StreamPlayer extends AudioWorkletProcessor {
   constructor() {
@@ -16,6 +17,8 @@ class StreamPlayer extends AudioWorkletProcessor {
     this.playing = false;
     this.rendered = 0;
     this.audible = 0;
+    this.stalls = 0;
+    this.starved = false;
     this.port.onmessage = (event) => {
       const message = event.data;
       if (message.reset) {
@@ -26,10 +29,13 @@ class StreamPlayer extends AudioWorkletProcessor {
         this.playing = false;
         this.rendered = 0;
         this.audible = 0;
+        this.stalls = 0;
+        this.starved = false;
       }
       if (message.chunk) {
         this.queue.push(message.chunk);
         this.playing = true;
+        this.starved = false;
       }
       if (message.end) this.ended = true;
     };
@@ -69,9 +75,11 @@ class StreamPlayer extends AudioWorkletProcessor {
           time: currentTime + written / sampleRate,
           rendered: this.rendered,
           audible: this.audible,
+          stalls: this.stalls,
         });
-      } else if (written < out.length) {
-        this.port.postMessage({ type: "underrun" });
+      } else if (written < out.length && !this.starved) {
+        this.starved = true;
+        this.stalls++;
       }
     }
     return true;
