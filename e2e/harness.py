@@ -83,11 +83,12 @@ def _wait(url: str, process: subprocess.Popen, log: Any, seconds: float = 120) -
 
 
 @contextmanager
-def server(args: Sequence[str]) -> Iterator[str]:
-    """`python -m server` with these arguments (and a free port) until the block ends; yields its
-    URL once /health answers."""
+def server(args: Sequence[str], cwd: Path = ROOT, env: Optional[Dict[str, str]] = None) -> Iterator[str]:
+    """`python -m server` with these arguments (and a free port) until the block ends, from `cwd` and
+    with `env` (default: this process's); yields its URL once /health answers."""
     port = free_port()
-    with _serving([sys.executable, "-m", "server", "--port", str(port), *args], port, "/health") as url:
+    command = [sys.executable, "-m", "server", "--port", str(port), *args]
+    with _serving(command, port, "/health", cwd, env) as url:
         yield url
 
 
@@ -124,11 +125,13 @@ def static_server(directory: Path) -> Iterator[str]:
 
 
 @contextmanager
-def _serving(command: List[str], port: int, probe: str) -> Iterator[str]:
+def _serving(
+    command: List[str], port: int, probe: str, cwd: Path = ROOT, env: Optional[Dict[str, str]] = None
+) -> Iterator[str]:
     """Run a server process until the block ends; yields its URL once `probe` answers. Its output
     goes to a file (a pipe nobody reads would fill up and stall it), shown if it fails to start."""
     with tempfile.TemporaryFile("w+") as log:
-        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True)
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
         try:
             _wait(f"http://127.0.0.1:{port}{probe}", process, log)
             yield f"http://127.0.0.1:{port}"

@@ -134,11 +134,10 @@ async def stream(request: Request, data: JSONBody[GenerateRequest]) -> Stream:
     summary="The official pocket-tts server's form: text, voice_url or voice_wav; a streamed WAV",
     status_code=200,
 )
-async def tts(
-    request: Request, data: Annotated[Dict[str, Any], Body(media_type=RequestEncodingType.MULTI_PART)]
-) -> Stream:
+async def tts(request: Request) -> Stream:
     """Form fields as the official server's (multipart, or url-encoded without an upload)."""
     engine = _engine(request)
+    data = await request.form()
     text = data.get("text")
     if not isinstance(text, str) or not text.strip():
         raise ApiError(400, "Text cannot be empty", "text", "empty_text")

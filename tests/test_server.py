@@ -78,6 +78,8 @@ def test_official_tts_form(client, engine) -> None:
     response = client.post("/tts", files={"text": (None, "Hello world.")})
     assert response.status_code == 200 and response.headers["content-type"] == "audio/wav"
     assert response.content[:4] == b"RIFF" and response.content[40:44] == b"\xff\xff\xff\xff"  # streamed WAV
+    encoded = client.post("/tts", data={"text": "Hello world."})  # url-encoded, as FastAPI's Form takes too
+    assert encoded.status_code == 200 and encoded.content[:4] == b"RIFF" and len(encoded.content) > 44
     with open(VOICE_22K, "rb") as f:
         uploaded = client.post("/tts", files={"text": (None, "Hello world."), "voice_wav": ("me.wav", f.read())})
     assert uploaded.status_code == 200 and len(uploaded.content) > 44

@@ -1,0 +1,54 @@
+"""A non-editable install (what `pip install .` puts in site-packages) is complete: its server
+serves the web UI and the API from the installed files alone."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from conftest import ROOT, TINY_CONFIG, VOICE_24K
+from e2e import harness
+
+SOURCES = ["pyproject.toml", "setup.py", "README.md", "core", "server", "browser", "web"]
+
+
+def pip(*args: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+
+
+def test_an_installed_server_serves_the_page(tmp_path: Path) -> None:
+    source = tmp_path / "source"  # a copy: the build leaves nothing in the tree
+    source.mkdir()
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+        else:
+            shutil.copy(ROOT / name, source / name)
+    pip("wheel", "--no-deps", "--quiet", str(source), "--wheel-dir", str(tmp_path / "wheels"))
+    site = tmp_path / "site-packages"
+    pip("install", "--no-deps", "--quiet", "--target", str(site), *map(str, (tmp_path / "wheels").glob("*.whl")))
+    shutil.rmtree(source)
+    env = dict(os.environ, PYTHONPATH=str(site))
+    where = subprocess.run(
+        [sys.executable, "-c", "import server.app; print(server.app.__file__)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(where.stdout.strip()).is_relative_to(site)
+    with harness.server(["--model", str(TINY_CONFIG), "--voice", str(VOICE_24K)], cwd=tmp_path, env=env) as url:
+        for name in ("index.html", "app.js", "worklet.js", "style.css"):
+            response = httpx.get(f"{url}/{name}")
+            assert response.status_code == 200 and response.content == (ROOT / "web" / name).read_bytes(), name
+        page = httpx.get(url + "/")
+        assert page.status_code == 200 and page.content == (ROOT / "web" / "index.html").read_bytes()
+        speech = httpx.post(url + "/tts", data={"text": "Hello."}, timeout=60)
+        assert speech.status_code == 200 and speech.content[:4] == b"RIFF"
