@@ -42,7 +42,7 @@ def build_wheel(out: Path) -> Path:
         source.mkdir()
         for name in ("pyproject.toml", "README.md"):
             shutil.copy(ROOT / name, source / name)
-        for package in ("core", "server", "browser"):
+        for package in ("core", "server", "browser", "web"):
             shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
         done = subprocess.run(
             [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", tmp, str(source)],

@@ -4,36 +4,27 @@ serves the web UI and the API from the installed files alone."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 
-from conftest import ROOT, TINY_CONFIG, VOICE_24K
 from e2e import harness
+from scripts.build_site import build_wheel
 
-SOURCES = ["pyproject.toml", "setup.py", "README.md", "core", "server", "browser", "web"]
-
-
-def pip(*args: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+from conftest import ROOT, TINY_CONFIG, VOICE_24K
 
 
 def test_an_installed_server_serves_the_page(tmp_path: Path) -> None:
-    source = tmp_path / "source"  # a copy: the build leaves nothing in the tree
-    source.mkdir()
-    for name in SOURCES:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-        else:
-            shutil.copy(ROOT / name, source / name)
-    pip("wheel", "--no-deps", "--quiet", str(source), "--wheel-dir", str(tmp_path / "wheels"))
+    wheel = build_wheel(tmp_path)  # the site's wheel: pip wheel of a copy of the sources
     site = tmp_path / "site-packages"
-    pip("install", "--no-deps", "--quiet", "--target", str(site), *map(str, (tmp_path / "wheels").glob("*.whl")))
-    shutil.rmtree(source)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site), str(wheel)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
     env = dict(os.environ, PYTHONPATH=str(site))
     where = subprocess.run(
         [sys.executable, "-c", "import server.app; print(server.app.__file__)"],
