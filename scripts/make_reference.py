@@ -2,16 +2,21 @@
 
 For every model named on the command line this writes, under OUT/NAME/:
 
-- `config.yaml`: the official YAML schema, with local relative paths;
+- `config.yaml`: the official YAML schema with local relative paths, the tokenizer swapped for one
+  trained here (tests/fixtures/tokenizers: the real ones cannot be downloaded), a `tokenizer.json`
+  or a SentencePiece `.model` as the architecture's own;
 - `model.safetensors`: random weights of that architecture in the official key layout, with every
   constant tensor (norm weights, biases, LayerScale, emb_std/emb_mean, speaker projection)
   perturbed so that a port ignoring one of them cannot pass;
 - `voice_state.safetensors`: the voice state of the espeak-ng prompt, exported by the official
   `export_model_state` (the `pocket-tts export-voice` format);
-- `reference.npz`: intermediate tensors and audio from the official code (see `reference_run`).
+- `reference.npz`: intermediate tensors and audio from the official code (see `reference_run`),
+  and, for full-size models run for 60 frames or more, the official `quantize=True` audio
+  (`pcm_official_int8`), which the int8 bundles are compared with.
 
 NAME is an official config (`english`, `english_2m_2026-10`, ...) or one of the tiny architectures
-in TINY_MODELS, which keep every code path but are small enough to commit.
+in TINY_MODELS, which keep every code path but are small enough to commit. scripts/test.sh makes
+the full-size ones (the larger ones with `--frames 32`):
 
     .venv-ref/bin/python -m scripts.make_reference --out tests/fixtures/models tiny_lsd tiny_gqa
     .venv-ref/bin/python -m scripts.make_reference --out build/reference english english_2m_2026-10

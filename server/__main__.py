@@ -32,13 +32,13 @@ def main() -> int:
     from core import PocketTTSError, TTSModel
     from server import native
     from server.app import create_app
-    from server.engine import Engine
+    from server.engine import ServerEngine
 
     kernels = native.install()
     print(f"products on: {kernels}", file=sys.stderr)
     try:
         print(f"loading {args.model}", file=sys.stderr)
-        engine = Engine(TTSModel.load(args.model), args.voice, args.max_concurrent, kernels)
+        engine = ServerEngine(TTSModel.load(args.model), args.voice, args.max_concurrent, kernels)
     except PocketTTSError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

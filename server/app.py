@@ -35,7 +35,7 @@ from core import PocketTTSError, TTSModel, VoiceState
 from core.audio import pcm16, wav_header
 from core.options import GenerationOptions
 from server import audio_out, native
-from server.engine import OPENAI_VOICES, Engine
+from server.engine import OPENAI_VOICES, ServerEngine
 from server.scheduler import Busy
 from server.schemas import (
     MAX_TEXT,
@@ -71,7 +71,7 @@ def _error(
     return Response(msgspec.json.encode(body), status_code=status, media_type=MediaType.JSON, headers=headers)
 
 
-def _engine(request: Request) -> Engine:
+def _engine(request: Request) -> ServerEngine:
     return request.app.state.engine
 
 
@@ -201,7 +201,7 @@ async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Resp
     return Response(audio_out.encode(pcm, rate, fmt), media_type=audio_out.MEDIA_TYPES[fmt])
 
 
-def _openai_voice(engine: Engine, name: str) -> VoiceState:
+def _openai_voice(engine: ServerEngine, name: str) -> VoiceState:
     try:
         return engine.voice(name)
     except PocketTTSError as e:
@@ -319,7 +319,7 @@ def _unexpected(_: Request, error: Exception) -> Response:
 # The app
 
 
-def create_app(engine: Optional[Engine] = None, web: Path = WEB) -> Litestar:
+def create_app(engine: Optional[ServerEngine] = None, web: Path = WEB) -> Litestar:
     """The app over `engine`, serving the page from `web` (web/, or a site from scripts.build_site);
     without an engine, the lifespan loads the model the environment names (POCKET_TTS_MODEL,
     POCKET_TTS_VOICE, POCKET_TTS_MAX_CONCURRENT, POCKET_TTS_SITE), as `uvicorn server.app:app` does."""
@@ -359,11 +359,11 @@ def create_app(engine: Optional[Engine] = None, web: Path = WEB) -> Litestar:
     )
 
 
-def engine_from_environment() -> Engine:
+def engine_from_environment() -> ServerEngine:
     kernels = native.install()
     model = TTSModel.load(os.environ.get("POCKET_TTS_MODEL", "english"))
     voice, slots = os.environ.get("POCKET_TTS_VOICE"), int(os.environ.get("POCKET_TTS_MAX_CONCURRENT", "4"))
-    return Engine(model, voice, slots, kernels)
+    return ServerEngine(model, voice, slots, kernels)
 
 
 app = create_app(web=Path(os.environ.get("POCKET_TTS_SITE", str(WEB))))

@@ -41,7 +41,7 @@ OPENAI_VOICES = {
 }
 
 
-class Engine:
+class ServerEngine:
     """The server's engine: one model, its voices (core.voices.VoiceRegistry behind a lock: request
     threads share it), and the scheduler that runs the generations."""
 

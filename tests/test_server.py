@@ -22,7 +22,7 @@ from litestar.testing import TestClient
 from core.audio import pcm16
 from e2e.harness import active_generations, free_port
 from server.app import create_app
-from server.engine import Engine
+from server.engine import ServerEngine
 
 from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, tiny_server
 
@@ -41,8 +41,8 @@ def error_of(response) -> dict:
 
 
 @pytest.fixture(scope="module")
-def engine(model) -> Engine:
-    return Engine(model, str(VOICE_24K), max_concurrent=2)
+def engine(model) -> ServerEngine:
+    return ServerEngine(model, str(VOICE_24K), max_concurrent=2)
 
 
 @pytest.fixture(scope="module")

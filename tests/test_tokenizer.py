@@ -1,4 +1,4 @@
-"""The pure-Python tokenizer (core/tokenizer.py) against the libraries it replaces.
+"""The pure-Python tokenizer (core/tokenizer/) against the libraries it replaces.
 
 For every fixture model (tests/fixtures/tokenizers, made by scripts/train_tokenizers.py: unigram
 and BPE, 300 to 8000 pieces, with and without byte fallback, user-defined symbols, digit
@@ -34,7 +34,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.errors import ConfigError
-from core.tokenizer import Tokenizer, _CharsMap, _PrecompiledNormalizer
+from core.tokenizer import Tokenizer
+from core.tokenizer.charsmap import CharsMap
+from core.tokenizer.hf_stages import PrecompiledNormalizer
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tokenizers"
 MODELS = sorted(p.stem for p in FIXTURES.glob("*.model"))
@@ -415,7 +417,7 @@ def precompiled(name: str):
     config = json.loads((FIXTURES / f"{name}.json").read_text())
     steps = config["normalizer"].get("normalizers", [config["normalizer"]])
     blob = base64.b64decode(next(s for s in steps if s["type"] == "Precompiled")["precompiled_charsmap"])
-    return tokenizers.normalizers.Precompiled(blob), _PrecompiledNormalizer(_CharsMap(blob))
+    return tokenizers.normalizers.Precompiled(blob), PrecompiledNormalizer(CharsMap(blob))
 
 
 def test_every_bmp_character_after_a_rewritten_one() -> None:
