@@ -3,6 +3,7 @@
     generate      speak a text to a WAV file, a WAV on stdout (-o -), or raw PCM as it is made (--stream)
     export-voice  save a voice (audio file or name) as an official .safetensors voice state
     export        write a model bundle (int8 weights, config, tokenizer, voices) for offline/browser use
+    batch         speak every line of a JSONL file (worker processes, or a Ray cluster), resumable
     models        list the catalog models (* = in the local cache)
     voices        list a model's predefined voices (* = in the local cache)
 
@@ -25,23 +26,15 @@ import numpy as np
 from . import catalog, hub, sources
 from .audio import pcm16, wav_bytes, wav_header
 from .errors import PocketTTSError
+from .files import write_atomically
 from .model import TTSModel
 from .options import GenerationOptions
 from .options import names as option_names
 
 
 def write_wav(path: str, pcm: np.ndarray, sample_rate: int) -> None:
-    """16-bit mono WAV, written to a temporary file then renamed: no half-written output."""
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(wav_bytes(pcm, sample_rate))
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """16-bit mono WAV, written atomically: no half-written output."""
+    write_atomically(path, wav_bytes(pcm, sample_rate))
 
 
 class _Timed:
@@ -140,6 +133,22 @@ def _export(args: argparse.Namespace) -> None:
     )
 
 
+def _batch(args: argparse.Namespace) -> None:
+    from .batch import MANIFEST, run
+
+    where = f"the Ray cluster at {args.ray}" if args.ray else f"{args.workers or os.cpu_count()} worker processes"
+    _say(args, f"synthesizing {args.input} with {args.model} on {where}")
+    done = run(args.input, args.out, args.model, args.voice, args.workers, args.ray, progress=not args.quiet)
+    _say(
+        args,
+        f"{done.lines} lines: {done.made} made, {done.skipped} already there, {done.failed} failed; "
+        f"{done.audio_s:.1f} s of audio in {done.seconds:.1f} s ({done.audio_s / max(done.seconds, 1e-9):.2f} s of "
+        f"audio per second); manifest: {os.path.join(args.out, MANIFEST)}",
+    )
+    if done.failed:
+        raise PocketTTSError(f"{done.failed} of {done.lines} lines failed: their errors are in the manifest")
+
+
 def _models(args: argparse.Namespace) -> None:
     default = catalog.default_model()
     for name in catalog.model_names():
@@ -213,6 +222,14 @@ def parser() -> argparse.ArgumentParser:
         action="store_false",
         help="leave out the Mimi encoder (smaller; only bundled voices then)",
     )
+
+    ba = command("batch", _batch, "speak every line of a JSONL file to a WAV file each, with a manifest")
+    ba.add_argument("input", help='JSONL file: {"id", "text", "voice"?, options?} per line')
+    ba.add_argument("--out", required=True, help="folder for ID.wav files and manifest.jsonl (a rerun resumes)")
+    model_option(ba)
+    ba.add_argument("--voice", help="voice of the lines that name none (default: the model's)")
+    ba.add_argument("--workers", type=int, help="worker processes on this machine (default: one per core)")
+    ba.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster instead: its address, or auto")
 
     command("models", _models, "list the catalog models (* = cached locally)")
     vo = command("voices", _voices, "list a model's predefined voices (* = cached locally)")

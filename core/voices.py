@@ -108,6 +108,19 @@ class VoiceRegistry:
         self._prepared[key] = resolve(self.model, key)
         return self._prepared[key]
 
+    def source(self, source: Optional[str]) -> VoiceState:
+        """Any source a local caller names (the command line: a predefined name, an audio file, a
+        voice state; None: the default), prepared once and kept by that source."""
+        if source is None or source == self.default_name:
+            return self.default
+        if source not in self._prepared:
+            self._prepared[source] = resolve(self.model, source)
+        self._prepared.move_to_end(source)
+        files = [k for k in self._prepared if not k.startswith(RECORDING) and k not in self.model.voices]
+        for oldest in files[: max(0, len(files) - self.capacity)]:
+            del self._prepared[oldest]
+        return self._prepared[source]
+
     def add(self, samples: np.ndarray, sample_rate: int) -> str:
         """Clone a recording (samples [T] or [channels, T]) unless it was already; returns its id."""
         key = recording_id(samples, sample_rate)

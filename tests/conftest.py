@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -192,6 +193,30 @@ def native_kernels(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
         function.argtypes, function.restype = [types[code] for code in signature], None
         functions[name] = function
     return functions
+
+
+def require_ray(request: pytest.FixtureRequest) -> None:
+    """Skip without Ray (the `cluster` extra), or fail under --require-full-reference (CI)."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        if request.config.getoption("--require-full-reference"):
+            pytest.fail('Ray is not installed: pip install -e ".[cluster]"')
+        pytest.skip("Ray is not installed (the cluster extra)")
+
+
+@contextmanager
+def ray_cluster(cpus: int = 2) -> Iterator[str]:
+    """A real local Ray cluster (`ray start --head`, `cpus` CPUs: that many worker processes at once)
+    until the block ends; yields its address."""
+    ray = str(Path(sys.executable).parent / "ray")
+    port = harness.free_port()
+    command = [ray, "start", "--head", f"--num-cpus={cpus}", f"--port={port}", "--include-dashboard=false"]
+    subprocess.run(command + ["--disable-usage-stats"], check=True, capture_output=True)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([ray, "stop", "--force"], capture_output=True)
 
 
 @contextmanager

@@ -1,0 +1,376 @@
+"""Batch synthesis: a JSONL file of texts to one WAV file each, and a manifest.
+
+    python -m core.cli batch lines.jsonl --out audio/               # worker processes on this machine
+    python -m core.cli batch lines.jsonl --out audio/ --ray auto    # Ray tasks on a cluster
+
+Each line of the input is a JSON object: "id" (letters, digits, ".", "_", "-"; the file's name),
+"text", optionally "voice" (a predefined voice, an audio file or a .safetensors voice state; a
+relative path is relative to the input file's folder; default: --voice, else the model's) and any
+generation option by name ("temperature": 0, "seed": 7, ...). Each line becomes OUT/ID.wav, and
+OUT/manifest.jsonl has one entry per line, in input order: line (its number), id, file,
+duration_s, voice, options (the seed included), error (null when it worked) and a fingerprint.
+
+- Resumable: a line whose WAV file exists, is complete, and was made from the same model, text,
+  voice and options (the manifest keeps a fingerprint) is not made again. Files are written to a
+  temporary name and renamed, and the manifest grows as lines finish, so an interrupted job leaves
+  no partial file and loses only the lines in progress.
+- A bad line (not JSON, no id or text, an id used twice, an unknown option or voice) is an error
+  in the manifest, not the end of the job; the command then exits 1.
+- Reproducible: a line without a "seed" gets one from its id, so a rerun, a retried task or
+  another machine makes the same audio.
+- Workers: processes on this machine (one per core, each NumPy on one thread), or Ray tasks
+  (`--ray ADDRESS`, or `auto` for the cluster this machine belongs to), which Ray runs again on
+  another worker when the one running it dies. Each worker loads the model once. The audio comes
+  back to this process, which writes every file. On a cluster of several machines, voice files
+  must be at the same path on every node.
+
+This module is the command line's: the model code knows nothing of pools or Ray, which are imported
+only by the runner asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import struct
+import sys
+import time
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+
+from . import catalog
+from .audio import wav_bytes
+from .errors import PocketTTSError
+from .files import write_atomically
+from .options import GenerationOptions
+
+MANIFEST = "manifest.jsonl"
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}\Z")
+# Ray runs a task again on another worker when its worker process dies, up to this many times.
+RAY_RETRIES = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Line:
+    """One line of work: what to say, with what voice and options (seed included)."""
+
+    number: int  # in the input file
+    id: str
+    text: str
+    voice: str
+    options: Dict[str, Any]
+    fingerprint: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What a worker made of a line: the WAV file's bytes, or the error."""
+
+    id: str
+    wav: Optional[bytes]
+    duration_s: float
+    error: Optional[str]
+
+
+def read_lines(path: str, model: str, voice: Optional[str]) -> Tuple[List[Line], List[Dict[str, Any]]]:
+    """The valid lines of the input, and a manifest entry for each invalid one; `voice` is the
+    voice of the lines that name none (None: without one, such a line is invalid)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    lines: List[Line] = []
+    invalid: List[Dict[str, Any]] = []
+    seen = set()
+    with open(path, encoding="utf-8") as f:
+        for number, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                line = _parse(number, raw, folder, model, voice)
+            except PocketTTSError as e:
+                invalid.append(_entry(number, _id_of(raw), None, None, {}, str(e)))
+                continue
+            if line.id in seen:
+                invalid.append(_entry(number, line.id, None, line.voice, line.options, f"id {line.id!r} used twice"))
+                continue
+            seen.add(line.id)
+            lines.append(line)
+    return lines, invalid
+
+
+def _id_of(raw: str) -> Optional[str]:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    found = value.get("id") if isinstance(value, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def _parse(number: int, raw: str, folder: str, model: str, default_voice: Optional[str]) -> Line:
+    try:
+        value = json.loads(raw)
+    except ValueError as e:
+        raise PocketTTSError(f"not JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise PocketTTSError("not a JSON object")
+    fields = dict(value)
+    line_id, text, voice = fields.pop("id", None), fields.pop("text", None), fields.pop("voice", None)
+    if not isinstance(line_id, str) or not ID_PATTERN.match(line_id):
+        raise PocketTTSError(
+            f"id must be 1-200 letters, digits, '.', '_' or '-', starting with a letter or digit, got {line_id!r}"
+        )
+    if not isinstance(text, str) or not text.strip():
+        raise PocketTTSError("text must be a non-empty string")
+    if voice is not None and not isinstance(voice, str):
+        raise PocketTTSError(f"voice must be a string, got {voice!r}")
+    if voice is None:
+        if default_voice is None:
+            raise PocketTTSError("no voice: the model has no default voice, so name one (or use --voice)")
+        voice = default_voice
+    elif not voice.startswith("hf://") and not os.path.isabs(voice):
+        beside = os.path.join(folder, voice)
+        if os.path.exists(beside):
+            voice = beside
+    if fields.get("seed") is None:
+        fields["seed"] = int.from_bytes(hashlib.sha256(line_id.encode()).digest()[:4], "little") & 0x7FFFFFFF
+    try:
+        GenerationOptions.of(fields).check()
+    except TypeError as e:
+        raise PocketTTSError(str(e)) from None
+    what = json.dumps({"model": model, "text": text, "voice": voice, "options": fields}, sort_keys=True)
+    return Line(number, line_id, text, voice, fields, hashlib.sha256(what.encode()).hexdigest())
+
+
+def _entry(
+    number: int,
+    line_id: Optional[str],
+    duration_s: Optional[float],
+    voice: Optional[str],
+    options: Dict[str, Any],
+    error: Optional[str],
+    fingerprint: Optional[str] = None,
+) -> Dict[str, Any]:
+    return {
+        "line": number,
+        "id": line_id,
+        "file": f"{line_id}.wav" if error is None else None,
+        "duration_s": round(duration_s, 3) if error is None and duration_s is not None else None,
+        "voice": voice,
+        "options": options,
+        "error": error,
+        "fingerprint": fingerprint,
+    }
+
+
+def complete_wav(path: str) -> bool:
+    """Whether a file is a whole 16-bit WAV as written here (its RIFF length is its size)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+            size = os.fstat(f.fileno()).st_size
+    except OSError:
+        return False
+    if len(head) < 12 or head[:4] != b"RIFF" or head[8:] != b"WAVE":
+        return False
+    return struct.unpack("<I", head[4:8])[0] + 8 == size
+
+
+def _previous(out: str) -> Dict[str, Dict[str, Any]]:
+    """The manifest entries of earlier runs' valid lines, the latest per id (a line cut short by a
+    crash is skipped)."""
+    entries: Dict[str, Dict[str, Any]] = {}
+    try:
+        with open(os.path.join(out, MANIFEST), encoding="utf-8") as f:
+            for raw in f:
+                try:
+                    entry = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry.get("fingerprint"):
+                    entries[entry["id"]] = entry
+    except FileNotFoundError:
+        pass
+    return entries
+
+
+def _done(out: str, line: Line, previous: Dict[str, Dict[str, Any]]) -> bool:
+    entry = previous.get(line.id)
+    return (
+        entry is not None
+        and entry.get("error") is None
+        and entry.get("fingerprint") == line.fingerprint
+        and complete_wav(os.path.join(out, f"{line.id}.wav"))
+    )
+
+
+# The worker side: a model per worker process, loaded by its first line.
+_workers: Dict[str, Any] = {}
+
+
+def synthesize(model_source: str, line: Line) -> Outcome:
+    """One line, in a worker process (of the pool, or a Ray task)."""
+    from .model import TTSModel
+    from .voices import VoiceRegistry
+
+    try:
+        if _workers.get("source") != model_source:
+            _workers.clear()
+            _workers.update(source=model_source, model=TTSModel.load(model_source))
+        model = _workers["model"]
+        if "voices" not in _workers:
+            _workers["voices"] = VoiceRegistry(model, default=line.voice)
+        voices = _workers["voices"]
+        pcm = model.generate(line.text, voices.source(line.voice), GenerationOptions.of(line.options))
+    except PocketTTSError as e:
+        return Outcome(line.id, None, 0.0, str(e))
+    return Outcome(line.id, wav_bytes(pcm, model.sample_rate), pcm.shape[0] / model.sample_rate, None)
+
+
+def _one_blas_thread() -> None:
+    """Worker processes share the cores: each does its products on one thread."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
+
+
+def local_outcomes(model_source: str, lines: List[Line], workers: int) -> Iterator[Outcome]:
+    """The lines on a pool of worker processes on this machine, as they finish."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_one_blas_thread)
+    futures = {pool.submit(synthesize, model_source, line): line for line in lines}
+    try:
+        for future in as_completed(futures):
+            line_id = futures[future].id
+            try:
+                yield future.result()
+            except BrokenProcessPool:
+                yield Outcome(line_id, None, 0.0, "its worker process died (run the job again to resume)")
+            except Exception as e:  # a failure of ours: this line's error, not the job's end
+                yield Outcome(line_id, None, 0.0, f"{type(e).__name__}: {e}")
+    finally:
+        for future in futures:
+            future.cancel()
+        pool.shutdown(wait=True)
+
+
+def ray_outcomes(model_source: str, lines: List[Line], address: str) -> Iterator[Outcome]:
+    """The lines as Ray tasks on the cluster at `address`, as they finish; this package travels with
+    them, so the cluster's nodes need NumPy (and, for catalog models, huggingface_hub) only."""
+    try:
+        import ray
+    except ImportError:
+        raise PocketTTSError('--ray needs Ray: pip install "pocket-tts-numpy[cluster]"') from None
+    try:
+        ray.init(
+            address=address,
+            runtime_env={"py_modules": [os.path.dirname(os.path.abspath(__file__))]},
+            log_to_driver=False,
+            logging_level="error",
+        )
+    except (ConnectionError, ValueError, RuntimeError) as e:
+        raise PocketTTSError(f"cannot reach the Ray cluster at {address!r}: {e}") from None
+    try:
+        task = ray.remote(num_cpus=1, max_retries=RAY_RETRIES)(synthesize)
+        # Enough tasks queued to keep every CPU busy, few enough that results do not pile up.
+        window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
+        pending: Dict[Any, Line] = {}
+        queue = iter(lines)
+        while True:
+            for line in queue:
+                pending[task.remote(model_source, line)] = line
+                if len(pending) >= window:
+                    break
+            if not pending:
+                return
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            line = pending.pop(ready[0])
+            try:
+                yield ray.get(ready[0])
+            except ray.exceptions.RayError as e:
+                yield Outcome(line.id, None, 0.0, f"Ray gave up on it: {type(e).__name__}")
+    finally:
+        ray.shutdown()
+
+
+@dataclasses.dataclass
+class Summary:
+    lines: int
+    skipped: int
+    made: int
+    failed: int
+    audio_s: float
+    seconds: float
+
+
+def run(
+    input_path: str,
+    out: str,
+    model: str,
+    voice: Optional[str] = None,
+    workers: Optional[int] = None,
+    ray_address: Optional[str] = None,
+    progress: bool = True,
+) -> Summary:
+    """Make every line of `input_path` not yet made in `out`; see the module's docstring."""
+    start = time.perf_counter()
+    if not os.path.isfile(input_path):
+        raise PocketTTSError(f"input file not found: {input_path}")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise PocketTTSError(f"--out must be a folder: {out} is a file")
+    if not catalog.is_model(model) and os.path.exists(model):
+        model = os.path.abspath(model)  # the workers may run elsewhere than here
+    from .sources import resolve
+
+    files = resolve(model)  # a model that cannot load is one error now, not one per line
+    if voice is not None and os.path.exists(voice):
+        voice = os.path.abspath(voice)
+    lines, invalid = read_lines(input_path, model, voice if voice is not None else files.default_voice)
+    os.makedirs(out, exist_ok=True)
+    previous = _previous(out)
+    todo = [line for line in lines if not _done(out, line, previous)]
+    entries = {e["line"]: e for e in invalid}
+    waiting = {line.id for line in todo}
+    for line in lines:
+        if line.id not in waiting:
+            entries[line.number] = dict(previous[line.id], line=line.number)
+    summary = Summary(len(lines) + len(invalid), len(lines) - len(todo), 0, len(invalid), 0.0, 0.0)
+    if todo:
+        if ray_address is not None:
+            outcomes = ray_outcomes(model, todo, ray_address)
+        else:
+            outcomes = local_outcomes(model, todo, min(workers or os.cpu_count() or 1, len(todo)))
+        by_id = {line.id: line for line in todo}
+        with open(os.path.join(out, MANIFEST), "a", encoding="utf-8") as manifest:
+            for outcome in _progress(outcomes, len(todo), progress, summary):
+                line = by_id[outcome.id]
+                if outcome.wav is not None:
+                    write_atomically(os.path.join(out, f"{line.id}.wav"), outcome.wav)
+                    summary.made += 1
+                    summary.audio_s += outcome.duration_s
+                else:
+                    summary.failed += 1
+                entry = _entry(
+                    line.number, line.id, outcome.duration_s, line.voice, line.options, outcome.error, line.fingerprint
+                )
+                entries[line.number] = entry
+                manifest.write(json.dumps(entry) + "\n")
+                manifest.flush()
+    text = "".join(json.dumps(entries[number]) + "\n" for number in sorted(entries))
+    write_atomically(os.path.join(out, MANIFEST), text.encode("utf-8"))
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+def _progress(outcomes: Iterable[Outcome], total: int, show: bool, summary: Summary) -> Iterator[Outcome]:
+    """A progress bar with the rate, the time left and the audio made so far (on stderr)."""
+    from tqdm import tqdm
+
+    with tqdm(total=total, unit="line", desc="synthesizing", disable=not show, file=sys.stderr) as bar:
+        for outcome in outcomes:
+            yield outcome  # the caller writes it and counts it in `summary`
+            bar.set_postfix_str(f"{summary.audio_s:.0f} s of audio, {summary.failed} failed", refresh=False)
+            bar.update(1)
