@@ -92,6 +92,16 @@ def server(args: Sequence[str], cwd: Path = ROOT, env: Optional[Dict[str, str]] 
         yield url
 
 
+@contextmanager
+def cluster_server(address: str, args: Sequence[str]) -> Iterator[str]:
+    """`python -m server.cluster` (the app on Ray Serve) on the Ray cluster at `address`, its proxy on
+    a free port, until the block ends; yields its URL once a replica answers /health."""
+    port = free_port()
+    command = [sys.executable, "-m", "server.cluster", "--address", address, "--port", str(port), *args]
+    with _serving(command, port, "/health") as url:
+        yield url
+
+
 def active_generations(url: str) -> int:
     return httpx.get(url + "/health").json()["active_generations"]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -49,6 +50,7 @@ from server.schemas import (
 )
 
 WEB = Path(__file__).resolve().parent.parent / "web"
+INSTANCE = f"{socket.gethostname()}:{os.getpid()}"
 MAX_UPLOAD = 20 * 1024 * 1024  # bytes of a voice upload (and of any request body)
 PCM_HEADERS = {"X-Sample-Format": "s16le", "X-Channels": "1"}
 
@@ -89,6 +91,7 @@ async def health(request: Request) -> Health:
         active_generations=engine.scheduler.active,
         max_concurrent=engine.max_concurrent,
         kernels=engine.kernels,
+        instance=INSTANCE,
     )
 
 

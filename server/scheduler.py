@@ -69,6 +69,11 @@ class Scheduler:
         with self._lock:
             return self._taken
 
+    @property
+    def running(self) -> bool:
+        """Whether both threads are alive (a health check: a thread that died cannot step again)."""
+        return not self._stopping and all(thread.is_alive() for thread in self._threads)
+
     def submit(self, generation: Generation, relay: Relay) -> None:
         """Run a generation, handing its chunks to `relay`; Busy at once when every slot is taken."""
         with self._lock:

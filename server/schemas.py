@@ -76,6 +76,7 @@ class Health(msgspec.Struct):
     active_generations: int
     max_concurrent: int
     kernels: str  # what runs the model's products: the compiled kernels with NumPy, or NumPy alone
+    instance: str  # host:pid of the process that answered (which replica, behind a load balancer)
 
 
 class Voices(msgspec.Struct):

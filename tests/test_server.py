@@ -1,11 +1,15 @@
 """The HTTP server: routes through Litestar's TestClient, and a real `python -m server` process
-driven by the official openai SDK and plain HTTP (concurrency, disconnects, overload)."""
+driven by the official openai SDK and plain HTTP (concurrency, disconnects, overload). The same
+routes and clients run against the app as a Ray Serve application too (`python -m server.cluster`:
+two replicas on a local Ray cluster), which must also replace a replica that dies."""
 
 from __future__ import annotations
 
 import base64
 import io
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -20,11 +24,11 @@ import soundfile
 from litestar.testing import TestClient
 
 from core.audio import pcm16
-from e2e.harness import active_generations, free_port
+from e2e.harness import active_generations, cluster_server, free_port
 from server.app import create_app
 from server.engine import ServerEngine
 
-from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, tiny_server
+from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, ray_cluster, require_ray, tiny_server
 
 CONFIG = str(TINY_CONFIG)
 QUIET = {"temperature": 0.0, "max_frames": 6}
@@ -32,6 +36,15 @@ QUIET = {"temperature": 0.0, "max_frames": 6}
 
 def expected_pcm(model, text: str, voice, **options) -> bytes:
     return pcm16(model.generate(text, voice, **dict(QUIET, **options)))
+
+
+def same_audio(client, got: bytes, expected: bytes) -> bool:
+    """In process, the exact audio; through Ray Serve, whose replicas run the compiled kernels
+    (server/native.py), the same to one 16-bit step."""
+    if isinstance(client, TestClient):
+        return got == expected
+    a, b = np.frombuffer(got, "<i2").astype(np.int32), np.frombuffer(expected, "<i2").astype(np.int32)
+    return a.shape == b.shape and int(np.abs(a - b).max()) <= 1
 
 
 def error_of(response) -> dict:
@@ -46,9 +59,28 @@ def engine(model) -> ServerEngine:
 
 
 @pytest.fixture(scope="module")
-def client(engine):
+def served(request):
+    """The same app on Ray Serve: two replicas on a local two-CPU Ray cluster."""
+    require_ray(request)
+    args = ["--model", CONFIG, "--voice", str(VOICE_24K), "--replicas", "2", "--cpus-per-replica", "1"]
+    with ray_cluster() as address, cluster_server(address, args + ["--max-concurrent", "4"]) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def app_client(engine):
     with TestClient(app=create_app(engine)) as test_client:
         yield test_client
+
+
+@pytest.fixture(scope="module", params=["app", "serve"])
+def client(request):
+    """The routes in process (TestClient), and over HTTP through Ray Serve's proxy."""
+    if request.param == "app":
+        yield request.getfixturevalue("app_client")
+    else:
+        with httpx.Client(base_url=request.getfixturevalue("served"), timeout=120) as http:
+            yield http
 
 
 def test_health_and_voices(client, engine) -> None:
@@ -64,14 +96,14 @@ def test_generate_returns_the_core_audio_as_wav(client, engine) -> None:
     assert response.status_code == 200 and response.headers["content-type"] == "audio/wav"
     samples, rate = soundfile.read(io.BytesIO(response.content), dtype="int16")
     assert rate == 24000 and samples.shape == (6 * 1920,)
-    assert samples.tobytes() == expected_pcm(engine.model, "Hello world.", engine.voices.default)
+    assert same_audio(client, samples.tobytes(), expected_pcm(engine.model, "Hello world.", engine.voices.default))
 
 
 def test_stream_is_raw_pcm_of_the_same_audio(client, engine) -> None:
     response = client.post("/stream", json={"text": "Hello world.", **QUIET})
     assert response.status_code == 200
     assert response.headers["x-sample-rate"] == "24000" and response.headers["x-sample-format"] == "s16le"
-    assert response.content == expected_pcm(engine.model, "Hello world.", engine.voices.default)
+    assert same_audio(client, response.content, expected_pcm(engine.model, "Hello world.", engine.voices.default))
 
 
 def test_official_tts_form(client, engine) -> None:
@@ -88,7 +120,8 @@ def test_official_tts_form(client, engine) -> None:
     assert unknown.status_code == 400 and error_of(unknown)["param"] == "voice_url"
 
 
-def test_uploaded_voice_is_encoded_once(client, engine, monkeypatch) -> None:
+def test_uploaded_voice_is_encoded_once(app_client, engine, monkeypatch) -> None:
+    client = app_client
     calls = []
     original = engine.model.clone_voice
     monkeypatch.setattr(engine.model, "clone_voice", lambda *a, **k: calls.append(1) or original(*a, **k))
@@ -185,9 +218,15 @@ def test_oversized_body_is_413_json(client) -> None:
 
 
 @pytest.fixture(scope="module")
-def live():
+def live_process():
     with tiny_server("--max-concurrent", "8") as url:
         yield url
+
+
+@pytest.fixture(scope="module", params=["process", "serve"])
+def live(request):
+    """`python -m server`, and the Ray Serve application."""
+    yield request.getfixturevalue("live_process" if request.param == "process" else "served")
 
 
 def test_the_server_says_what_runs_its_products(live) -> None:
@@ -249,7 +288,8 @@ def port_of(url: str) -> int:
     return int(url.rsplit(":", 1)[1])
 
 
-def test_a_client_that_goes_away_stops_its_generation(live) -> None:
+def test_a_client_that_goes_away_stops_its_generation(live_process) -> None:
+    live = live_process
     body = {"text": "A very long story that nobody will hear to the end.", "max_frames": 3000, "eos_threshold": 100.0}
     with httpx.stream("POST", live + "/stream", json=body, timeout=60) as response:
         received = response.iter_bytes()  # kept: dropping the iterator closes the response
@@ -303,3 +343,59 @@ def test_a_voice_that_cannot_load_fails_at_startup(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 1 and done.stderr.splitlines()[-1].startswith("error: voice not found")
+
+
+def instances(url: str, count: int) -> set:
+    """The replicas answering /health (host:pid), once `count` different ones have answered."""
+    seen: set = set()
+    deadline = time.monotonic() + 120
+    while len(seen) < count and time.monotonic() < deadline:
+        seen.add(httpx.get(url + "/health", timeout=30).json()["instance"])
+    return seen
+
+
+def test_a_killed_replica_is_replaced_and_requests_keep_being_answered(served) -> None:
+    before = instances(served, 2)
+    assert len(before) == 2, before
+    victim = sorted(before)[0]
+    os.kill(int(victim.rsplit(":", 1)[1]), signal.SIGKILL)
+    statuses = []
+    now: set = set()
+    deadline = time.monotonic() + 180
+    while not (now - before) and time.monotonic() < deadline:  # until the new replica answers
+        statuses.append(httpx.post(served + "/tts", data={"text": "Still there?"}, timeout=60).status_code)
+        now.add(httpx.get(served + "/health", timeout=30).json()["instance"])
+    assert now - before, f"no new replica after {len(statuses)} requests"
+    assert victim not in instances(served, 2)
+    after = [httpx.post(served + "/tts", data={"text": "Back to two."}, timeout=60).status_code for _ in range(8)]
+    assert after == [200] * 8 and statuses.count(200) >= 1, statuses
+
+
+def test_the_cluster_config_file_with_the_command_line_on_top(request) -> None:
+    require_ray(request)
+    import yaml
+    from ray.serve.schema import ServeDeploySchema
+
+    shipped = yaml.safe_load((ROOT / "server" / "serve.yaml").read_text())
+    ServeDeploySchema.model_validate(shipped)
+    assert shipped["applications"][0]["import_path"] == "server.cluster:app"
+    flags = ["--model", CONFIG, "--min-replicas", "1", "--max-replicas", "3", "--cpus-per-replica", "0.5"]
+    done = subprocess.run(
+        [sys.executable, "-m", "server.cluster", "--print-config", "--port", "9000", *flags],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    config = yaml.safe_load(done.stdout)
+    ServeDeploySchema.model_validate(config)
+    application = config["applications"][0]
+    deployment = application["deployments"][0]
+    assert application["args"] == dict(shipped["applications"][0]["args"], model=CONFIG)
+    assert "num_replicas" not in deployment
+    assert deployment["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 3}
+    assert deployment["ray_actor_options"]["num_cpus"] == 0.5 and config["http_options"]["port"] == 9000
+    refused = subprocess.run(
+        [sys.executable, "-m", "server.cluster", "--replicas", "0"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert refused.returncode == 2 and "--replicas must be at least 1" in refused.stderr

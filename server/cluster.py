@@ -1,0 +1,147 @@
+"""The server as a Ray Serve application: replicas of the same Litestar app across a Ray cluster.
+
+    python -m server.cluster --model english_2m_2026-10 --replicas 2        # start (or join) a cluster, serve
+    python -m server.cluster --address auto --min-replicas 1 --max-replicas 8 --cpus-per-replica 2
+    serve run server/serve.yaml             # Ray's own command line, with the same (commented) config file
+    serve deploy server/serve.yaml          # onto a running cluster, in the background
+
+Each replica loads the model once and serves every route of `python -m server`, unchanged (/health
+says which replica answered). Serve sends a replica at most `max_concurrent` requests at once and
+holds the rest in a bounded queue (a 503 past it); a replica that is full anyway answers 503 itself.
+Serve checks every replica's health (its scheduler's threads) and replaces one that fails or dies;
+with autoscaling, the replica count follows the requests in flight.
+
+The command line reads the config file (default: serve.yaml beside this module), applies its own
+options on top, and hands the result to `serve run`; `--print-config` shows that result instead (a
+file for `serve deploy`). Every node of the cluster needs this package installed with its
+`server` and `cluster` extras.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import yaml
+from ray import serve
+
+from core import TTSModel
+from server import native
+from server.app import create_app
+from server.engine import ServerEngine
+
+CONFIG = Path(__file__).with_name("serve.yaml")
+DEPLOYMENT = "PocketTTS"
+
+
+@serve.deployment(name=DEPLOYMENT)
+@serve.ingress()
+class PocketTTS:
+    """One replica: a model, its engine, and the app over them."""
+
+    def __init__(self, model: str, voice: Optional[str], max_concurrent: int):
+        self.engine = ServerEngine(TTSModel.load(model), voice, max_concurrent, native.install())
+
+    def __serve_build_asgi_app__(self) -> Any:
+        return create_app(self.engine)
+
+    def check_health(self) -> None:
+        if not self.engine.scheduler.running:
+            raise RuntimeError("the scheduler's threads have stopped")
+
+    def __del__(self) -> None:
+        self.engine.scheduler.close()
+
+
+def app(args: Dict[str, Any]) -> serve.Application:
+    """The application builder that config files name (`import_path: server.cluster:app`); `args`:
+    model, voice, max_concurrent. Serve sends a replica no more requests than it runs at once."""
+    settings = dict({"model": "english", "voice": None, "max_concurrent": 4}, **args)
+    unknown = sorted(set(settings) - {"model", "voice", "max_concurrent"})
+    if unknown:
+        raise ValueError(f"unknown application argument {unknown[0]!r} (model, voice, max_concurrent)")
+    slots = int(settings["max_concurrent"])
+    deployment = PocketTTS.options(max_ongoing_requests=slots)
+    return deployment.bind(str(settings["model"]), settings["voice"], slots)
+
+
+def configure(config: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any]:
+    """The config file with the command line's options applied (a new dict)."""
+    config = yaml.safe_load(yaml.safe_dump(config))
+    application = config["applications"][0]
+    arguments = application.setdefault("args", {})
+    for name in ("model", "voice", "max_concurrent"):
+        value = getattr(args, name)
+        if isinstance(value, str) and Path(value).exists():
+            value = str(Path(value).resolve())  # replicas do not run in this folder
+        if value is not None:
+            arguments[name] = value
+    deployments = application.setdefault("deployments", [])
+    deployment = next((d for d in deployments if d.get("name") == DEPLOYMENT), None)
+    if deployment is None:
+        deployment = {"name": DEPLOYMENT}
+        deployments.append(deployment)
+    if args.replicas is not None:
+        deployment.pop("autoscaling_config", None)
+        deployment["num_replicas"] = args.replicas
+    if args.min_replicas is not None or args.max_replicas is not None:
+        deployment.pop("num_replicas", None)
+        scaling = deployment.setdefault("autoscaling_config", {})
+        for key, value in (("min_replicas", args.min_replicas), ("max_replicas", args.max_replicas)):
+            if value is not None:
+                scaling[key] = value
+    if args.cpus_per_replica is not None:
+        deployment.setdefault("ray_actor_options", {})["num_cpus"] = args.cpus_per_replica
+    http = config.setdefault("http_options", {})
+    for key in ("host", "port"):
+        if getattr(args, key) is not None:
+            http[key] = getattr(args, key)
+    return config
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m server.cluster", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=CONFIG, help="Serve config file (default: %(default)s)")
+    parser.add_argument("--address", help="Ray cluster to join (auto, or host:port; default: a new local one)")
+    parser.add_argument("--model", help="catalog name, config .yaml/.json, or bundle folder (on every node)")
+    parser.add_argument("--voice", help="default voice: predefined name, audio file or .safetensors state")
+    parser.add_argument("--max-concurrent", type=int, help="generations a replica runs at once")
+    parser.add_argument("--replicas", type=int, help="a fixed number of replicas")
+    parser.add_argument("--min-replicas", type=int, help="autoscaling: the fewest replicas")
+    parser.add_argument("--max-replicas", type=int, help="autoscaling: the most replicas")
+    parser.add_argument("--cpus-per-replica", type=float, help="CPUs Ray reserves for each replica")
+    parser.add_argument("--host", help="where Serve's HTTP proxy listens")
+    parser.add_argument("--port", type=int, help="the proxy's port")
+    parser.add_argument("--print-config", action="store_true", help="print the resulting config and exit")
+    args = parser.parse_args(argv)
+    for name in ("max_concurrent", "replicas", "min_replicas", "max_replicas"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    try:
+        config = configure(yaml.safe_load(args.config.read_text()), args)
+    except (OSError, yaml.YAMLError, KeyError, IndexError, TypeError, AttributeError) as e:
+        print(f"error: cannot use the config file {args.config}: {e}", file=sys.stderr)
+        return 1
+    text = yaml.safe_dump(config, sort_keys=False)
+    if args.print_config:
+        print(text, end="")
+        return 0
+    import click
+    from ray.serve.scripts import cli
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="pocket-tts-serve-") as file:
+        file.write(text)
+        file.flush()
+        command = ["run", file.name] + (["--address", args.address] if args.address else [])
+        try:
+            cli.main(args=command, prog_name="serve", standalone_mode=False)
+        except (KeyboardInterrupt, click.exceptions.Abort):  # Ctrl-C: `serve run` has shut the app down
+            return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
