@@ -215,6 +215,7 @@ def synthesize(model_source: str, line: Line) -> Outcome:
 
     try:
         if _workers.get("source") != model_source:
+            _one_blas_thread()
             _workers.clear()
             _workers.update(source=model_source, model=TTSModel.load(model_source))
         model = _workers["model"]
@@ -228,7 +229,8 @@ def synthesize(model_source: str, line: Line) -> Outcome:
 
 
 def _one_blas_thread() -> None:
-    """Worker processes share the cores: each does its products on one thread."""
+    """Workers share the cores (a process per core, or a Ray task per CPU): each does its products
+    on one thread."""
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(1)
@@ -240,7 +242,7 @@ def local_outcomes(model_source: str, lines: List[Line], workers: int) -> Iterat
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_one_blas_thread)
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
     futures = {pool.submit(synthesize, model_source, line): line for line in lines}
     try:
         for future in as_completed(futures):

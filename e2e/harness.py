@@ -93,6 +93,20 @@ def server(args: Sequence[str], cwd: Path = ROOT, env: Optional[Dict[str, str]] 
 
 
 @contextmanager
+def ray_cluster(cpus: int = 2) -> Iterator[str]:
+    """A real local Ray cluster (`ray start --head`, `cpus` CPUs: that many worker processes at once)
+    until the block ends; yields its address. Its end stops every Ray process of this machine."""
+    ray = str(Path(sys.executable).parent / "ray")
+    port = free_port()
+    command = [ray, "start", "--head", f"--num-cpus={cpus}", f"--port={port}", "--include-dashboard=false"]
+    subprocess.run(command + ["--disable-usage-stats"], check=True, capture_output=True)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([ray, "stop", "--force"], capture_output=True)
+
+
+@contextmanager
 def cluster_server(address: str, args: Sequence[str]) -> Iterator[str]:
     """`python -m server.cluster` (the app on Ray Serve) on the Ray cluster at `address`, its proxy on
     a free port, until the block ends; yields its URL once a replica answers /health."""

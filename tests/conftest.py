@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import os
 import subprocess
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -203,20 +202,6 @@ def require_ray(request: pytest.FixtureRequest) -> None:
         if request.config.getoption("--require-full-reference"):
             pytest.fail('Ray is not installed: pip install -e ".[cluster]"')
         pytest.skip("Ray is not installed (the cluster extra)")
-
-
-@contextmanager
-def ray_cluster(cpus: int = 2) -> Iterator[str]:
-    """A real local Ray cluster (`ray start --head`, `cpus` CPUs: that many worker processes at once)
-    until the block ends; yields its address."""
-    ray = str(Path(sys.executable).parent / "ray")
-    port = harness.free_port()
-    command = [ray, "start", "--head", f"--num-cpus={cpus}", f"--port={port}", "--include-dashboard=false"]
-    subprocess.run(command + ["--disable-usage-stats"], check=True, capture_output=True)
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        subprocess.run([ray, "stop", "--force"], capture_output=True)
 
 
 @contextmanager

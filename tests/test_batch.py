@@ -17,8 +17,9 @@ import pytest
 
 from core.audio import wav_bytes
 from core.options import GenerationOptions
+from e2e.harness import ray_cluster
 
-from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, ray_cluster, require_ray
+from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, require_ray
 
 LINES = [
     {"id": "hello", "text": "Hello there.", "temperature": 0, "max_frames": 8},

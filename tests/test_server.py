@@ -24,11 +24,11 @@ import soundfile
 from litestar.testing import TestClient
 
 from core.audio import pcm16
-from e2e.harness import active_generations, cluster_server, free_port
+from e2e.harness import active_generations, cluster_server, free_port, ray_cluster
 from server.app import create_app
 from server.engine import ServerEngine
 
-from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, ray_cluster, require_ray, tiny_server
+from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, require_ray, tiny_server
 
 CONFIG = str(TINY_CONFIG)
 QUIET = {"temperature": 0.0, "max_frames": 6}
