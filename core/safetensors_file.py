@@ -16,6 +16,7 @@ from typing import BinaryIO, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from .errors import WeightsError
+from .files import write_atomically
 
 _DTYPES = {
     "F64": np.dtype("<f8"),
@@ -150,14 +151,7 @@ def dumps(tensors: Tensors, metadata: Optional[Dict[str, str]] = None) -> bytes:
 
 def save(path: str, tensors: Tensors, metadata: Optional[Dict[str, str]] = None) -> None:
     """Write a safetensors file atomically: a reader never sees a half-written file."""
-    payload = dumps(tensors, metadata)
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as f:
-            f.write(payload)
-        os.replace(tmp, path)
+        write_atomically(path, dumps(tensors, metadata))
     except OSError as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
         raise WeightsError(f"cannot write {path}: {e.strerror or e}") from None
