@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 from core import TTSModel
-from e2e import harness
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -207,12 +206,16 @@ def require_ray(request: pytest.FixtureRequest) -> None:
 @contextmanager
 def tiny_server(*args: str) -> Iterator[str]:
     """`python -m server` on the tiny model with the test voice (and these arguments); yields its URL."""
+    from e2e import harness  # here, not above: the Python 3.8 core run has no HTTP client
+
     with harness.server(["--model", str(TINY_CONFIG), "--voice", str(VOICE_24K), *args]) as url:
         yield url
 
 
 def require_browser(request: pytest.FixtureRequest, model: str = "") -> None:
     """Skip (fail under --require-full-reference) without Chromium, or without the model's fixture."""
+    from e2e import harness
+
     missing = harness.CHROMIUM is None or bool(model) and not (harness.REFERENCE / model / "model.safetensors").exists()
     if missing:
         if request.config.getoption("--require-full-reference"):
@@ -223,6 +226,8 @@ def require_browser(request: pytest.FixtureRequest, model: str = "") -> None:
 @pytest.fixture(scope="module")
 def chromium(request: pytest.FixtureRequest):
     """Debian's Chromium, driven by Playwright (e2e.harness), for a test module."""
+    from e2e import harness
+
     require_browser(request)
     with harness.chromium() as browser:
         yield browser
