@@ -257,8 +257,6 @@ class CompiledKernels:
     def __init__(self, functions: Mapping[str, Callable[..., Any]], name: str):
         self.binding = KernelBinding(functions)
         self.name = name
-        self._scratch = np.zeros(0, np.float32)
-        self._scores = np.zeros(0, np.float32)
 
     def keeps_int8(self, shape: Tuple[int, ...]) -> bool:
         return shape[0] * shape[1] >= self.SMALL
@@ -269,10 +267,9 @@ class CompiledKernels:
         rows = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, x.shape[-1])  # [M, K]
         out = np.empty((rows.shape[0], weight.shape[0]), dtype=np.float32)
         if isinstance(weight, Int8Matrix):
-            size = _SCRATCH_ROWS * rows.shape[1]
-            if self._scratch.shape[0] < size:
-                self._scratch = np.empty(size, np.float32)
-            self.binding.linear_i8(rows, weight.values, weight.scales, bias, out, self._scratch[:size])
+            # Scratch of the call's own: a server runs the backend on two threads at once.
+            scratch = np.empty(_SCRATCH_ROWS * rows.shape[1], np.float32)
+            self.binding.linear_i8(rows, weight.values, weight.scales, bias, out, scratch)
         else:
             self.binding.linear_f32(rows, weight, bias, out)
         return out.reshape(x.shape[:-1] + (weight.shape[0],))
@@ -303,10 +300,9 @@ class CompiledKernels:
     ) -> np.ndarray:
         t, h, d = q.shape
         out = np.empty((t, h, d), np.float32)
-        if self._scores.shape[0] < keys.shape[1]:
-            self._scores = np.empty(2 * keys.shape[1], np.float32)
+        scores = np.empty(keys.shape[1], np.float32)  # the call's own, as the int8 scratch
         q = np.ascontiguousarray(q, dtype=np.float32)
-        self.binding.attention(q, keys, values, lead, context or 0, out, self._scores)
+        self.binding.attention(q, keys, values, lead, context or 0, out, scores)
         return out.reshape(t, h * d)
 
     def elu(self, x: np.ndarray) -> np.ndarray:

@@ -3,6 +3,8 @@ kernel against NumPy, whole models on the server's backend, and the server repor
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -60,3 +62,37 @@ def test_large_float_products_and_convolutions_stay_with_numpy(backend, monkeypa
     backend.linear(x[: native.SMALL_BATCH], w, None)
     backend.conv(np.ones((4, 3, 2), np.float32), np.ones((3, 9), np.float32), 8, 1, 1, None)
     assert calls == ["linear", "conv"]
+
+
+def test_the_backend_is_safe_on_two_threads(backend) -> None:
+    """The server's scheduler runs the flow LM and the decoder on two threads, which call the
+    kernels at once (ctypes lets go of the GIL): no call may share a buffer with another."""
+    rng = np.random.default_rng(3)
+
+    def case(keys: int):
+        q = rng.standard_normal((1, 8, 64)).astype(np.float32)
+        k = rng.standard_normal((8, keys, 64)).astype(np.float32)
+        v = rng.standard_normal((8, keys, 64)).astype(np.float32)
+        return q, k, v, ops.NUMPY.attention(q, k, v, keys - 1, None)
+
+    cases = [case(n) for n in (300, 700)]
+    values = rng.integers(-127, 128, (512, 384)).astype(np.int8)
+    weight = Int8Matrix(values, rng.random((512, 1)).astype(np.float32) / 127)
+    rows = [rng.standard_normal((r, 384)).astype(np.float32) for r in (1, 5)]
+    expected = [ops.NUMPY.linear(x, weight, None) for x in rows]
+    failures = []
+
+    def work(i: int) -> None:
+        q, k, v, reference = cases[i]
+        for _ in range(150):
+            if np.abs(backend.attention(q, k, v, k.shape[1] - 1, None) - reference).max() > 1e-4:
+                failures.append(f"attention {i}")
+            if np.abs(backend.linear(rows[i], weight, None) - expected[i]).max() > 1e-3:
+                failures.append(f"int8 linear {i}")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
