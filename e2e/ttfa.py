@@ -102,6 +102,9 @@ def markdown(results: List[Dict[str, Any]]) -> str:
             summary = r[mode]["summary"]
             cells = []
             for key, _ in METRICS:
+                if key not in summary:  # a result kept from a run before this metric existed
+                    cells.append("n/a")
+                    continue
                 s = summary[key]
                 fmt = "{:.2f}" if key == "rtf" else "{:.0f}"
                 cells.append(" / ".join(fmt.format(s[k]) for k in ("median", "p90", "min", "max")))

@@ -35,3 +35,23 @@ def test_ttfa_runs_in_both_modes(request, model: str) -> None:
     model_bytes = sum(json.loads((harness.site(model) / "site.json").read_text())["model"]["files"].values())
     assert result["download"]["cold_bytes"] - result["download"]["cached_bytes"] >= model_bytes  # model cached
     ttfa.save(result)
+
+
+def test_the_table_keeps_results_measured_before_a_metric_existed() -> None:
+    """build/e2e/ttfa.json keeps the other model's last result; one written before the stalls
+    column existed shows n/a there instead of failing the run that adds the new one."""
+    run = {"ttfc_ms": 20.0, "ttfa_ms": 60.0, "total_ms": 100.0, "audio_ms": 720.0, "played": {"stalls": 0}}
+    load = {"pyodide_ms": 1, "numpy_ms": 2, "download_ms": 3, "load_ms": 4, "total_ms": 10, "workers": 2,
+            "heap_bytes": [90e6, 36e6]}
+
+    def result(model: str, with_stalls: bool) -> dict:
+        summary = ttfa.summarize([dict(run)])
+        if not with_stalls:
+            del summary["stalls"]
+        modes = {mode: {"cold": run, "summary": summary, "voice_ms": 500} for mode in ("server", "browser")}
+        modes["browser"].update(load=load, cached_load={"total_ms": 5, "download_ms": 1})
+        return {"model": model, "site_bytes": 1e6, "download": {"cold_bytes": 1e6, "cached_bytes": 0}, **modes}
+
+    rows = ttfa.markdown([result("old", False), result("new", True)]).splitlines()
+    assert rows[2].startswith("| old | server |") and rows[2].endswith("| n/a |")
+    assert rows[4].startswith("| new | server |") and rows[4].endswith("| 0 / 0 / 0 / 0 |")
