@@ -43,6 +43,10 @@ TEXTS = {
         "When the story ends, it says goodbye and switches itself off until the next morning."
     ),
 }
+# Between two workers' measurements: OpenBLAS's threads keep spinning on the cores for ~0.1 s after
+# their last product, and a measurement started under them ran up to 2x slower (the int8 worker's
+# text prompt, which always followed the float worker's: 117-123 ms against 57-62).
+SETTLE_S = 0.5
 IMPLEMENTATIONS = ("ours fp32", "ours int8", "ours fp32 server", "official fp32", "official int8")
 METRICS = [  # (key, label, unit)
     ("ttfc_short", "first chunk, short text (~10 tokens)", "ms"),
@@ -126,6 +130,7 @@ def run_model(model: str, repeats: int, names: List[str]) -> Dict[str, Dict[str,
         start = time.monotonic()
         for job in jobs:
             for name in order:
+                time.sleep(SETTLE_S)
                 result = workers[name].ask_raw(job)
                 for key, value in result.items():
                     if job["what"] == "ttfc" and key == "ttfc":
