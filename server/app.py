@@ -117,7 +117,7 @@ async def upload_voice(
 @post("/generate", summary="Speak a text; the whole WAV file", status_code=200, media_type="audio/wav")
 async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Response:
     engine = _engine(request)
-    chunks = await engine.chunks(data.text, engine.voice(data.voice), data.options())
+    chunks = await engine.chunks(data.text, await _voice(engine, data.voice), data.options())
     pcm = await _collect(request, chunks)
     if pcm is None:
         return Response(b"", status_code=499)
@@ -127,7 +127,7 @@ async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Respons
 @post("/stream", summary="Speak a text; raw 16-bit PCM streamed as it is generated", status_code=200)
 async def stream(request: Request, data: JSONBody[GenerateRequest]) -> Stream:
     engine = _engine(request)
-    chunks = await engine.chunks(data.text, engine.voice(data.voice), data.options())
+    chunks = await engine.chunks(data.text, await _voice(engine, data.voice), data.options())
     headers = dict(PCM_HEADERS, **{"X-Sample-Rate": str(engine.model.sample_rate)})
     return Stream(_pcm_bytes(chunks), media_type="application/octet-stream", headers=headers)
 
@@ -151,7 +151,8 @@ async def tts(request: Request) -> Stream:
         raise ApiError(400, "Cannot provide both voice_url and voice_wav", "voice_url", "conflicting_fields")
     if isinstance(voice_wav, UploadFile):
         content = await voice_wav.read()
-        voice = engine.voice(await anyio.to_thread.run_sync(engine.upload, content, voice_wav.filename or "upload"))
+        voice_id = await anyio.to_thread.run_sync(engine.upload, content, voice_wav.filename or "upload")
+        voice = await _voice(engine, voice_id)
     elif voice_url is not None:
         if not isinstance(voice_url, str) or voice_url not in engine.model.voices:
             raise ApiError(
@@ -160,7 +161,7 @@ async def tts(request: Request) -> Stream:
                 "voice_url",
                 "unknown_voice",
             )
-        voice = engine.voice(voice_url)
+        voice = await _voice(engine, voice_url)
     else:
         voice = engine.voices.default
     chunks = await engine.chunks(text, voice, GenerationOptions())
@@ -187,7 +188,7 @@ async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Resp
     if data.speed != 1.0:
         raise ApiError(400, "speed other than 1.0 is not supported by Pocket TTS", "speed", "unsupported_value")
     voice_name = data.voice if isinstance(data.voice, str) else data.voice.id
-    voice = _openai_voice(engine, voice_name)
+    voice = await _openai_voice(engine, voice_name)
     chunks = await engine.chunks(data.input, voice, GenerationOptions())
     rate = engine.model.sample_rate
     if data.stream_format == "sse":
@@ -204,9 +205,14 @@ async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Resp
     return Response(audio_out.encode(pcm, rate, fmt), media_type=audio_out.MEDIA_TYPES[fmt])
 
 
-def _openai_voice(engine: ServerEngine, name: str) -> VoiceState:
+async def _voice(engine: ServerEngine, name: Optional[str]) -> VoiceState:
+    """The voice by name or id, off the event loop (one uploaded to another replica is cloned here)."""
+    return await anyio.to_thread.run_sync(engine.voice, name)
+
+
+async def _openai_voice(engine: ServerEngine, name: str) -> VoiceState:
     try:
-        return engine.voice(name)
+        return await _voice(engine, name)
     except PocketTTSError as e:
         raise ApiError(400, str(e), "voice", "unknown_voice") from None
 

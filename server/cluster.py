@@ -6,8 +6,10 @@
     serve deploy server/serve.yaml          # onto a running cluster, in the background
 
 Each replica loads the model once and serves every route of `python -m server`, unchanged (/health
-says which replica answered). Serve sends a replica at most `max_concurrent` requests at once and
-holds the rest in a bounded queue (a 503 past it); a replica that is full anyway answers 503 itself.
+says which replica answered). Uploaded recordings are also kept by one small `Recordings` deployment,
+so a voice uploaded through one replica can be used through any (the others clone it on first
+use). Serve sends a replica at most `max_concurrent` requests at once and holds the rest in a
+bounded queue (a 503 past it); a replica that is full anyway answers 503 itself.
 Serve checks every replica's health (its scheduler's threads) and replaces one that fails or dies;
 with autoscaling, the replica count follows the requests in flight.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -35,6 +38,46 @@ from server.engine import ServerEngine
 
 CONFIG = Path(__file__).with_name("serve.yaml")
 DEPLOYMENT = "PocketTTS"
+# The recordings kept for the replicas, at most (the least recently used go first); an upload is at
+# most server.app.MAX_UPLOAD (20 MB), a typical 5-10 s recording well under 1 MB.
+RECORDINGS_BYTES = 256 * 1024 * 1024
+
+
+@serve.deployment(name="Recordings", num_replicas=1, ray_actor_options={"num_cpus": 0})
+class Recordings:
+    """Uploaded recordings by voice id, for every replica (one instance: if it restarts, the ids
+    uploaded before are gone, and a client uploads again, as after a server restart)."""
+
+    def __init__(self) -> None:
+        self._data: OrderedDict[str, bytes] = OrderedDict()
+        self._bytes = 0
+
+    def put(self, key: str, data: bytes) -> None:
+        if key in self._data:
+            self._bytes -= len(self._data.pop(key))
+        self._data[key] = data
+        self._bytes += len(data)
+        while self._bytes > RECORDINGS_BYTES and len(self._data) > 1:
+            self._bytes -= len(self._data.popitem(last=False)[1])
+
+    def get(self, key: str) -> Optional[bytes]:
+        if key in self._data:
+            self._data.move_to_end(key)
+        return self._data.get(key)
+
+
+class SharedRecordings:
+    """The engine's `recordings` (server.engine.Recordings) over the Recordings deployment. Blocking
+    calls: the engine makes them on worker threads, never on the event loop."""
+
+    def __init__(self, handle: Any):
+        self.handle = handle
+
+    def get(self, key: str) -> Optional[bytes]:
+        return self.handle.get.remote(key).result()
+
+    def __setitem__(self, key: str, data: bytes) -> None:
+        self.handle.put.remote(key, data).result()
 
 
 @serve.deployment(name=DEPLOYMENT)
@@ -42,8 +85,9 @@ DEPLOYMENT = "PocketTTS"
 class PocketTTS:
     """One replica: a model, its engine, and the app over them."""
 
-    def __init__(self, model: str, voice: Optional[str], max_concurrent: int):
-        self.engine = ServerEngine(TTSModel.load(model), voice, max_concurrent, native.install())
+    def __init__(self, model: str, voice: Optional[str], max_concurrent: int, recordings: Any):
+        shared = SharedRecordings(recordings)
+        self.engine = ServerEngine(TTSModel.load(model), voice, max_concurrent, native.install(), shared)
 
     def __serve_build_asgi_app__(self) -> Any:
         return create_app(self.engine)
@@ -65,7 +109,7 @@ def app(args: Dict[str, Any]) -> serve.Application:
         raise ValueError(f"unknown application argument {unknown[0]!r} (model, voice, max_concurrent)")
     slots = int(settings["max_concurrent"])
     deployment = PocketTTS.options(max_ongoing_requests=slots)
-    return deployment.bind(str(settings["model"]), settings["voice"], slots)
+    return deployment.bind(str(settings["model"]), settings["voice"], slots, Recordings.bind())
 
 
 def configure(config: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any]:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import io
 import threading
-from typing import AsyncIterator, Optional
+from typing import AsyncIterator, Optional, Protocol
 
 import numpy as np
 
 from core import TTSModel, VoiceError, VoiceState
 from core.options import GenerationOptions
-from core.voices import VoiceRegistry
+from core.voices import RECORDING, VoiceRegistry
 from server.relay import Relay
 from server.scheduler import Scheduler
 
@@ -41,16 +41,35 @@ OPENAI_VOICES = {
 }
 
 
+class Recordings(Protocol):
+    """Uploaded recordings (the bytes as uploaded) by voice id, shared by the servers behind one
+    address (server/cluster.py); a dict in one process."""
+
+    def get(self, key: str) -> Optional[bytes]: ...
+
+    def __setitem__(self, key: str, data: bytes) -> None: ...
+
+
 class ServerEngine:
     """The server's engine: one model, its voices (core.voices.VoiceRegistry behind a lock: request
     threads share it), and the scheduler that runs the generations."""
 
-    def __init__(self, model: TTSModel, default_voice: Optional[str], max_concurrent: int, kernels: str = "NumPy"):
+    def __init__(
+        self,
+        model: TTSModel,
+        default_voice: Optional[str],
+        max_concurrent: int,
+        kernels: str = "NumPy",
+        recordings: Optional[Recordings] = None,
+    ):
         """`kernels` says what runs the model's products (server/native.py), for /health. The default
-        voice is loaded now: one that cannot load fails at startup, not on the first request."""
+        voice is loaded now: one that cannot load fails at startup, not on the first request.
+        `recordings`: where uploads go for the other servers behind the same address, and where this
+        one finds the recording of a voice id that another server cloned."""
         self.model = model
         self.max_concurrent = max_concurrent
         self.kernels = kernels
+        self.recordings = recordings
         self._lock = threading.Lock()
         aliases = {name: mapped if mapped in model.voices else "default" for name, mapped in OPENAI_VOICES.items()}
         self.voices = VoiceRegistry(model, default_voice, UPLOAD_CACHE, aliases)
@@ -61,13 +80,32 @@ class ServerEngine:
         return str(self.voices.default_name)
 
     def voice(self, name: Optional[str]) -> VoiceState:
-        """ "default"/None, a predefined voice, an OpenAI voice name, or an uploaded voice's id."""
+        """ "default"/None, a predefined voice, an OpenAI voice name, or an uploaded voice's id (one
+        uploaded to another server is cloned here from `recordings`: this may take a second, so call
+        it off the event loop)."""
+        with self._lock:
+            try:
+                return self.voices.get(name)
+            except VoiceError:
+                if self.recordings is None or not (name or "").startswith(RECORDING):
+                    raise
+        data = self.recordings.get(str(name))
+        if data is None:
+            with self._lock:
+                return self.voices.get(name)  # its own error: unknown, upload again
+        self._clone(data, "the uploaded voice")
         with self._lock:
             return self.voices.get(name)
 
     def upload(self, data: bytes, filename: str = "upload") -> str:
         """Clone an uploaded recording (any format soundfile reads); returns its voice id (the hash of
-        its samples: the same recording is cloned once)."""
+        its samples: the same recording is cloned once), and keeps the recording in `recordings`."""
+        key = self._clone(data, filename)
+        if self.recordings is not None:
+            self.recordings[key] = data
+        return key
+
+    def _clone(self, data: bytes, filename: str) -> str:
         if not data:
             raise VoiceError(f"the uploaded voice {filename!r} is empty")
         import soundfile

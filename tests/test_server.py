@@ -6,6 +6,7 @@ two replicas on a local Ray cluster), which must also replace a replica that die
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import io
 import json
 import os
@@ -23,6 +24,7 @@ import pytest
 import soundfile
 from litestar.testing import TestClient
 
+from core import VoiceError
 from core.audio import pcm16
 from e2e.harness import active_generations, cluster_server, free_port, ray_cluster
 from server.app import create_app
@@ -135,6 +137,32 @@ def test_uploaded_voice_is_encoded_once(app_client, engine, monkeypatch) -> None
     spoken = client.post("/generate", json={"text": "Cloned.", "voice": first, **QUIET})
     assert spoken.status_code == 200
     assert spoken.content[44:] == expected_pcm(engine.model, "Cloned.", engine.voice(first))
+
+
+def test_an_upload_to_one_server_is_cloned_by_another_from_the_shared_recordings(model) -> None:
+    """Servers behind one address share the recordings of their uploads (server/cluster.py keeps
+    them in a Serve deployment; a dict here): the others clone an uploaded id on its first use."""
+    recordings: dict = {}
+    engines = [ServerEngine(model, str(VOICE_24K), 1, recordings=recordings) for _ in range(2)]
+    alone = ServerEngine(model, str(VOICE_24K), 1)
+    try:
+        data = VOICE_22K.read_bytes()
+        key = engines[0].upload(data, "me.wav")
+        assert recordings == {key: data}
+        with pytest.raises(VoiceError, match="upload it again"):
+            alone.voice(key)
+        here, there = engines[0].voice(key), engines[1].voice(key)
+        assert here is not there and here.transformer.offset == there.transformer.offset
+        for a, b in zip(
+            here.transformer.keys + here.transformer.values, there.transformer.keys + there.transformer.values
+        ):
+            assert np.array_equal(a, b)
+        assert engines[1].voice(key) is there  # cloned once, then kept
+        with pytest.raises(VoiceError, match="upload it again"):
+            engines[1].voice("upload:" + "0" * 24)
+    finally:
+        for engine in engines + [alone]:
+            engine.scheduler.close()
 
 
 @pytest.mark.parametrize("payload, message", [(b"", "empty"), (b"RIFF1234WAVEnot audio", "cannot decode")])
@@ -392,6 +420,30 @@ def test_a_killed_replica_is_replaced_and_requests_keep_being_answered(served) -
     assert statuses[killed_at:replaced_at].count(200) >= 1, statuses  # the survivor kept answering
     after = [httpx.post(served + "/tts", data={"text": "Back to two."}, timeout=60).status_code for _ in range(8)]
     assert after == [200] * 8, (after, statuses)
+
+
+def test_a_voice_uploaded_through_one_replica_speaks_through_every_replica(served) -> None:
+    """The upload reaches one replica; Serve spreads the requests that follow over both, and each
+    answers with that voice (the other clones it from the shared recordings). Were uploads kept per
+    replica only, some of the twelve would fail unless Serve sent all twelve to the same one."""
+    assert len(instances(served, 2)) == 2
+    samples, rate = soundfile.read(VOICE_22K, dtype="float32")
+    buffer = io.BytesIO()
+    soundfile.write(buffer, 0.8 * samples, rate, format="WAV")  # a recording no other test uploads
+    uploaded = httpx.post(served + "/voices", files={"voice_wav": ("me.wav", buffer.getvalue())}, timeout=60)
+    assert uploaded.status_code == 200, uploaded.text
+    voice = uploaded.json()["voice"]
+    request = {"text": "Cloned.", "voice": voice, **QUIET}
+
+    def speak(_index: int) -> httpx.Response:
+        return httpx.post(served + "/generate", json=request, timeout=120)
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:  # in flight together: spread over replicas
+        answers = list(pool.map(speak, range(12)))
+    assert [a.status_code for a in answers] == [200] * 12, [a.text for a in answers if a.status_code != 200]
+    first = np.frombuffer(answers[0].content[44:], "<i2").astype(np.int32)
+    for answer in answers[1:]:
+        assert np.abs(np.frombuffer(answer.content[44:], "<i2").astype(np.int32) - first).max() <= 1
 
 
 def test_the_cluster_config_file_with_the_command_line_on_top(request) -> None:
