@@ -87,6 +87,16 @@ def run(backend: CompiledKernels, seed: int = 7) -> Dict[str, Any]:
             c * taps,
         )
 
+    for taps, dilation, stride in [(3, 1, 1), (8, 1, 4)]:  # several streams at once: [B, C, L]
+        x, w, b = randn(3, 5, (taps - 1) * dilation + 1 - stride + 9 * stride), randn(4, 5, taps), randn(4)
+        compare(
+            f"conv of 3 streams, 4x5x{taps} s{stride}",
+            backend.conv(w, x, 9, stride, dilation, b),
+            ops.NUMPY.conv(w.astype(np.float64), x.astype(np.float64), 9, stride, dilation, b),
+            ops.NUMPY.conv(np.abs(w), np.abs(x), 9, stride, dilation, np.abs(b)),
+            5 * taps,
+        )
+
     for rows, cols in [(1, 1), (1, 7), (3, 64), (16, 512), (2, 1027)]:
         x, w, b = randn(rows, cols) * 3 + 1, randn(cols), randn(cols)
         out = np.empty_like(x)

@@ -277,14 +277,15 @@ class CompiledKernels:
     def conv(
         self, weight: np.ndarray, x: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]
     ) -> np.ndarray:
-        if x.ndim == 3:  # streams one by one
-            return np.stack([self.conv(weight, stream, n, stride, dilation, bias) for stream in x])
-        x = np.ascontiguousarray(x, dtype=np.float32)
-        if stride > 1:
-            weight, x = _polyphase(weight, x, n, stride, dilation)
-            dilation = 1
-        out = np.empty((weight.shape[0], n), dtype=np.float32)
-        self.binding.conv_f32(weight, x, bias, out, dilation)
+        if x.ndim == 2:
+            return self.conv(weight, x[None], n, stride, dilation, bias)[0]
+        out = np.empty((x.shape[0], weight.shape[0], n), dtype=np.float32)  # [B, M, n]
+        for stream, y in zip(x, out):  # streams one by one, each written in place
+            taps, stream, spacing = weight, np.ascontiguousarray(stream, dtype=np.float32), dilation
+            if stride > 1:
+                taps, stream = _polyphase(weight, stream, n, stride, dilation)
+                spacing = 1
+            self.binding.conv_f32(taps, stream, bias, y, spacing)
         return out
 
     def layer_norm(

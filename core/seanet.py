@@ -133,7 +133,7 @@ def step(
     def conv_step(p: Any, x: np.ndarray, layer: Layer) -> np.ndarray:
         previous = next(convs)
         if fresh is not None:
-            previous[fresh] = x[fresh][:, :, :1]
+            previous[fresh] = x[fresh, :, :1]
         return conv.conv1d_step(p, x, previous, layer.stride, layer.dilation)
 
     for layer in layers:

@@ -41,8 +41,15 @@ def test_the_table_keeps_results_measured_before_a_metric_existed() -> None:
     """build/e2e/ttfa.json keeps the other model's last result; one written before the stalls
     column existed shows n/a there instead of failing the run that adds the new one."""
     run = {"ttfc_ms": 20.0, "ttfa_ms": 60.0, "total_ms": 100.0, "audio_ms": 720.0, "played": {"stalls": 0}}
-    load = {"pyodide_ms": 1, "numpy_ms": 2, "download_ms": 3, "load_ms": 4, "total_ms": 10, "workers": 2,
-            "heap_bytes": [90e6, 36e6]}
+    load = {
+        "pyodide_ms": 1,
+        "numpy_ms": 2,
+        "download_ms": 3,
+        "load_ms": 4,
+        "total_ms": 10,
+        "workers": 2,
+        "heap_bytes": [90e6, 36e6],
+    }
 
     def result(model: str, with_stalls: bool) -> dict:
         summary = ttfa.summarize([dict(run)])
