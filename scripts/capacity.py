@@ -161,9 +161,8 @@ def main() -> None:
     rows = []
     for model in args.models:
         print(f"capacity of {model}", file=sys.stderr)
-        rows += measure(
-            model, args.streams or DEFAULT_COUNTS.get(model, [1, 2, 4, 8]), lambda m: print(m, file=sys.stderr)
-        )
+        counts = args.streams or DEFAULT_COUNTS.get(model, [1, 2, 4, 8])
+        rows += measure(model, counts, args.int8, lambda m: print(m, file=sys.stderr))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "capacity.json").write_text(json.dumps(rows, indent=1))
     markdown = table(rows)
