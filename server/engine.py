@@ -87,12 +87,10 @@ class ServerEngine:
             try:
                 return self.voices.get(name)
             except VoiceError:
-                if self.recordings is None or not (name or "").startswith(RECORDING):
+                shared = self.recordings is not None and name is not None and name.startswith(RECORDING)
+                data = self.recordings.get(name) if shared else None
+                if data is None:
                     raise
-        data = self.recordings.get(str(name))
-        if data is None:
-            with self._lock:
-                return self.voices.get(name)  # its own error: unknown, upload again
         self._clone(data, "the uploaded voice")
         with self._lock:
             return self.voices.get(name)
