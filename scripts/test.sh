@@ -39,9 +39,10 @@ fi
 step "the committed WebAssembly kernels are the build of core/kernels.c"
 .venv/bin/python -m scripts.build_kernels --check
 
-step "core/ runs on Python 3.8 (vermin) and lint (ruff)"
+step "core/ runs on Python 3.8 (vermin), lint and format (ruff)"
 .venv/bin/vermin -t=3.8- --no-tips --violations core
 .venv/bin/ruff check .
+.venv/bin/ruff format --check core server browser scripts e2e tests setup.py
 
 step "core/ on the Pyodide versions: Python 3.8 with NumPy 1.17.5 (.venv-py38)"
 py38=""
