@@ -6,13 +6,14 @@ from __future__ import annotations
 import base64
 import re
 import unicodedata
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, TypeVar
 
 from .charsmap import CharsMap
 from .errors import FormatError
 from .graphemes import graphemes
 
 Normalizer = Callable[[str], str]
+T = TypeVar("T")
 
 # Rust's char::is_whitespace (Unicode White_Space), which differs from str.isspace.
 RUST_WHITESPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | frozenset(
@@ -136,15 +137,7 @@ def build_normalizer(cfg: Optional[dict]) -> Optional[Normalizer]:
     kind = _type_of(cfg, "normalizer")
     what = f"normalizer {kind}"
     if kind == "Sequence":
-        steps = [build_normalizer(c) for c in config_field(cfg, "normalizers", list, what)]
-        chain = [s for s in steps if s is not None]
-
-        def sequence(text: str) -> str:
-            for step in chain:
-                text = step(text)
-            return text
-
-        return sequence
+        return _composed([build_normalizer(c) for c in config_field(cfg, "normalizers", list, what)])
     if kind == "Precompiled":
         blob = cfg.get("precompiled_charsmap")
         try:
@@ -170,6 +163,18 @@ def build_normalizer(cfg: Optional[dict]) -> Optional[Normalizer]:
     if kind == "StripAccents":
         return lambda text: "".join(c for c in text if not unicodedata.category(c).startswith("M"))
     raise FormatError(f"normalizer type {kind!r} is not supported")
+
+
+def _composed(steps: List[Optional[Callable[[T], T]]]) -> Callable[[T], T]:
+    """A "Sequence" stage: its steps one after the other (a step that does nothing is None)."""
+    chain = [step for step in steps if step is not None]
+
+    def sequence(value: T) -> T:
+        for step in chain:
+            value = step(value)
+        return value
+
+    return sequence
 
 
 def _type_of(cfg: object, what: str) -> str:
@@ -318,14 +323,7 @@ def build_post_processor(cfg: Optional[dict]) -> Callable[[List[int]], List[int]
     if kind == "ByteLevel":
         return lambda ids: ids  # offsets only
     if kind == "Sequence":
-        steps = [build_post_processor(c) for c in config_field(cfg, "processors", list, what)]
-
-        def sequence(ids: List[int]) -> List[int]:
-            for step in steps:
-                ids = step(ids)
-            return ids
-
-        return sequence
+        return _composed([build_post_processor(c) for c in config_field(cfg, "processors", list, what)])
     if kind in ("BertProcessing", "RobertaProcessing"):
         cls_id, sep_id = (config_field(cfg, key, list, what)[1] for key in ("cls", "sep"))
         return lambda ids: [cls_id] + ids + [sep_id]
@@ -403,15 +401,7 @@ def build_decoder(cfg: Optional[dict]) -> Optional[Decoder]:
     kind = _type_of(cfg, "decoder")
     what = f"decoder {kind}"
     if kind == "Sequence":
-        steps = [build_decoder(c) for c in config_field(cfg, "decoders", list, what)]
-        chain = [s for s in steps if s is not None]
-
-        def sequence(tokens: List[str]) -> List[str]:
-            for step in chain:
-                tokens = step(tokens)
-            return tokens
-
-        return sequence
+        return _composed([build_decoder(c) for c in config_field(cfg, "decoders", list, what)])
     if kind == "Metaspace":
         replacement = config_field(cfg, "replacement", str, what)
         drop_first = _metaspace_scheme(cfg, what) != "never"
