@@ -133,6 +133,14 @@ def run_reference(python: Path, code: str, *args: str) -> str:
     return done.stdout
 
 
+def pcm_close(got: bytes, expected: bytes, steps: int = 1) -> bool:
+    """16-bit PCM that is the same audio to the rounding of BLAS products: the same length, and no
+    sample more than `steps` apart. For audio made in two processes whose BLAS threading may differ
+    (a product's rounding depends on its thread count and kernels, so bytes need not match)."""
+    a, b = np.frombuffer(got, "<i2").astype(np.int32), np.frombuffer(expected, "<i2").astype(np.int32)
+    return a.shape == b.shape and (a.size == 0 or int(np.abs(a - b).max()) <= steps)
+
+
 def record(model: str, stage: str, nmse: float, max_abs: float, bar: float) -> None:
     _report.append((model, stage, nmse, max_abs, bar))
 
