@@ -21,6 +21,10 @@ _PAUSE = re.compile(r"\[pause:([^\]]*)\]|<break\s+time\s*=\s*([\"'])(.*?)\2\s*/?
 _PAUSE_START = re.compile(r"\[\s*pause\b|<\s*break\b", re.IGNORECASE)
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s)\s*$", re.IGNORECASE)
 
+# Ours: the official keeps a sentence without a sentence or clause break whole however long, and
+# its prompt and length estimate grow with it; past this many tokens it is split between words.
+MAX_SEGMENT_TOKENS = 500
+
 _TERMINAL_PUNCTUATION = ".!?\u2026"
 _WEAK_PUNCTUATION = ",;:-\u2013\u2014"
 _CLOSERS = "\"'\u201d\u2019)]\u00bb"
@@ -117,9 +121,28 @@ def _ensure_terminal_punctuation(text: str) -> str:
 
 
 def _is_decimal_period_boundary(tokens: List[int], start: int, tokenizer: Tokenizer) -> bool:
-    prefix = tokenizer.decode(tokens[:start])
-    suffix = tokenizer.decode(tokens[start:])
+    """Whether a period ends the text before `start` after a digit, and a digit starts the text from
+    it: the official test on the whole prefix and suffix, read from as few tokens around `start` as
+    decode the same last two and first characters (decoding it all at every boundary made a text
+    of many sentences quadratic)."""
+    prefix = _decoded_near(tokens, start, tokenizer, before=True)
+    suffix = _decoded_near(tokens, start, tokenizer, before=False)
     return len(prefix) >= 2 and prefix[-1] == "." and prefix[-2].isdigit() and bool(suffix) and suffix[0].isdigit()
+
+
+def _decoded_near(tokens: List[int], start: int, tokenizer: Tokenizer, before: bool) -> str:
+    """The decoded text of tokens[:start] (before) or tokens[start:], exact at the end next to
+    `start`: a window of tokens grows until it decodes to enough characters that a character cut
+    at its far end (a byte-fallback sequence: at most 4 tokens, each at most one replacement
+    character) cannot reach the two next to `start`."""
+    width = 8
+    while True:
+        lo, hi = (max(0, start - width), start) if before else (start, min(len(tokens), start + width))
+        text = tokenizer.decode(tokens[lo:hi])
+        whole = lo == 0 if before else hi == len(tokens)
+        if whole or len(text) >= 6:
+            return text
+        width *= 2
 
 
 def _boundaries(tokens: List[int], boundary_tokens: List[int], tokenizer: Tokenizer = None) -> List[int]:
@@ -162,7 +185,9 @@ def split_into_chunks(tokenizer: Tokenizer, text: str, max_tokens: int, options:
             continue
         sub_tokens = tokenizer.encode(sentence.strip())
         parts = _segments(sub_tokens, _boundaries(sub_tokens, fallback), tokenizer)
-        refined.extend(parts if len(parts) > 1 else [(count, sentence)])
+        for part in parts if len(parts) > 1 else [(count, sentence)]:
+            too_long = part[0] > max(max_tokens, MAX_SEGMENT_TOKENS)
+            refined.extend(_between_words(tokenizer, part[1], max_tokens) if too_long else [part])
 
     chunks: List[str] = []
     current, current_count = "", 0
@@ -178,3 +203,19 @@ def split_into_chunks(tokenizer: Tokenizer, text: str, max_tokens: int, options:
     if current != "":
         chunks.append(current.strip())
     return chunks
+
+
+def _between_words(tokenizer: Tokenizer, text: str, max_tokens: int) -> List[Tuple[int, str]]:
+    """A text cut into pieces of at most `max_tokens` tokens between words; a word longer than that
+    (no spaces, as in "abab..." or a run of emoji) is cut every few characters (a character is at
+    most 4 byte-fallback tokens, and a word may start with a space token)."""
+    pieces: List[Tuple[int, str]] = []
+    step = max(1, (max_tokens - 1) // 4)
+    for word in text.split():
+        count = len(tokenizer.encode(word))
+        if count <= max_tokens:
+            pieces.append((count, word))
+            continue
+        for i in range(0, len(word), step):
+            pieces.append((len(tokenizer.encode(word[i : i + step])), word[i : i + step]))
+    return pieces

@@ -175,16 +175,28 @@ def test_bad_pause_markup_is_a_clear_error(text: str, message: str) -> None:
 
 
 def test_pauses_insert_exact_silence(model, voice) -> None:
-    options = dict(temperature=0.0, eos_threshold=float("inf"), max_frames=6)
+    options = dict(temperature=0.0, eos_threshold=-float("inf"), frames_after_eos=0)  # each text: 6 frames
     plain = model.generate("Before.", voice, **options)
     paused = list(model.stream("Before. [pause:1.234s]", voice, **options))
     pcm = np.concatenate(paused)
     silence = int(round(1.234 * model.sample_rate))
-    assert pcm.shape == (plain.shape[0] + silence,)
+    assert plain.shape == (6 * model.frame_size,) and pcm.shape == (plain.shape[0] + silence,)
     assert np.array_equal(pcm[: plain.shape[0]], plain) and not np.any(pcm[plain.shape[0] :])
     assert max(c.shape[0] for c in paused) == model.frame_size  # silence streams in frame-sized pieces
     only = model.generate("<break time='40ms'/>", voice, **options)
     assert only.shape == (int(0.04 * model.sample_rate),) and not np.any(only)
+
+
+def test_max_frames_counts_the_frames_of_pauses_too(model, voice) -> None:
+    """Silence is audio like speech: a pause's frames come out of the same budget."""
+    options = dict(temperature=0.0, eos_threshold=-float("inf"), frames_after_eos=0)
+    plain = model.generate("Before.", voice, **options)
+    for budget, silent in ((6, 0), (8, 2), (1, 0)):
+        pcm = model.generate("Before. [pause:1.234s] After.", voice, max_frames=budget, **options)
+        assert pcm.shape == (min(budget, 6) * model.frame_size + silent * model.frame_size,), budget
+        assert np.array_equal(pcm[: min(budget, 6) * model.frame_size], plain[: min(budget, 6) * model.frame_size])
+    pauses = model.generate("[pause:10s]" * 10 + "Hi.", voice, max_frames=3, **options)
+    assert pauses.shape == (3 * model.frame_size,) and not np.any(pauses)
 
 
 def test_text_between_pauses_is_spoken_as_separate_texts(model, voice) -> None:
@@ -194,3 +206,47 @@ def test_text_between_pauses_is_spoken_as_separate_texts(model, voice) -> None:
     second = model.generate("second part", voice, **options)
     gap = np.zeros(int(0.1 * model.sample_rate), np.float32)
     assert np.array_equal(both, np.concatenate([first, gap, second]))
+
+
+def official_decimal_boundary(tokens: list, start: int, tokenizer: Tokenizer) -> bool:
+    """The official 4.0.1 test, which decodes the whole prefix and suffix."""
+    prefix, suffix = tokenizer.decode(tokens[:start]), tokenizer.decode(tokens[start:])
+    return len(prefix) >= 2 and prefix[-1] == "." and prefix[-2].isdigit() and bool(suffix) and suffix[0].isdigit()
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (FIXTURES / "tokenizers").iterdir()))
+def test_the_decimal_point_check_reads_near_the_boundary_as_the_official_reads_it_all(name: str) -> None:
+    """Ours decodes a few tokens around each boundary; on texts dense in digits, periods, spaces and
+    multi-byte characters (byte-fallback tokens cut by a window), it decides as the official does
+    at every token of the text."""
+    from core.text import _is_decimal_period_boundary
+
+    tokenizer = Tokenizer.from_file(str(FIXTURES / "tokenizers" / name))
+    rng = np.random.default_rng(3)
+    alphabet = list("0123456789....  ,!?ab") + ["\u00e9", "\u65e5", "\U0001f600", "\u2026", "\u20ac5", "3.\U0001f600"]
+    compared = decimal = 0
+    for _ in range(40):
+        text = "".join(rng.choice(alphabet, size=int(rng.integers(1, 60))))
+        tokens = tokenizer.encode(text)
+        for start in range(len(tokens) + 1):
+            expected = official_decimal_boundary(tokens, start, tokenizer)
+            assert _is_decimal_period_boundary(tokens, start, tokenizer) == expected, (text, start)
+            compared += 1
+            decimal += expected
+    assert compared > 500 and decimal > 20
+
+
+@pytest.mark.parametrize("text", ["ab" * 2500, "\U0001f600" * 1500, " ".join(["word"] * 2000), "1." * 2500])
+def test_a_segment_without_breaks_is_split_between_words_past_the_segment_bound(text: str) -> None:
+    """The official keeps a sentence with no break whole however long (its prompt and length estimate
+    grow with it); ours cuts one past MAX_SEGMENT_TOKENS into chunks of at most max_tokens, words
+    kept whole where they fit, and drops no character."""
+    from core.text import MAX_SEGMENT_TOKENS
+
+    tokenizer = Tokenizer.from_file(str(FIXTURES / "tokenizers" / "unigram1000_bytes.model"))
+    assert len(tokenizer.encode(text)) > MAX_SEGMENT_TOKENS
+    for max_tokens in (50, 5, 1):
+        chunks = split_into_chunks(tokenizer, text, max_tokens, TextOptions())
+        counts = [len(tokenizer.encode(chunk)) for chunk in chunks]
+        assert max(counts) <= max(max_tokens, 5) + 1, (max_tokens, max(counts))
+        assert "".join("".join(chunks).split()) == "".join(prepare_text_prompt(text, TextOptions())[0].split())
