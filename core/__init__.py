@@ -8,7 +8,16 @@ pcm = model.generate("Hello world.", voice)          # float32 [n] at model.samp
 
 from __future__ import annotations
 
-from .errors import AudioError, ConfigError, DownloadError, PocketTTSError, TextError, VoiceError, WeightsError
+from .errors import (
+    AudioError,
+    ConfigError,
+    DownloadError,
+    LimitError,
+    PocketTTSError,
+    TextError,
+    VoiceError,
+    WeightsError,
+)
 from .model import TTSModel
 from .voice import VoiceState
 
@@ -22,4 +31,5 @@ __all__ = [
     "VoiceError",
     "TextError",
     "DownloadError",
+    "LimitError",
 ]

@@ -32,3 +32,7 @@ class TextError(PocketTTSError):
 
 class DownloadError(PocketTTSError):
     """A file that could not be fetched (no network, no access, not found)."""
+
+
+class LimitError(PocketTTSError):
+    """A request for more than a limit allows (audio longer than a generation may last)."""

@@ -10,15 +10,31 @@ newcomer's text is read in the same pass as its first frame.
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
 from . import flow_lm, nn, transformer
-from .text import prepare_text_prompt
 from .voice import VoiceState
 
 MIN_FRAMES_BEFORE_EOS = 6  # EOS is ignored before this frame: some voices cross the threshold early
+
+
+class Chunk(NamedTuple):
+    """A text chunk as the flow LM reads it."""
+
+    tokens: List[int]  # of the prepared chunk
+    estimate: int  # the official length cap of the chunk, in frames
+    frames_after_eos_guess: int  # the official guess from its words (3 for up to four words, else 1)
+
+
+# A generation's plan: text chunks and pauses (samples of silence), in order.
+Plan = List[Union[Chunk, int]]
+
+
+def planned_frames(plan: Plan, frame_size: int) -> int:
+    """The most frames a plan can make: every chunk's length cap, and every pause's frames."""
+    return sum(item.estimate if isinstance(item, Chunk) else -(-item // frame_size) for item in plan)
 
 
 class Frame(NamedTuple):
@@ -30,31 +46,30 @@ class Frame(NamedTuple):
 
 
 class Generation:
-    """One generation's progress: what is left of its text and pauses, and the flow-LM state of the
-    text chunk it is in. `budget` counts the frames left (None: each chunk's own length cap)."""
+    """One generation's progress: what is left of its plan, and the flow-LM state of the text chunk
+    it is in. `budget` counts the frames left, silent ones included: the generation ends when it
+    runs out. With `fixed_length` (the caller's max_frames), a chunk may use all that is left, as
+    the official max_frames replaces its length estimate; otherwise each chunk keeps to its own."""
 
     def __init__(
         self,
         model: Any,
-        plan: Sequence[Union[List[str], float]],
+        plan: Plan,
         voice: VoiceState,
         eos_threshold: float,
         frames_after_eos: Optional[int],
-        budget: Optional[int],
+        budget: int,
+        fixed_length: bool,
         noise: Callable[[], np.ndarray],
         times: List[np.ndarray],
     ):
         self.model = model
-        # The plan flattened: ("pause", seconds) and ("text", chunk) in order.
-        self.items: List[Tuple[str, Any]] = [
-            item
-            for part in plan
-            for item in ([("pause", part)] if isinstance(part, float) else [("text", c) for c in part])
-        ]
+        self.plan = plan
         self.voice = voice
         self.eos_threshold = eos_threshold
         self.frames_after_eos = frames_after_eos
         self.budget = budget
+        self.fixed_length = fixed_length
         self.noise = noise
         self.times = times
         self.done = False
@@ -76,33 +91,32 @@ class Generation:
             return None
         samples = min(self.model.frame_size, self._silence)
         self._silence -= samples
+        self.budget -= 1
+        if self.budget == 0:
+            self._silence = 0
         return Frame(None, samples, False)
 
     def _prepare(self) -> None:
         """Move on to the next pause or text chunk when the current one is over."""
         while not self.done and self._silence == 0 and self._state is None:
-            if self._next == len(self.items):
+            if self._next == len(self.plan) or self.budget == 0:
                 self.done = True
                 return
-            kind, value = self.items[self._next]
+            item = self.plan[self._next]
             self._next += 1
-            if kind == "pause":
-                self._silence = int(round(value * self.model.sample_rate))
-            elif self.budget == 0:
-                self.done = True
+            if isinstance(item, Chunk):
+                self._start(item)
             else:
-                self._start(value)
+                self._silence = item
 
-    def _start(self, chunk: str) -> None:
-        model = self.model
-        prepared, guess = prepare_text_prompt(chunk, model.text_options)
-        tokens = model.tokenizer.encode(prepared)
-        self._length = model.estimate_max_frames(len(tokens)) if self.budget is None else self.budget
+    def _start(self, chunk: Chunk) -> None:
+        self._length = self.budget if self.fixed_length else min(chunk.estimate, self.budget)
+        guess = chunk.frames_after_eos_guess
         self._after = self.frames_after_eos if self.frames_after_eos is not None else guess + 2
         state = self.voice.transformer.copy()
-        transformer.reserve(state, state.offset + len(tokens) + self._length)
+        transformer.reserve(state, state.offset + len(chunk.tokens) + self._length)
         self._state = state
-        self._prompt = flow_lm.text_embeddings(model.params["flow_lm"], tokens)
+        self._prompt = flow_lm.text_embeddings(self.model.params["flow_lm"], chunk.tokens)
         self._latent = None
         self._step = 0
         self._eos_step = None
@@ -118,8 +132,7 @@ class Generation:
             self._state = None
             return None
         self._latent = latent
-        if self.budget is not None:
-            self.budget -= 1
+        self.budget -= 1
         if self._step == self._length:
             self._state = None
         p = self.model.params["flow_lm"]

@@ -12,7 +12,7 @@ import dataclasses
 import math
 import os
 import statistics
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -30,10 +30,10 @@ from . import (
     voice,
     voices,
 )
-from .errors import ConfigError, PocketTTSError, TextError, VoiceError
-from .generation import Frame, Generation, advance
+from .errors import ConfigError, LimitError, PocketTTSError, TextError, VoiceError
+from .generation import Chunk, Frame, Generation, Plan, advance, planned_frames
 from .options import GenerationOptions
-from .text import TextOptions, split_into_chunks, split_pauses
+from .text import TextOptions, prepare_text_prompt, split_into_chunks, split_pauses
 from .tokenizer import Tokenizer
 from .voice import VoiceState
 from .voices import VoiceSource
@@ -41,6 +41,9 @@ from .voices import VoiceSource
 # Official generation constants (pocket_tts/models/tts_model.py and default_parameters.py).
 TOKENS_PER_SECOND_ESTIMATE = 3.0
 GEN_SECONDS_PADDING = 2.0
+# The most audio one generation may make, pauses included (an hour): a text that could last longer
+# is refused before any work. The server allows less per request.
+MAX_SECONDS = 3600.0
 # The first decoded samples of a fresh Mimi decoder carry a small step, heard as a click.
 FADE_IN_SECONDS = 1 / 200
 
@@ -231,13 +234,15 @@ class TTSModel:
         voice: VoiceSource,
         options: Optional[GenerationOptions] = None,
         rng: Optional[np.random.Generator] = None,
+        max_seconds: float = MAX_SECONDS,
         **overrides: Any,
     ) -> Generation:
         """A generation of `text` to step frame by frame (core.generation), alone or with others.
 
         `options` (core.options.GenerationOptions), or any of them by name as keywords
         (`model.generate(text, voice, temperature=0)`); `rng`: the noise source, instead of a seed.
-        Options are checked and the text is split now, so that bad input fails before any work.
+        Options are checked, and the text is split and tokenized now, so that bad input fails before
+        any work: a LimitError when the audio could last more than `max_seconds`, pauses included.
         """
         self._require(params.FLOW_LM)
         options = GenerationOptions.of({**dataclasses.asdict(options or GenerationOptions()), **overrides})
@@ -248,20 +253,51 @@ class TTSModel:
         frames_after_eos = options.frames_after_eos
         if frames_after_eos is None:
             frames_after_eos = cfg.model_recommended_frames_after_eos
+        plan = self.plan(text, options.max_tokens)
+        budget = self._budget(plan, options.max_frames, max_seconds)
+        state = self.voice_state(voice)
+        noise = _noise_source(self.flow_spec.latent_dim, temperature, options.noise_clamp, options.seed, rng)
+        times = self._times(options.lsd_decode_steps)
+        fixed = options.max_frames is not None
+        return Generation(self, plan, state, eos_threshold, frames_after_eos, budget, fixed, noise, times)
+
+    def plan(self, text: str, max_tokens: int) -> Plan:
+        """The text as the generation reads it: chunks of at most `max_tokens` tokens, prepared and
+        tokenized, and the pauses of its markup as samples of silence."""
         if not isinstance(text, str):
             raise PocketTTSError(f"text must be a string, got {type(text).__name__}")
         if not text.strip():
             raise TextError("the text to speak is empty")
-        plan: List[Union[List[str], float]] = [
-            part
-            if isinstance(part, float)
-            else split_into_chunks(self.tokenizer, part, options.max_tokens, self.text_options)
-            for part in split_pauses(text)
-        ]
-        state = self.voice_state(voice)
-        noise = _noise_source(self.flow_spec.latent_dim, temperature, options.noise_clamp, options.seed, rng)
-        times = self._times(options.lsd_decode_steps)
-        return Generation(self, plan, state, eos_threshold, frames_after_eos, options.max_frames, noise, times)
+        plan: Plan = []
+        for part in split_pauses(text):
+            if isinstance(part, float):
+                plan.append(int(round(part * self.sample_rate)))
+                continue
+            for chunk in split_into_chunks(self.tokenizer, part, max_tokens, self.text_options):
+                prepared, guess = prepare_text_prompt(chunk, self.text_options)
+                tokens = self.tokenizer.encode(prepared)
+                plan.append(Chunk(tokens, self.estimate_max_frames(len(tokens)), guess))
+        return plan
+
+    def _budget(self, plan: Plan, max_frames: Optional[int], max_seconds: float) -> int:
+        """The frames a generation of `plan` may make, silent ones included: `max_frames` when set,
+        else what the plan can make; a LimitError past `max_seconds`."""
+        rate = self.config.mimi.frame_rate
+        limit = int(max_seconds * rate)
+        if max_frames is not None:
+            if max_frames > limit:
+                raise LimitError(
+                    f"max_frames {max_frames} ({max_frames / rate:g} s) is more than the "
+                    f"{max_seconds:g} s of audio a request may make"
+                )
+            return max_frames
+        planned = planned_frames(plan, self.frame_size)
+        if planned > limit:
+            raise LimitError(
+                f"this text could last up to {planned / rate:.0f} s (3 tokens a second and 2 s a chunk, pauses "
+                f"included), more than the {max_seconds:g} s of audio a request may make: split it, or set max_frames"
+            )
+        return planned
 
     def decoder(self) -> FrameDecoder:
         """The Mimi half of `stream`: turns frames into audio, keeping the decoder's state."""
