@@ -8,10 +8,11 @@ any common encoding are parsed here; other formats are decoded with soundfile wh
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import struct
-from typing import Tuple
+from typing import BinaryIO, Optional, Tuple, Union
 
 import numpy as np
 
@@ -19,6 +20,8 @@ from .errors import AudioError
 
 # Voice prompts longer than this are cut (as the official server and export-voice do).
 MAX_PROMPT_SECONDS = 30.0
+# Recordings at other rates are refused (the rates of real recordings, 8 kHz telephony to 192 kHz).
+MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 8000, 192000
 # A WAV streamed to a pipe cannot go back to write its length: the sizes say "as long as it gets".
 STREAMING_WAV_SIZE = 0xFFFFFFFF
 
@@ -49,46 +52,72 @@ def wav_bytes(pcm: np.ndarray, sample_rate: int) -> bytes:
     return wav_header(sample_rate, len(data)) + data
 
 
-def read(path: str) -> Tuple[np.ndarray, int]:
-    """Mono float32 samples in [-1, 1] and the sample rate of an audio file."""
-    if not os.path.isfile(path):
-        raise AudioError(f"audio file not found: {path}")
-    with open(path, "rb") as f:
-        head = f.read(12)
+def read(source: Union[str, bytes], where: Optional[str] = None) -> Tuple[np.ndarray, int]:
+    """The first MAX_PROMPT_SECONDS of a recording (a file's path, or its bytes): mono float32
+    samples in [-1, 1] and their sample rate. Only what is kept is decoded, whatever length the file
+    claims; a rate outside MIN_SAMPLE_RATE..MAX_SAMPLE_RATE is an AudioError before any decoding."""
+    where = where or (source if isinstance(source, str) else "the recording")
+    if isinstance(source, str):
+        if not os.path.isfile(source):
+            raise AudioError(f"audio file not found: {source}")
+        try:
+            with open(source, "rb") as f:
+                return _read(f, where)
+        except OSError as e:
+            raise AudioError(f"cannot read {source}: {e.strerror or e}") from None
+    return _read(io.BytesIO(source), where)
+
+
+def _read(f: BinaryIO, where: str) -> Tuple[np.ndarray, int]:
+    head = f.read(12)
+    f.seek(0)
     if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
-        return read_wav(path)
-    return _read_with_soundfile(path)
+        return _read_wav(f, where)
+    return _read_with_soundfile(f, where)
 
 
 def read_wav(path: str) -> Tuple[np.ndarray, int]:
-    """Parse a RIFF/WAVE file: PCM 8/16/24/32-bit or IEEE float 32/64, any channel count (averaged)."""
+    """Parse a RIFF/WAVE file: PCM 8/16/24/32-bit or IEEE float 32/64, any channel count (averaged);
+    its first MAX_PROMPT_SECONDS."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            return _read_wav(f, path)
     except OSError as e:
         raise AudioError(f"cannot read {path}: {e.strerror or e}") from None
-    if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
-        raise AudioError(f"{path} is not a WAV file")
+
+
+def _read_wav(f: BinaryIO, where: str) -> Tuple[np.ndarray, int]:
+    if f.read(12)[8:12] != b"WAVE":
+        raise AudioError(f"cannot decode {where}: not a WAV file")
     fmt = None
-    samples = None
-    pos = 12
-    while pos + 8 <= len(data):
-        chunk_id, size = data[pos : pos + 4], struct.unpack("<I", data[pos + 4 : pos + 8])[0]
-        body = data[pos + 8 : pos + 8 + size]  # a streamed WAV may claim more than the file holds
-        if chunk_id == b"fmt " and len(body) >= 16:
-            fmt = struct.unpack("<HHIIHH", body[:16])
-            if fmt[0] == 0xFFFE and len(body) >= 26:
-                fmt = (struct.unpack("<H", body[24:26])[0],) + fmt[1:]
+    while True:
+        header = f.read(8)
+        if len(header) < 8:
+            raise AudioError(f"cannot decode {where}: not a valid WAV file (no fmt or data chunk)")
+        chunk_id, size = header[:4], struct.unpack("<I", header[4:])[0]
+        if chunk_id == b"fmt ":
+            body = f.read(min(size, 64))
+            f.seek(size - len(body) + (size & 1), io.SEEK_CUR)
+            if len(body) >= 16:
+                fmt = struct.unpack("<HHIIHH", body[:16])
+                if fmt[0] == 0xFFFE and len(body) >= 26:
+                    fmt = (struct.unpack("<H", body[24:26])[0],) + fmt[1:]
         elif chunk_id == b"data":
-            samples = body
             break
-        pos += 8 + size + (size & 1)
-    if fmt is None or samples is None:
-        raise AudioError(f"{path} is not a valid WAV file (no fmt or data chunk)")
+        else:
+            f.seek(size + (size & 1), io.SEEK_CUR)
+    if fmt is None:
+        raise AudioError(f"cannot decode {where}: not a valid WAV file (no fmt chunk before its data)")
     tag, channels, rate, _, _, bits = fmt
-    if channels < 1 or rate < 1:
-        raise AudioError(f"{path}: invalid WAV header ({channels} channels, {rate} Hz)")
+    if channels < 1:
+        raise AudioError(f"cannot decode {where}: invalid WAV header ({channels} channels)")
+    _check_rate(rate, where)
     width = bits // 8
+    if (tag, bits) not in ((1, 8), (1, 16), (1, 24), (1, 32), (3, 32), (3, 64)):
+        raise AudioError(f"cannot decode {where}: unsupported WAV encoding (format {tag}, {bits} bits)")
+    # A streamed WAV may claim more than the file holds: read what is kept, of what is there.
+    wanted = min(size, int(MAX_PROMPT_SECONDS * rate) * width * channels)
+    samples = f.read(wanted)
     usable = len(samples) - len(samples) % (width * channels)
     raw = np.frombuffer(samples[:usable], dtype=np.uint8)
     if tag == 1 and bits == 16:
@@ -99,28 +128,50 @@ def read_wav(path: str) -> Tuple[np.ndarray, int]:
         triples = raw.reshape(-1, 3).astype(np.int32)
         ints = (triples[:, 0] << 8) | (triples[:, 1] << 16) | (triples[:, 2] << 24)  # left-justified int32
         x = ints.astype(np.float32) / np.float32(2.0**31)
-    elif tag == 1 and bits == 32:
+    elif tag == 1:
         x = raw.view("<i4").astype(np.float32) / np.float32(2.0**31)
-    elif tag == 3 and bits in (32, 64):
-        x = raw.view("<f4" if bits == 32 else "<f8").astype(np.float32)
     else:
-        raise AudioError(f"{path}: unsupported WAV encoding (format {tag}, {bits} bits)")
+        x = raw.view("<f4" if bits == 32 else "<f8").astype(np.float32)
     x = x.reshape(-1, channels)
     return (x[:, 0] if channels == 1 else x.mean(axis=1)), rate
 
 
-def _read_with_soundfile(path: str) -> Tuple[np.ndarray, int]:
+def _read_with_soundfile(f: BinaryIO, where: str) -> Tuple[np.ndarray, int]:
+    """FLAC, MP3, Ogg and the rest of libsndfile's formats, decoded a block at a time up to what is
+    kept (a small file of a long silence decodes no more than MAX_PROMPT_SECONDS of it)."""
     try:
         import soundfile
     except ImportError:
         raise AudioError(
-            f"{path} is not a WAV file; reading other formats needs soundfile (pip install soundfile)"
+            f"{where} is not a WAV file; reading other formats needs soundfile (pip install soundfile)"
         ) from None
     try:
-        data, rate = soundfile.read(path, dtype="float32", always_2d=True)
+        with soundfile.SoundFile(f) as sound:
+            rate, channels = int(sound.samplerate), int(sound.channels)
+            _check_rate(rate, where)
+            left = int(MAX_PROMPT_SECONDS * rate)
+            block = max(1, (1 << 20) // channels)
+            parts = []
+            while left > 0:
+                data = sound.read(min(block, left), dtype="float32", always_2d=True)  # [frames, channels]
+                if data.shape[0] == 0:
+                    break
+                parts.append(data[:, 0] if channels == 1 else data.mean(axis=1))
+                left -= data.shape[0]
+    except AudioError:
+        raise
     except Exception as e:  # soundfile raises its own error types for every unreadable file
-        raise AudioError(f"cannot decode audio file {path}: {e}") from None
-    return (data[:, 0] if data.shape[1] == 1 else data.mean(axis=1)), int(rate)
+        raise AudioError(f"cannot decode {where}: {e}") from None
+    return (np.concatenate(parts) if parts else np.zeros(0, np.float32)), rate
+
+
+def _check_rate(rate: int, where: str) -> None:
+    """Rates past these cost more to resample than any recording needs (an odd rate near the top
+    already takes a filter of millions of taps)."""
+    if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
+        raise AudioError(
+            f"{where}: sample rate {rate} Hz is outside {MIN_SAMPLE_RATE}-{MAX_SAMPLE_RATE} Hz: resample it first"
+        )
 
 
 def as_mono(samples: np.ndarray, where: str = "audio") -> np.ndarray:
@@ -162,7 +213,7 @@ def resample(x: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
     phases = h.reshape(taps, up).T  # [up, taps]: phases[r, l] = h[r + l*up]
     padded = np.concatenate([np.zeros(taps - 1, x.dtype), x, np.zeros(taps, x.dtype)])
     out = np.empty(n_out, dtype=x.dtype)
-    block = 1 << 16
+    block = max(1, (1 << 20) // taps)  # output samples a pass: its [block, taps] arrays stay a few MB
     for start in range(0, n_out, block):
         n = np.arange(first + start, first + min(start + block, n_out))
         base, phase = np.divmod(n * down, up)
@@ -203,11 +254,16 @@ def end_on_pause(
     return np.concatenate([y, np.zeros(int(pause_sec * sample_rate), np.float32)])
 
 
-def prepare_prompt(samples: np.ndarray, sample_rate: int, model_rate: int, where: str = "audio") -> np.ndarray:
-    """Any waveform -> the official encoder input: mono, at most 30 s, model rate, ending on a pause."""
-    if not isinstance(sample_rate, (int, np.integer)) or sample_rate <= 0:
+def trim_prompt(samples: np.ndarray, sample_rate: int, model_rate: int, where: str = "audio") -> np.ndarray:
+    """What a voice prompt keeps of a recording: mono, at most MAX_PROMPT_SECONDS, at the model's rate."""
+    if not isinstance(sample_rate, (int, np.integer)):
         raise AudioError(f"{where}: invalid sample rate {sample_rate!r}")
+    _check_rate(int(sample_rate), where)
     x = as_mono(samples, where)
     x = x[: int(MAX_PROMPT_SECONDS * sample_rate)]
-    x = resample(x, int(sample_rate), model_rate)
-    return end_on_pause(x, model_rate)
+    return resample(x, int(sample_rate), model_rate)
+
+
+def prepare_prompt(samples: np.ndarray, sample_rate: int, model_rate: int, where: str = "audio") -> np.ndarray:
+    """Any waveform -> the official encoder input: mono, at most 30 s, model rate, ending on a pause."""
+    return end_on_pause(trim_prompt(samples, sample_rate, model_rate, where), model_rate)

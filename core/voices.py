@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 VoiceSource = Union[VoiceState, str, np.ndarray, None]
 RECORDING = "upload:"  # the prefix of a recording's id
+# What a registry keeps: prepared voice states, and the recordings to clone again (see VoiceRegistry).
+STATE_BYTES = 256 * 1024 * 1024
+RECORDING_BYTES = 256 * 1024 * 1024
 
 
 def recording_id(samples: np.ndarray, sample_rate: int) -> str:
@@ -73,62 +76,118 @@ class VoiceRegistry:
     """Prepared voices by id. `default`: the default voice's source (a name or a file; the model's
     default when None), prepared now, so that one that cannot load fails at once. Requests name
     voices, never files: `get` takes "default"/None, a predefined name, one of `aliases` (another
-    name for a predefined voice or "default"), or a recording's id."""
+    name for a predefined voice or "default"), or a recording's id.
+
+    Two caches, each bounded by bytes, not by count, so that many small recordings cannot push a
+    large one out: the prepared states (a few MB of KV cache each), and the recordings themselves
+    as kept (mono, at the model's rate, at most 30 s: 2.9 MB at most), so that a recording whose
+    state was dropped is cloned again from what was kept. Only a recording dropped from both is
+    gone ("upload it again").
+
+    The slow work (cloning, downloading a predefined voice) comes apart from the caches' upkeep, so
+    that a threaded caller can do it outside its lock: `key` -> `find` -> `recipe`() -> `keep`.
+    """
 
     def __init__(
         self,
         model: TTSModel,
         default: Optional[str] = None,
-        capacity: int = 32,
         aliases: Optional[Dict[str, str]] = None,
+        state_bytes: int = STATE_BYTES,
+        recording_bytes: int = RECORDING_BYTES,
     ):
         self.model = model
-        self.capacity = capacity
         self.aliases = dict(aliases or {})
         self.default_name = default if default is not None else model.default_voice
         self.default = resolve(model, self.default_name)
-        self._prepared: OrderedDict[str, VoiceState] = OrderedDict()
+        self._states = _Cache(state_bytes)
+        self._recordings = _Cache(recording_bytes)
 
     def names(self) -> List[str]:
         """The model's predefined voices."""
         return sorted(self.model.voices)
 
-    def get(self, key: Optional[str]) -> VoiceState:
-        key = self.aliases.get(key, key) if key is not None else None
-        if key is None or key == "" or key == "default":
-            return self.default
-        if key in self._prepared:
-            self._prepared.move_to_end(key)
-            return self._prepared[key]
+    def key(self, name: Optional[str]) -> str:
+        """The id a request's voice name stands for: "default", a predefined name or a recording's
+        id; a VoiceError for anything else."""
+        name = self.aliases.get(name, name) if name is not None else None
+        if name is None or name in ("", "default"):
+            return "default"
+        if name.startswith(RECORDING) or name in self.model.voices:
+            return name
+        known = ", ".join(["default"] + self.names() + sorted(self.aliases))
+        raise VoiceError(f"unknown voice {name!r}: use one of {known}, or upload one")
+
+    def find(self, key: str) -> Optional[VoiceState]:
+        """The voice of `key` if it is prepared."""
+        return self.default if key == "default" else self._states.get(key)
+
+    def recipe(self, key: str) -> Callable[[], VoiceState]:
+        """The work that prepares `key`'s voice (it changes nothing here: `keep` its result); a
+        VoiceError now for a recording that is no longer kept."""
         if key.startswith(RECORDING):
-            raise VoiceError(f"unknown uploaded voice {key!r} (uploads are kept for a while only): upload it again")
-        if key not in self.model.voices:
-            known = ", ".join(["default"] + self.names() + sorted(self.aliases))
-            raise VoiceError(f"unknown voice {key!r}: use one of {known}, or upload one")
-        self._prepared[key] = resolve(self.model, key)
-        return self._prepared[key]
+            prompt = self._recordings.get(key)
+            if prompt is None:
+                raise VoiceError(f"unknown uploaded voice {key!r} (uploads are kept for a while only): upload it again")
+            return lambda: self.model.clone_voice(prompt, self.model.sample_rate, "the uploaded voice")
+        return lambda: resolve(self.model, key)
+
+    def keep(self, key: str, state: VoiceState) -> VoiceState:
+        self._states.put(key, state, _state_bytes(state))
+        return state
+
+    def get(self, name: Optional[str]) -> VoiceState:
+        """The voice a request names, prepared now if it is not yet (for single-threaded callers)."""
+        key = self.key(name)
+        found = self.find(key)
+        return found if found is not None else self.keep(key, self.recipe(key)())
+
+    def recording(self, samples: np.ndarray, sample_rate: int) -> Tuple[str, np.ndarray]:
+        """A recording's id and what is kept of it (see `add_recording`)."""
+        kept = audio.trim_prompt(samples, sample_rate, self.model.sample_rate, "the uploaded voice")
+        return recording_id(samples, sample_rate), kept
+
+    def add_recording(self, key: str, kept: np.ndarray) -> None:
+        self._recordings.put(key, kept, kept.nbytes)
+
+    def add(self, samples: np.ndarray, sample_rate: int) -> str:
+        """Clone a recording (samples [T] or [channels, T]) unless it was already; returns its id."""
+        key, kept = self.recording(samples, sample_rate)
+        self.add_recording(key, kept)
+        self.get(key)
+        return key
 
     def source(self, source: Optional[str]) -> VoiceState:
         """Any source a local caller names (the command line: a predefined name, an audio file, a
         voice state; None: the default), prepared once and kept by that source."""
         if source is None or source == self.default_name:
             return self.default
-        if source not in self._prepared:
-            self._prepared[source] = resolve(self.model, source)
-        self._prepared.move_to_end(source)
-        files = [k for k in self._prepared if not k.startswith(RECORDING) and k not in self.model.voices]
-        for oldest in files[: max(0, len(files) - self.capacity)]:
-            del self._prepared[oldest]
-        return self._prepared[source]
+        found = self._states.get(source)
+        return found if found is not None else self.keep(source, resolve(self.model, source))
 
-    def add(self, samples: np.ndarray, sample_rate: int) -> str:
-        """Clone a recording (samples [T] or [channels, T]) unless it was already; returns its id."""
-        key = recording_id(samples, sample_rate)
-        if key in self._prepared:
-            self._prepared.move_to_end(key)
-            return key
-        self._prepared[key] = self.model.clone_voice(samples, sample_rate, "the uploaded voice")
-        recordings = [k for k in self._prepared if k.startswith(RECORDING)]
-        for oldest in recordings[: max(0, len(recordings) - self.capacity)]:
-            del self._prepared[oldest]
-        return key
+
+def _state_bytes(state: VoiceState) -> int:
+    return sum(a.nbytes for a in state.transformer.keys + state.transformer.values)
+
+
+class _Cache:
+    """Values by key, the least recently used dropped beyond a total size (the newest always kept)."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._items: OrderedDict[str, Tuple[Any, int]] = OrderedDict()
+        self._size = 0
+
+    def get(self, key: str) -> Any:
+        if key not in self._items:
+            return None
+        self._items.move_to_end(key)
+        return self._items[key][0]
+
+    def put(self, key: str, value: Any, size: int) -> None:
+        if key in self._items:
+            self._size -= self._items.pop(key)[1]
+        self._items[key] = (value, size)
+        self._size += size
+        while self._size > self.capacity and len(self._items) > 1:
+            self._size -= self._items.popitem(last=False)[1][1]

@@ -171,15 +171,39 @@ def test_the_voice_registry_prepares_each_voice_once_by_one_id_scheme(model, mon
     clones = []
     original = model.clone_voice
     monkeypatch.setattr(model, "clone_voice", lambda *a: clones.append(a[1]) or original(*a))
-    registry = VoiceRegistry(model, str(VOICE_24K), capacity=2, aliases={"alloy": "default"})
+    registry = VoiceRegistry(model, str(VOICE_24K), aliases={"alloy": "default"})
     assert len(clones) == 1 and registry.get(None) is registry.default is registry.get("alloy")
     samples = np.random.default_rng(0).standard_normal(24000).astype(np.float32) * 0.1
     first = registry.add(samples, 24000)
     assert first == recording_id(samples, 24000) == registry.add(samples.copy(), 24000) and len(clones) == 2
     assert recording_id(samples, 22050) != first  # the rate is part of the recording
-    second, third = registry.add(samples[:20000], 24000), registry.add(samples[:16000], 24000)
-    assert registry.get(second) is registry.get(second) and registry.get(third) is not None
+    assert registry.get(first) is registry.get(first)
     with pytest.raises(VoiceError, match="upload it again"):
-        registry.get(first)  # the least recently used recording was dropped beyond the capacity
+        registry.get("upload:" + "0" * 24)
     with pytest.raises(VoiceError, match="unknown voice 'voice.wav': use one of default, alloy"):
         registry.get("voice.wav")  # requests name voices, never files
+
+
+def test_the_registry_keeps_voices_by_size_and_clones_a_dropped_state_again_from_its_recording(model) -> None:
+    """States and recordings are kept by bytes: beyond its states' budget a recording's state is
+    dropped and cloned again, the same, from the recording; beyond the recordings' budget too, the
+    least recently used recording is gone."""
+    from core.voices import VoiceRegistry, _state_bytes
+
+    rng = np.random.default_rng(1)
+    recordings = [rng.standard_normal(24000).astype(np.float32) * 0.1 for _ in range(4)]
+    probe = VoiceRegistry(model, str(VOICE_24K))
+    state_size = _state_bytes(probe.get(probe.add(recordings[0], 24000)))
+    kept_size = probe.recording(recordings[0], 24000)[1].nbytes
+    registry = VoiceRegistry(model, str(VOICE_24K), state_bytes=2 * state_size, recording_bytes=3 * kept_size)
+    ids = [registry.add(samples, 24000) for samples in recordings[:3]]
+    first = registry.find(ids[2])
+    assert registry.find(ids[0]) is None  # two states fit: the first one's went
+    again = registry.get(ids[0])  # its recording is kept: cloned again
+    alone = model.voice_state(recordings[0], sample_rate=24000)
+    assert all(np.array_equal(a, b) for a, b in zip(again.transformer.keys, alone.transformer.keys))
+    assert registry.find(ids[1]) is None and registry.find(ids[2]) is first
+    registry.add(recordings[3], 24000)  # a fourth recording: the least recently used one goes
+    assert registry.find(ids[1]) is None
+    with pytest.raises(VoiceError, match="upload it again"):
+        registry.get(ids[1])
