@@ -14,8 +14,10 @@ duration_s, voice, options (the seed included), error (null when it worked) and 
   voice and options (the manifest keeps a fingerprint) is not made again. Files are written to a
   temporary name and renamed, and the manifest grows as lines finish, so an interrupted job leaves
   no partial file and loses only the lines in progress.
-- A bad line (not JSON, no id or text, an id used twice, an unknown option or voice) is an error
-  in the manifest, not the end of the job; the command then exits 1.
+- A bad line (not UTF-8, not JSON, no id or text, an id used twice, an unknown option or voice,
+  an option outside a request's ranges: core.options.REQUEST_RANGES) is an error in the manifest,
+  not the end of the job; the command then exits 1.
+- One job per output folder: a second one on a folder in use stops at once with an error.
 - Reproducible: a line without a "seed" gets one from its id, so a rerun, a retried task or
   another machine makes the same audio.
 - Workers: processes on this machine (one per core, each NumPy on one thread), or Ray tasks
@@ -43,7 +45,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 from . import catalog
 from .audio import wav_bytes
 from .errors import PocketTTSError
-from .files import write_atomically
+from .files import only_writer, write_atomically
 from .options import GenerationOptions
 
 MANIFEST = "manifest.jsonl"
@@ -81,8 +83,13 @@ def read_lines(path: str, model: str, voice: Optional[str]) -> Tuple[List[Line],
     lines: List[Line] = []
     invalid: List[Dict[str, Any]] = []
     seen = set()
-    with open(path, encoding="utf-8") as f:
-        for number, raw in enumerate(f, 1):
+    with open(path, "rb") as f:
+        for number, data in enumerate(f, 1):
+            try:
+                raw = data.decode("utf-8")
+            except UnicodeDecodeError as e:
+                invalid.append(_entry(number, None, None, None, {}, f"not UTF-8 text ({e.reason} at byte {e.start})"))
+                continue
             if not raw.strip():
                 continue
             try:
@@ -98,20 +105,25 @@ def read_lines(path: str, model: str, voice: Optional[str]) -> Tuple[List[Line],
     return lines, invalid
 
 
+def _json(raw: str) -> Any:
+    """A JSON value, or a PocketTTSError (nesting too deep for the parser included)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise PocketTTSError(f"not JSON ({e})") from None
+
+
 def _id_of(raw: str) -> Optional[str]:
     try:
-        value = json.loads(raw)
-    except ValueError:
+        value = _json(raw)
+    except PocketTTSError:
         return None
     found = value.get("id") if isinstance(value, dict) else None
     return found if isinstance(found, str) else None
 
 
 def _parse(number: int, raw: str, folder: str, model: str, default_voice: Optional[str]) -> Line:
-    try:
-        value = json.loads(raw)
-    except ValueError as e:
-        raise PocketTTSError(f"not JSON ({e})") from None
+    value = _json(raw)
     if not isinstance(value, dict):
         raise PocketTTSError("not a JSON object")
     fields = dict(value)
@@ -135,7 +147,7 @@ def _parse(number: int, raw: str, folder: str, model: str, default_voice: Option
     if fields.get("seed") is None:
         fields["seed"] = int.from_bytes(hashlib.sha256(line_id.encode()).digest()[:4], "little") & 0x7FFFFFFF
     try:
-        GenerationOptions.of(fields).check()
+        GenerationOptions.of(fields).check_request()
     except TypeError as e:
         raise PocketTTSError(str(e)) from None
     what = json.dumps({"model": model, "text": text, "voice": voice, "options": fields}, sort_keys=True)
@@ -181,11 +193,11 @@ def _previous(out: str) -> Dict[str, Dict[str, Any]]:
     crash is skipped)."""
     entries: Dict[str, Dict[str, Any]] = {}
     try:
-        with open(os.path.join(out, MANIFEST), encoding="utf-8") as f:
+        with open(os.path.join(out, MANIFEST), "rb") as f:
             for raw in f:
                 try:
-                    entry = json.loads(raw)
-                except ValueError:
+                    entry = _json(raw.decode("utf-8"))
+                except (UnicodeDecodeError, PocketTTSError):
                     continue
                 if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry.get("fingerprint"):
                     entries[entry["id"]] = entry
@@ -332,39 +344,46 @@ def run(
         voice = os.path.abspath(voice)
     lines, invalid = read_lines(input_path, model, voice if voice is not None else files.default_voice)
     os.makedirs(out, exist_ok=True)
-    previous = _previous(out)
-    todo = [line for line in lines if not _done(out, line, previous)]
-    entries = {e["line"]: e for e in invalid}
-    waiting = {line.id for line in todo}
-    for line in lines:
-        if line.id not in waiting:
-            entries[line.number] = dict(previous[line.id], line=line.number)
-    summary = Summary(len(lines) + len(invalid), len(lines) - len(todo), 0, len(invalid), 0.0, 0.0)
-    if todo:
-        if ray_address is not None:
-            outcomes = ray_outcomes(model, todo, ray_address)
-        else:
-            outcomes = local_outcomes(model, todo, min(workers or os.cpu_count() or 1, len(todo)))
-        by_id = {line.id: line for line in todo}
-        with open(os.path.join(out, MANIFEST), "a", encoding="utf-8") as manifest:
-            for outcome in _progress(outcomes, len(todo), progress, summary):
-                line = by_id[outcome.id]
-                if outcome.wav is not None:
-                    write_atomically(os.path.join(out, f"{line.id}.wav"), outcome.wav)
-                    summary.made += 1
-                    summary.audio_s += outcome.duration_s
-                else:
-                    summary.failed += 1
-                entry = _entry(
-                    line.number, line.id, outcome.duration_s, line.voice, line.options, outcome.error, line.fingerprint
-                )
-                entries[line.number] = entry
-                manifest.write(json.dumps(entry) + "\n")
-                manifest.flush()
-    text = "".join(json.dumps(entries[number]) + "\n" for number in sorted(entries))
-    write_atomically(os.path.join(out, MANIFEST), text.encode("utf-8"))
-    summary.seconds = time.perf_counter() - start
-    return summary
+    with only_writer(out):  # a second job on the same folder would make every line again
+        previous = _previous(out)
+        todo = [line for line in lines if not _done(out, line, previous)]
+        entries = {e["line"]: e for e in invalid}
+        waiting = {line.id for line in todo}
+        for line in lines:
+            if line.id not in waiting:
+                entries[line.number] = dict(previous[line.id], line=line.number)
+        summary = Summary(len(lines) + len(invalid), len(lines) - len(todo), 0, len(invalid), 0.0, 0.0)
+        if todo:
+            if ray_address is not None:
+                outcomes = ray_outcomes(model, todo, ray_address)
+            else:
+                outcomes = local_outcomes(model, todo, min(workers or os.cpu_count() or 1, len(todo)))
+            by_id = {line.id: line for line in todo}
+            with open(os.path.join(out, MANIFEST), "a", encoding="utf-8") as manifest:
+                for outcome in _progress(outcomes, len(todo), progress, summary):
+                    line = by_id[outcome.id]
+                    if outcome.wav is not None:
+                        write_atomically(os.path.join(out, f"{line.id}.wav"), outcome.wav)
+                        summary.made += 1
+                        summary.audio_s += outcome.duration_s
+                    else:
+                        summary.failed += 1
+                    entry = _entry(
+                        line.number,
+                        line.id,
+                        outcome.duration_s,
+                        line.voice,
+                        line.options,
+                        outcome.error,
+                        line.fingerprint,
+                    )
+                    entries[line.number] = entry
+                    manifest.write(json.dumps(entry) + "\n")
+                    manifest.flush()
+        text = "".join(json.dumps(entries[number]) + "\n" for number in sorted(entries))
+        write_atomically(os.path.join(out, MANIFEST), text.encode("utf-8"))
+        summary.seconds = time.perf_counter() - start
+        return summary
 
 
 def _progress(outcomes: Iterable[Outcome], total: int, show: bool, summary: Summary) -> Iterator[Outcome]:

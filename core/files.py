@@ -1,20 +1,60 @@
-"""Writing the command line's output files: never a half-written file, whatever happens."""
+"""Writing the command line's output files: never a half-written file, whatever happens, and never
+through a file or link someone else put in the way."""
 
 from __future__ import annotations
 
 import os
+import tempfile
+from contextlib import contextmanager
+from typing import Iterator
+
+from .errors import PocketTTSError
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# Read once: reading it means setting it, which no thread should see half-way.
+_UMASK = _umask()
 
 
 def write_atomically(path: str, data: bytes) -> None:
-    """Write to a temporary name beside `path`, then rename it: an error or Ctrl-C leaves the old
-    file (or none), never part of the new one."""
+    """Write to a new temporary file beside `path` (created exclusively under a name nobody can
+    guess, so nothing planted there is followed), then rename it over `path`: an error or Ctrl-C
+    leaves the old file (or none), never part of the new one."""
     directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
-        with open(tmp, "wb") as f:
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # as a plain open() would have made it (mkstemp makes 0600)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+@contextmanager
+def only_writer(folder: str) -> Iterator[None]:
+    """Hold a folder for one process's writes (a lock on the folder itself, released when the
+    process ends however it ends): a second one gets a PocketTTSError at once."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; a second writer there is not detected
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PocketTTSError(
+                f"another process is writing to {folder}: wait for it to end, or choose another folder"
+            ) from None
+        yield
+    finally:
+        os.close(fd)

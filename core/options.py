@@ -6,11 +6,26 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
 from .errors import PocketTTSError
+
+# What a request may ask for where requests come from others (the server's requests, the batch
+# command's lines): the audio it may make, pauses included, and each option's range. The command
+# line and the Python API take any valid value (and the model's own cap, an hour of audio).
+REQUEST_SECONDS = 600.0
+REQUEST_RANGES: Dict[str, Tuple[float, float]] = {
+    "temperature": (0.0, 5.0),
+    "eos_threshold": (-100.0, 100.0),
+    "max_frames": (0, 7500),  # REQUEST_SECONDS at 12.5 frames a second
+    "frames_after_eos": (0, 100),
+    "lsd_decode_steps": (1, 64),
+    "seed": (0, 2**63 - 1),
+    "max_tokens": (1, 500),
+    "noise_clamp": (0.0, 100.0),  # above the low end
+}
 
 
 def _option(default: Any, doc: str) -> Any:
@@ -73,6 +88,14 @@ class GenerationOptions:
             count("seed", self.seed, 0)
         if self.noise_clamp is not None and not 0 < number("noise_clamp", self.noise_clamp) < math.inf:
             raise PocketTTSError(f"noise_clamp must be > 0, got {self.noise_clamp!r}")
+
+    def check_request(self) -> None:
+        """`check`, and the ranges a request may ask for (REQUEST_RANGES)."""
+        self.check()
+        for name, (low, high) in REQUEST_RANGES.items():
+            value = getattr(self, name)
+            if value is not None and not low <= value <= high:
+                raise PocketTTSError(f"{name} must be between {low:g} and {high:g} in a request, got {value!r}")
 
 
 def names() -> list:

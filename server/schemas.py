@@ -9,27 +9,31 @@ import msgspec
 from msgspec import Meta
 from typing_extensions import Annotated
 
-from core.options import GenerationOptions
+from core.options import REQUEST_RANGES, GenerationOptions
 from core.options import names as option_names
 
 MAX_TEXT = 5000  # characters per request
-MAX_FRAMES = 3000  # 4 minutes of audio
 
 
 def _doc(name: str) -> str:
     return next(f.metadata["doc"] for f in dataclasses.fields(GenerationOptions) if f.name == name)
 
 
+def _ranged(kind: type, name: str, low: str = "ge") -> type:
+    """An option with the range a request may ask for (core.options.REQUEST_RANGES)."""
+    first, last = REQUEST_RANGES[name]
+    return Annotated[kind, Meta(**{low: kind(first)}, le=kind(last), description=_doc(name))]
+
+
 Text = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT, description="text to speak (pause markup allowed)")]
-# The options of core.options.GenerationOptions, with the ranges a request may ask for.
-Temperature = Annotated[float, Meta(ge=0.0, le=5.0, description=_doc("temperature"))]
-EosThreshold = Annotated[float, Meta(ge=-100.0, le=100.0, description=_doc("eos_threshold"))]
-Frames = Annotated[int, Meta(ge=0, le=MAX_FRAMES, description=_doc("max_frames"))]
-FramesAfterEos = Annotated[int, Meta(ge=0, le=100, description=_doc("frames_after_eos"))]
-DecodeSteps = Annotated[int, Meta(ge=1, le=64, description=_doc("lsd_decode_steps"))]
-Seed = Annotated[int, Meta(ge=0, le=2**63 - 1, description=_doc("seed"))]
-MaxTokens = Annotated[int, Meta(ge=1, le=500, description=_doc("max_tokens"))]
-NoiseClamp = Annotated[float, Meta(gt=0.0, le=100.0, description=_doc("noise_clamp"))]
+Temperature = _ranged(float, "temperature")
+EosThreshold = _ranged(float, "eos_threshold")
+Frames = _ranged(int, "max_frames")
+FramesAfterEos = _ranged(int, "frames_after_eos")
+DecodeSteps = _ranged(int, "lsd_decode_steps")
+Seed = _ranged(int, "seed")
+MaxTokens = _ranged(int, "max_tokens")
+NoiseClamp = _ranged(float, "noise_clamp", low="gt")
 
 
 class GenerateRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -100,3 +104,9 @@ class ErrorBody(msgspec.Struct):
     """Every error of the API, in OpenAI's shape."""
 
     error: ErrorDetail
+
+
+def error_json(status: int, message: str, param: Optional[str] = None, code: Optional[str] = None) -> bytes:
+    """The JSON of an error in OpenAI's shape (a server_error from 500 on, else invalid_request_error)."""
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    return msgspec.json.encode(ErrorBody(ErrorDetail(message=message, type=kind, param=param, code=code)))
