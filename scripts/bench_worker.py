@@ -23,7 +23,10 @@ STEP_SAMPLES = 20
 
 
 class _Chunks:
-    """What the scheduler hands a stream's audio to (a Relay's methods), as a plain iterator."""
+    """What the scheduler hands a stream's audio to (a Relay's methods), as a plain iterator that
+    is never full (the bench reads every chunk)."""
+
+    full = False
 
     def __init__(self) -> None:
         import queue
@@ -31,6 +34,9 @@ class _Chunks:
 
         self.queue: queue.Queue = queue.Queue()
         self.abandoned = threading.Event()
+
+    def reserve(self) -> None:
+        pass
 
     def put(self, chunk) -> None:  # noqa: ANN001
         self.queue.put(chunk)
@@ -60,7 +66,7 @@ class Ours:
             native.install()
         self.model = TTSModel.load(source)
         if server:
-            self.scheduler = Scheduler(self.model, max_streams=1)
+            self.scheduler = Scheduler(self.model)
         self.voice = self.model.voice_state(voice_state)
         self.voice_wav = voice_wav
         self.sample_rate = self.model.sample_rate

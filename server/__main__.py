@@ -21,19 +21,46 @@ def main() -> int:
         "--max-concurrent",
         type=int,
         default=4,
-        help="generations running at once; more requests get 503 (default: %(default)s)",
+        help="requests served at once (each a generation, or an upload); more get 503 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=64,
+        help="open connections at once; more get 503 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--client-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a client may take to send a request's headers, between pieces of its body, and to "
+        "take each piece of an answer, before its connection is closed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a web page origin (https://app.example) allowed to use the API beside this server's own page "
+        "(repeatable; * for any)",
     )
     args = parser.parse_args()
-    if args.max_concurrent < 1:
-        parser.error("--max-concurrent must be at least 1")
+    for name in ("max_concurrent", "max_connections"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if not args.client_timeout > 0:
+        parser.error("--client-timeout must be positive")
+
+    import logging
 
     import uvicorn
 
     from core import PocketTTSError, TTSModel
-    from server import native
+    from server import connections, native
     from server.app import create_app
     from server.engine import ServerEngine
 
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.WARNING)
     kernels = native.install()
     print(f"products on: {kernels}", file=sys.stderr)
     try:
@@ -52,9 +79,18 @@ def main() -> int:
     if web is not None and not (web / "site.json").exists():
         print(f"error: {web} is not a site built by scripts.build_site (no site.json)", file=sys.stderr)
         return 1
-    app = create_app(engine) if web is None else create_app(engine, web=web)
+    app = create_app(engine, allowed_origins=args.allow_origin, **({} if web is None else {"web": web}))
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        uvicorn.run(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+            http=connections.protocol(args.client_timeout),
+            limit_concurrency=args.max_connections,
+            timeout_keep_alive=5,
+            h11_max_incomplete_event_size=16 * 1024,
+        )
     finally:
         engine.scheduler.close()
     return 0

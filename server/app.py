@@ -12,47 +12,50 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import socket
 import sys
-from contextlib import asynccontextmanager
+import weakref
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Dict, List, Optional
+from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Sequence
 
 import anyio
-import msgspec
 import numpy as np
 from litestar import Litestar, MediaType, Request, Response, get, post
+from litestar.config.cors import CORSConfig
 from litestar.datastructures import UploadFile
-from litestar.enums import RequestEncodingType
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi import OpenAPIConfig
-from litestar.params import Body, JSONBody
+from litestar.params import JSONBody
 from litestar.response import Stream
 from litestar.static_files import create_static_files_router
-from typing_extensions import Annotated
 
-from core import PocketTTSError, TTSModel, VoiceState
+from core import PocketTTSError, TTSModel, VoiceError
 from core.audio import pcm16, wav_header
 from core.options import GenerationOptions
-from server import audio_out, native
+from server import audio_out, boundary, native
 from server.engine import OPENAI_VOICES, ServerEngine
-from server.scheduler import Busy
 from server.schemas import (
     MAX_TEXT,
-    ErrorBody,
-    ErrorDetail,
     GenerateRequest,
     Health,
     SpeechRequest,
     UploadedVoice,
     Voices,
+    error_json,
 )
+from server.slots import Busy, Slot
 
 WEB = Path(__file__).resolve().parent.parent / "web"
 INSTANCE = f"{socket.gethostname()}:{os.getpid()}"
-MAX_UPLOAD = 20 * 1024 * 1024  # bytes of a voice upload (and of any request body)
+MAX_UPLOAD = 20 * 1024 * 1024  # bytes of a request with a recording (POST /voices, POST /tts)
+MAX_JSON = 256 * 1024  # bytes of a JSON request: 5000 characters, each escaped, fit many times
 PCM_HEADERS = {"X-Sample-Format": "s16le", "X-Channels": "1"}
+STREAM_HEADERS = ("X-Sample-Rate", "X-Sample-Format", "X-Channels")
+PIECE = 64 * 1024  # bytes of a whole file sent at a time
+log = logging.getLogger("pocket_tts.server")
 
 
 class ApiError(Exception):
@@ -68,13 +71,81 @@ def _error(
     code: Optional[str] = None,
     headers: Optional[Dict[str, str]] = None,
 ) -> Response:
-    kind = "server_error" if status >= 500 else "invalid_request_error"
-    body = ErrorBody(ErrorDetail(message=message, type=kind, param=param, code=code))
-    return Response(msgspec.json.encode(body), status_code=status, media_type=MediaType.JSON, headers=headers)
+    body = error_json(status, message, param, code)
+    return Response(body, status_code=status, media_type=MediaType.JSON, headers=headers)
 
 
 def _engine(request: Request) -> ServerEngine:
     return request.app.state.engine
+
+
+async def _json_only(request: Request) -> None:
+    """JSON routes take JSON only: a body a web page could send another site without asking (a
+    "simple" text/plain request, no CORS preflight) is refused before it is read."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise ApiError(
+            415, "send the body as JSON, with Content-Type: application/json", None, "unsupported_media_type"
+        )
+
+
+# A request's slot, from before its work to its answer's last byte
+
+
+class _Delivery:
+    """A response body that holds its request's slot until its last byte is handed to the server,
+    or the client is gone (the body closed, or dropped unread: a finalizer lets go then too)."""
+
+    def __init__(self, body: AsyncIterator[bytes], slot: Slot):
+        self._body = body
+        self._done = weakref.finalize(self, slot.release)
+
+    def __aiter__(self) -> _Delivery:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return await self._body.__anext__()
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def aclose(self) -> None:
+        try:
+            await self._body.aclose()
+        finally:
+            self._done()
+
+
+class _Answer:
+    """What a handler holds while it works: its slot, until a response body takes it over."""
+
+    def __init__(self, slot: Slot):
+        self.slot = slot
+        self.handed = False
+
+    def body(self, chunks: AsyncIterator[bytes]) -> _Delivery:
+        self.handed = True
+        return _Delivery(chunks, self.slot)
+
+
+@contextmanager
+def _answering(engine: ServerEngine) -> Iterator[_Answer]:
+    """A slot for the request (Busy, a 503, when none is free), released when the handler fails or
+    returns without a body that holds it."""
+    answer = _Answer(engine.admit())
+    try:
+        yield answer
+    finally:
+        if not answer.handed:
+            answer.slot.release()
+
+
+async def _form(request: Request) -> Any:
+    try:
+        return await request.form()
+    except UnicodeDecodeError as e:
+        raise ApiError(400, f"malformed form: a field is not UTF-8 text ({e.reason})", None, "malformed_form") from None
 
 
 # Routes
@@ -88,7 +159,7 @@ async def health(request: Request) -> Health:
         model=engine.model.name,
         sample_rate=engine.model.sample_rate,
         default_voice=str(engine.default_voice_name),
-        active_generations=engine.scheduler.active,
+        active_generations=engine.active,
         max_concurrent=engine.max_concurrent,
         kernels=engine.kernels,
         instance=INSTANCE,
@@ -102,77 +173,103 @@ async def voices(request: Request) -> Voices:
     return Voices(default=str(engine.default_voice_name), voices=engine.voices.names(), openai_voices=table)
 
 
-@post("/voices", summary="Upload a recording to clone (wav, flac, ogg or mp3); returns its voice id", status_code=200)
-async def upload_voice(
-    request: Request, data: Annotated[Dict[str, UploadFile], Body(media_type=RequestEncodingType.MULTI_PART)]
-) -> UploadedVoice:
-    upload = data.get("voice_wav") or data.get("file")
-    if upload is None:
-        raise ApiError(400, "send the recording as the multipart field 'voice_wav'", "voice_wav", "missing_field")
-    content = await upload.read()
-    voice_id = await anyio.to_thread.run_sync(_engine(request).upload, content, upload.filename or "upload")
-    return UploadedVoice(voice=voice_id)
+@post(
+    "/voices",
+    summary="Upload a recording to clone (wav, flac, ogg or mp3); returns its voice id",
+    description="A multipart form with the recording as the field `voice_wav` (at most 20 MB; its first 30 s "
+    "are kept, at 8-192 kHz).",
+    status_code=200,
+    request_max_body_size=MAX_UPLOAD,
+)
+async def upload_voice(request: Request) -> UploadedVoice:
+    engine = _engine(request)
+    with _answering(engine):
+        form = await _form(request)
+        upload = form.get("voice_wav") or form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise ApiError(400, "send the recording as the multipart field 'voice_wav'", "voice_wav", "missing_field")
+        content = await upload.read()
+        voice_id = await anyio.to_thread.run_sync(engine.upload, content, upload.filename or "upload")
+        return UploadedVoice(voice=voice_id)
 
 
-@post("/generate", summary="Speak a text; the whole WAV file", status_code=200, media_type="audio/wav")
+@post(
+    "/generate",
+    summary="Speak a text; the whole WAV file",
+    status_code=200,
+    media_type="audio/wav",
+    before_request=_json_only,
+    request_max_body_size=MAX_JSON,
+)
 async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Response:
     engine = _engine(request)
-    chunks = await engine.chunks(data.text, await _voice(engine, data.voice), data.options())
-    pcm = await _collect(request, chunks)
-    if pcm is None:
-        return Response(b"", status_code=499)
-    return Response(audio_out.encode(pcm, engine.model.sample_rate, "wav"), media_type="audio/wav")
+    with _answering(engine) as answer:
+        chunks = await engine.speak(answer.slot, data.text, data.voice, data.options())
+        return await _file(request, answer, chunks, "wav")
 
 
-@post("/stream", summary="Speak a text; raw 16-bit PCM streamed as it is generated", status_code=200)
+@post(
+    "/stream",
+    summary="Speak a text; raw 16-bit PCM streamed as it is generated",
+    status_code=200,
+    before_request=_json_only,
+    request_max_body_size=MAX_JSON,
+)
 async def stream(request: Request, data: JSONBody[GenerateRequest]) -> Stream:
     engine = _engine(request)
-    chunks = await engine.chunks(data.text, await _voice(engine, data.voice), data.options())
-    headers = dict(PCM_HEADERS, **{"X-Sample-Rate": str(engine.model.sample_rate)})
-    return Stream(_pcm_bytes(chunks), media_type="application/octet-stream", headers=headers)
+    with _answering(engine) as answer:
+        chunks = await engine.speak(answer.slot, data.text, data.voice, data.options())
+        headers = dict(PCM_HEADERS, **{"X-Sample-Rate": str(engine.model.sample_rate)})
+        return Stream(answer.body(_pcm_bytes(chunks)), media_type="application/octet-stream", headers=headers)
 
 
 @post(
     "/tts",
     summary="The official pocket-tts server's form: text, voice_url or voice_wav; a streamed WAV",
     status_code=200,
+    request_max_body_size=MAX_UPLOAD,
 )
 async def tts(request: Request) -> Stream:
     """Form fields as the official server's (multipart, or url-encoded without an upload)."""
     engine = _engine(request)
-    data = await request.form()
-    text = data.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise ApiError(400, "Text cannot be empty", "text", "empty_text")
-    if len(text) > MAX_TEXT:
-        raise ApiError(400, f"text is longer than {MAX_TEXT} characters", "text", "text_too_long")
-    voice_url, voice_wav = data.get("voice_url"), data.get("voice_wav")
-    if voice_url is not None and voice_wav is not None:
-        raise ApiError(400, "Cannot provide both voice_url and voice_wav", "voice_url", "conflicting_fields")
-    if isinstance(voice_wav, UploadFile):
-        content = await voice_wav.read()
-        voice_id = await anyio.to_thread.run_sync(engine.upload, content, voice_wav.filename or "upload")
-        voice = await _voice(engine, voice_id)
-    elif voice_url is not None:
-        if not isinstance(voice_url, str) or voice_url not in engine.model.voices:
-            raise ApiError(
-                400,
-                f"voice_url must be a predefined voice of this model: {engine.voices.names()}",
-                "voice_url",
-                "unknown_voice",
-            )
-        voice = await _voice(engine, voice_url)
-    else:
-        voice = engine.voices.default
-    chunks = await engine.chunks(text, voice, GenerationOptions())
-    return Stream(
-        _wav_stream(chunks, engine.model.sample_rate),
-        media_type="audio/wav",
-        headers={"Content-Disposition": "attachment; filename=generated_speech.wav"},
-    )
+    with _answering(engine) as answer:
+        data = await _form(request)
+        text = data.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise ApiError(400, "Text cannot be empty", "text", "empty_text")
+        if len(text) > MAX_TEXT:
+            raise ApiError(400, f"text is longer than {MAX_TEXT} characters", "text", "text_too_long")
+        voice_url, voice_wav = data.get("voice_url"), data.get("voice_wav")
+        if voice_url is not None and voice_wav is not None:
+            raise ApiError(400, "Cannot provide both voice_url and voice_wav", "voice_url", "conflicting_fields")
+        voice: Optional[str] = None
+        if isinstance(voice_wav, UploadFile):
+            content = await voice_wav.read()
+            voice = await anyio.to_thread.run_sync(engine.upload, content, voice_wav.filename or "upload")
+        elif voice_url is not None:
+            if not isinstance(voice_url, str) or voice_url not in engine.model.voices:
+                raise ApiError(
+                    400,
+                    f"voice_url must be a predefined voice of this model: {engine.voices.names()}",
+                    "voice_url",
+                    "unknown_voice",
+                )
+            voice = voice_url
+        chunks = await engine.speak(answer.slot, text, voice, GenerationOptions())
+        return Stream(
+            answer.body(_wav_stream(chunks, engine.model.sample_rate)),
+            media_type="audio/wav",
+            headers={"Content-Disposition": "attachment; filename=generated_speech.wav"},
+        )
 
 
-@post("/v1/audio/speech", summary="OpenAI-compatible speech", status_code=200)
+@post(
+    "/v1/audio/speech",
+    summary="OpenAI-compatible speech",
+    status_code=200,
+    before_request=_json_only,
+    request_max_body_size=MAX_JSON,
+)
 async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Response:
     engine = _engine(request)
     fmt = data.response_format
@@ -187,37 +284,26 @@ async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Resp
         )
     if data.speed != 1.0:
         raise ApiError(400, "speed other than 1.0 is not supported by Pocket TTS", "speed", "unsupported_value")
-    voice_name = data.voice if isinstance(data.voice, str) else data.voice.id
-    voice = await _openai_voice(engine, voice_name)
-    chunks = await engine.chunks(data.input, voice, GenerationOptions())
-    rate = engine.model.sample_rate
-    if data.stream_format == "sse":
-        return Stream(_sse(chunks, rate, engine.model.frame_size, fmt), media_type="text/event-stream")
-    if fmt in ("pcm", "wav"):
-        return Stream(
-            _wav_stream(chunks, rate) if fmt == "wav" else _pcm_bytes(chunks),
-            media_type=audio_out.MEDIA_TYPES[fmt],
-            headers={"X-Sample-Rate": str(rate)},
-        )
-    pcm = await _collect(request, chunks)
-    if pcm is None:
-        return Response(b"", status_code=499)
-    return Response(audio_out.encode(pcm, rate, fmt), media_type=audio_out.MEDIA_TYPES[fmt])
+    voice = data.voice if isinstance(data.voice, str) else data.voice.id
+    with _answering(engine) as answer:
+        try:
+            chunks = await engine.speak(answer.slot, data.input, voice, GenerationOptions())
+        except VoiceError as e:
+            raise ApiError(400, str(e), "voice", "unknown_voice") from None
+        rate = engine.model.sample_rate
+        if data.stream_format == "sse":
+            events = _sse(chunks, rate, engine.model.frame_size, fmt)
+            return Stream(answer.body(events), media_type="text/event-stream")
+        if fmt in ("pcm", "wav"):
+            return Stream(
+                answer.body(_wav_stream(chunks, rate) if fmt == "wav" else _pcm_bytes(chunks)),
+                media_type=audio_out.MEDIA_TYPES[fmt],
+                headers={"X-Sample-Rate": str(rate)},
+            )
+        return await _file(request, answer, chunks, fmt)
 
 
-async def _voice(engine: ServerEngine, name: Optional[str]) -> VoiceState:
-    """The voice by name or id, off the event loop (one uploaded to another replica is cloned here)."""
-    return await anyio.to_thread.run_sync(engine.voice, name)
-
-
-async def _openai_voice(engine: ServerEngine, name: str) -> VoiceState:
-    try:
-        return await _voice(engine, name)
-    except PocketTTSError as e:
-        raise ApiError(400, str(e), "voice", "unknown_voice") from None
-
-
-# Streaming bodies
+# Response bodies
 
 
 async def _pcm_bytes(chunks: AsyncIterator[np.ndarray]) -> AsyncIterator[bytes]:
@@ -251,11 +337,27 @@ async def _sse(chunks: AsyncIterator[np.ndarray], sample_rate: int, frame_size: 
         else:
             kept.append(chunk)
     if kept:
-        data = audio_out.encode(np.concatenate(kept), sample_rate, fmt)
+        data = await anyio.to_thread.run_sync(audio_out.encode, np.concatenate(kept), sample_rate, fmt)
         yield event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
     frames = samples // frame_size
     usage = {"input_tokens": 0, "output_tokens": frames, "total_tokens": frames}
     yield event({"type": "speech.audio.done", "usage": usage})
+
+
+async def _file(request: Request, answer: _Answer, chunks: AsyncIterator[np.ndarray], fmt: str) -> Response:
+    """The whole audio as one file in `fmt`, encoded off the event loop, then sent a piece at a time
+    under the request's slot (a client that reads nothing holds it only until the client timeout)."""
+    pcm = await _collect(request, chunks)
+    if pcm is None:
+        return Response(b"", status_code=499)
+    data = await anyio.to_thread.run_sync(audio_out.encode, pcm, _engine(request).model.sample_rate, fmt)
+
+    async def pieces() -> AsyncIterator[bytes]:
+        for start in range(0, len(data), PIECE):
+            yield data[start : start + PIECE]
+
+    headers = {"Content-Length": str(len(data))}
+    return Stream(answer.body(pieces()), media_type=audio_out.MEDIA_TYPES[fmt], headers=headers)
 
 
 async def _collect(request: Request, chunks: AsyncIterator[np.ndarray]) -> Optional[np.ndarray]:
@@ -293,6 +395,10 @@ def _bad_input(_: Request, error: PocketTTSError) -> Response:
     return _error(400, str(error), field, type(error).__name__)
 
 
+def _too_deep(_: Request, error: RecursionError) -> Response:
+    return _error(400, "malformed request body: nested too deeply", None, "400")
+
+
 def _busy(_: Request, error: Busy) -> Response:
     return _error(
         503,
@@ -311,27 +417,34 @@ def _validation(_: Request, error: ValidationException) -> Response:
     return _error(400, f"{error.detail}: {message}" if first else message, param, "invalid_request")
 
 
-def _http(_: Request, error: HTTPException) -> Response:
+def _http(request: Request, error: HTTPException) -> Response:
+    limit = request.route_handler.request_max_body_size if request.scope.get("route_handler") else MAX_UPLOAD
     messages = {
         400: f"malformed request body: {error.detail}",
-        413: f"request body larger than {MAX_UPLOAD} bytes",
+        413: f"request body larger than the {limit} bytes this route takes",
         415: "unsupported content type",
     }
     message = messages.get(error.status_code, str(error.detail))
     return _error(error.status_code, message, None, str(error.status_code), headers=error.headers)
 
 
-def _unexpected(_: Request, error: Exception) -> Response:
+def _unexpected(request: Request, error: Exception) -> Response:
+    """A fault of ours: the client gets its kind, the operator's log the whole traceback."""
+    log.error("%s %s failed", request.method, request.url.path, exc_info=error)
+    if isinstance(error, MemoryError):
+        return _error(503, "the server ran out of memory for this request", None, "out_of_memory")
     return _error(500, f"internal error: {type(error).__name__}", None, "internal_error")
 
 
 # The app
 
 
-def create_app(engine: Optional[ServerEngine] = None, web: Path = WEB) -> Litestar:
+def create_app(engine: Optional[ServerEngine] = None, web: Path = WEB, allowed_origins: Sequence[str] = ()) -> Litestar:
     """The app over `engine`, serving the page from `web` (web/, or a site from scripts.build_site);
     without an engine, the lifespan loads the model the environment names (POCKET_TTS_MODEL,
-    POCKET_TTS_VOICE, POCKET_TTS_MAX_CONCURRENT, POCKET_TTS_SITE), as `uvicorn server.app:app` does."""
+    POCKET_TTS_VOICE, POCKET_TTS_MAX_CONCURRENT, POCKET_TTS_SITE), as `uvicorn server.app:app` does.
+    `allowed_origins`: web pages of other origins that may use the API (server/boundary.py; CORS
+    headers for them), beside the server's own page."""
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -357,15 +470,25 @@ def create_app(engine: Optional[ServerEngine] = None, web: Path = WEB) -> Litest
         lifespan=[lifespan],
         openapi_config=OpenAPIConfig(title="Pocket TTS in NumPy", version="0.1.0", path="/schema"),
         request_max_body_size=MAX_UPLOAD,
+        middleware=[boundary.middleware(allowed_origins)],
+        logging_config=None,  # the host's logging (python -m server sets it up; uvicorn's own otherwise)
+        cors_config=CORSConfig(allow_origins=list(allowed_origins), expose_headers=list(STREAM_HEADERS))
+        if allowed_origins
+        else None,
         exception_handlers={
             ApiError: _api_error,
             PocketTTSError: _bad_input,
             Busy: _busy,
             ValidationException: _validation,
             HTTPException: _http,
+            RecursionError: _too_deep,
             Exception: _unexpected,
         },
     )
+
+
+def origins_from_environment() -> List[str]:
+    return [origin for origin in os.environ.get("POCKET_TTS_ALLOW_ORIGINS", "").split(",") if origin.strip()]
 
 
 def engine_from_environment() -> ServerEngine:
@@ -375,4 +498,4 @@ def engine_from_environment() -> ServerEngine:
     return ServerEngine(model, voice, slots, kernels)
 
 
-app = create_app(web=Path(os.environ.get("POCKET_TTS_SITE", str(WEB))))
+app = create_app(web=Path(os.environ.get("POCKET_TTS_SITE", str(WEB))), allowed_origins=origins_from_environment())

@@ -1,29 +1,38 @@
-"""The server's generation engine: one loaded model, the voices it has prepared, and the scheduler
-that runs every generation (server/scheduler.py: all running streams step together).
+"""The server's generation engine: one loaded model, the voices it has prepared, its slots
+(server/slots.py) and the scheduler that runs every generation (server/scheduler.py: all running
+streams step together).
+
+Everything slow runs in worker threads, never on the event loop, and outside the engine's lock:
+text preparation, decoding and cloning an upload, preparing or downloading a voice. A voice is
+prepared by one thread at a time (the others wait for its result), and a predefined voice that
+could not be prepared (no network) is not tried again for a while.
 
 A generation's chunks reach the event loop through a Relay. Closing the async iterator (a client
-that went away) stops the generation within a step, and its slot is freed only once the scheduler
-has dropped it, so the count of running generations is always true. When every slot is taken, a
-new request gets `Busy` at once (a 503 with Retry-After), instead of waiting in an unbounded queue.
+that went away) stops the generation within a step; a client that reads slowly holds at most a
+relay's worth of chunks, its generation waiting meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
+import concurrent.futures
 import threading
-from typing import AsyncIterator, Optional, Protocol
+import time
+from typing import AsyncIterator, Dict, Optional, Protocol, Tuple
 
+import anyio
 import numpy as np
 
-from core import TTSModel, VoiceError, VoiceState
-from core.options import GenerationOptions
+from core import PocketTTSError, TTSModel, VoiceError, VoiceState, audio
+from core.generation import Generation
+from core.options import REQUEST_SECONDS, GenerationOptions
 from core.voices import RECORDING, VoiceRegistry
 from server.relay import Relay
 from server.scheduler import Scheduler
+from server.slots import Slot, Slots
 
-# Uploaded voices kept ready, by content hash (each is a few MB of KV cache for the big model).
-UPLOAD_CACHE = 32
+# How long a predefined voice that could not be prepared (a failed download) is not tried again.
+FAILURE_SECONDS = 30.0
 # OpenAI's voice names, each mapped to a predefined voice of the same register when the model has
 # predefined voices (the catalog models), else to the server's default voice.
 OPENAI_VOICES = {
@@ -52,7 +61,7 @@ class Recordings(Protocol):
 
 class ServerEngine:
     """The server's engine: one model, its voices (core.voices.VoiceRegistry behind a lock: request
-    threads share it), and the scheduler that runs the generations."""
+    threads share it), the slots and the scheduler that runs the generations."""
 
     def __init__(
         self,
@@ -70,62 +79,116 @@ class ServerEngine:
         self.max_concurrent = max_concurrent
         self.kernels = kernels
         self.recordings = recordings
+        self.slots = Slots(max_concurrent)
         self._lock = threading.Lock()
+        self._pending: Dict[str, concurrent.futures.Future] = {}
+        self._failures: Dict[str, Tuple[BaseException, float]] = {}
         aliases = {name: mapped if mapped in model.voices else "default" for name, mapped in OPENAI_VOICES.items()}
-        self.voices = VoiceRegistry(model, default_voice, UPLOAD_CACHE, aliases)
-        self.scheduler = Scheduler(model, max_concurrent)
+        self.voices = VoiceRegistry(model, default_voice, aliases)
+        self.scheduler = Scheduler(model)
 
     @property
     def default_voice_name(self) -> str:
         return str(self.voices.default_name)
 
+    @property
+    def active(self) -> int:
+        """Requests in flight (each holds a slot)."""
+        return self.slots.taken
+
+    def admit(self) -> Slot:
+        """A slot for a request, before any of its work; Busy at once when all are taken."""
+        return self.slots.take()
+
+    # Voices (blocking: call them in worker threads)
+
     def voice(self, name: Optional[str]) -> VoiceState:
         """ "default"/None, a predefined voice, an OpenAI voice name, or an uploaded voice's id (one
-        uploaded to another server is cloned here from `recordings`: this may take a second, so call
-        it off the event loop)."""
+        uploaded to another server is cloned here from `recordings`)."""
         with self._lock:
-            try:
-                return self.voices.get(name)
-            except VoiceError:
-                shared = self.recordings is not None and name is not None and name.startswith(RECORDING)
-                data = self.recordings.get(name) if shared else None
-                if data is None:
-                    raise
-        self._clone(data, "the uploaded voice")
-        with self._lock:
-            return self.voices.get(name)
+            key = self.voices.key(name)
+            found = self.voices.find(key)
+        return found if found is not None else self._prepared(key)
 
     def upload(self, data: bytes, filename: str = "upload") -> str:
-        """Clone an uploaded recording (any format soundfile reads); returns its voice id (the hash of
-        its samples: the same recording is cloned once), and keeps the recording in `recordings`."""
-        key = self._clone(data, filename)
+        """Clone an uploaded recording (any format soundfile reads; only its first 30 s are decoded);
+        returns its voice id (the hash of its samples: the same recording is cloned once), and keeps
+        the recording in `recordings`."""
+        key = self._keep_recording(data, f"the uploaded voice {filename!r}")
+        with self._lock:
+            self._failures.pop(key, None)
+        self._prepared(key)
         if self.recordings is not None:
             self.recordings[key] = data
         return key
 
-    def _clone(self, data: bytes, filename: str) -> str:
+    def _keep_recording(self, data: bytes, where: str) -> str:
         if not data:
-            raise VoiceError(f"the uploaded voice {filename!r} is empty")
-        import soundfile
-
-        try:
-            samples, rate = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
-        except Exception as e:  # soundfile raises its own types for every unreadable input
-            raise VoiceError(f"cannot decode the uploaded voice {filename!r} (wav, flac, ogg or mp3): {e}") from None
-        if samples.shape[0] == 0:
-            raise VoiceError(f"the uploaded voice {filename!r} has no audio")
+            raise VoiceError(f"{where} is empty")
+        samples, rate = audio.read(data, where)
+        key, kept = self.voices.recording(samples, rate)
         with self._lock:
-            return self.voices.add(samples.T, int(rate))
+            self.voices.add_recording(key, kept)
+        return key
+
+    def _prepared(self, key: str) -> VoiceState:
+        """The voice of `key`, prepared by one thread (the others wait for its result)."""
+        with self._lock:
+            found = self.voices.find(key)
+            if found is not None:
+                return found
+            failure = self._failures.get(key)
+            if failure is not None and failure[1] > time.monotonic():
+                raise failure[0]
+            future = self._pending.get(key)
+            mine = future is None
+            if mine:
+                future = self._pending[key] = concurrent.futures.Future()
+        if not mine:
+            return future.result()
+        try:
+            state = self._prepare(key)
+        except BaseException as error:
+            with self._lock:
+                del self._pending[key]
+                if isinstance(error, PocketTTSError) and not key.startswith(RECORDING):
+                    self._failures[key] = (error, time.monotonic() + FAILURE_SECONDS)
+            future.set_exception(error)
+            raise
+        with self._lock:
+            del self._pending[key]
+        future.set_result(state)
+        return state
+
+    def _prepare(self, key: str) -> VoiceState:
+        try:
+            with self._lock:
+                recipe = self.voices.recipe(key)
+        except VoiceError:
+            shared = self.recordings.get(key) if self.recordings is not None and key.startswith(RECORDING) else None
+            if shared is None:
+                raise
+            self._keep_recording(shared, "the uploaded voice")
+            with self._lock:
+                recipe = self.voices.recipe(key)
+        state = recipe()
+        with self._lock:
+            return self.voices.keep(key, state)
 
     # Generation
 
-    async def chunks(self, text: str, voice: VoiceState, options: GenerationOptions) -> AsyncIterator[np.ndarray]:
-        """PCM chunks of one generation, as the scheduler makes them.
+    def generation(self, text: str, voice: Optional[str], options: GenerationOptions) -> Generation:
+        """A request's generation: its voice, its text split and tokenized, its options and limits
+        checked (bad input raises here, before any audio). Blocking: call it in a worker thread."""
+        return self.model.generation(text, self.voice(voice), options, max_seconds=REQUEST_SECONDS)
 
-        Bad input raises here, before any audio; `Busy` when every slot is taken. Abandoning the
-        iterator stops the generation within a step.
-        """
-        generation = self.model.generation(text, voice, options)
-        relay = Relay(asyncio.get_running_loop())
-        self.scheduler.submit(generation, relay)
+    async def speak(
+        self, slot: Slot, text: str, voice: Optional[str], options: GenerationOptions
+    ) -> AsyncIterator[np.ndarray]:
+        """PCM chunks of a request's generation, as the scheduler makes them, under its `slot`: the
+        slot's release stops the generation. Bad input raises here, before any audio."""
+        generation = await anyio.to_thread.run_sync(self.generation, text, voice, options)
+        relay = Relay(asyncio.get_running_loop(), self.scheduler.wake)
+        slot.on_release(relay.abandon)
+        self.scheduler.submit(generation, relay, slot.hold())
         return relay.items()

@@ -9,15 +9,17 @@ that a long text does not hold up their frames; alone, it reads it at once. The 
 single-threaded; NumPy releases the GIL inside its products, so the two threads use two cores.
 
 Each stream keeps its own options (they live in its core Generation), hands its audio to its
-consumer through a Relay, and stops within a step when the consumer goes away. A slot is taken
-while a stream runs: `submit` raises Busy at once when all are taken.
+consumer through a Relay, and stops within a step when the consumer goes away. A stream whose
+relay is full (its client reads slower than it is made, or not at all) is not stepped until the
+client catches up: the others go on. Admission is the caller's (server/slots.py): `submit` takes
+a function to call once the scheduler has let go of the stream.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from core import TTSModel
 from core.generation import Frame, Generation, advance
@@ -34,26 +36,24 @@ PROMPT_ROWS = 32
 AHEAD = 1
 
 
-class Busy(Exception):
-    """Every generation slot is taken."""
-
-    retry_after = 1
-
-
 class _Stream:
-    def __init__(self, generation: Generation, decoder: FrameDecoder, relay: Relay):
+    def __init__(self, generation: Generation, decoder: FrameDecoder, relay: Relay, release: Callable[[], None]):
         self.generation = generation
         self.decoder = decoder
         self.relay = relay
+        self.release = release
+
+    @property
+    def movable(self) -> bool:
+        """Whether a step would do something for it: make a frame, or drop it (its client left)."""
+        return self.relay.abandoned.is_set() or not self.relay.full
 
 
 class Scheduler:
-    def __init__(self, model: TTSModel, max_streams: int):
+    def __init__(self, model: TTSModel):
         self.model = model
-        self.max_streams = max_streams
         self._lock = threading.Condition()
         self._joining: List[_Stream] = []
-        self._taken = 0  # slots of streams admitted and not yet released
         self._steps: queue.Queue[Optional[Tuple[List[Tuple[_Stream, Frame]], List[_Stream]]]] = queue.Queue(AHEAD)
         self._stopping = False
         self._threads = [
@@ -64,23 +64,20 @@ class Scheduler:
             thread.start()
 
     @property
-    def active(self) -> int:
-        """Streams running (or waiting for their first step)."""
-        with self._lock:
-            return self._taken
-
-    @property
     def running(self) -> bool:
         """Whether both threads are alive (a health check: a thread that died cannot step again)."""
         return not self._stopping and all(thread.is_alive() for thread in self._threads)
 
-    def submit(self, generation: Generation, relay: Relay) -> None:
-        """Run a generation, handing its chunks to `relay`; Busy at once when every slot is taken."""
+    def submit(self, generation: Generation, relay: Relay, release: Callable[[], None] = lambda: None) -> None:
+        """Run a generation, handing its chunks to `relay` (whose consumer must `wake` this scheduler
+        as it takes them); `release` is called once the scheduler has dropped the stream."""
         with self._lock:
-            if self._taken >= self.max_streams:
-                raise Busy()
-            self._taken += 1
-            self._joining.append(_Stream(generation, self.model.decoder(), relay))
+            self._joining.append(_Stream(generation, self.model.decoder(), relay, release))
+            self._lock.notify()
+
+    def wake(self) -> None:
+        """A consumer took a chunk or left: a stream that waited for it may move again."""
+        with self._lock:
             self._lock.notify()
 
     def close(self) -> None:
@@ -91,15 +88,11 @@ class Scheduler:
         for thread in self._threads:
             thread.join()
 
-    def _release(self) -> None:
-        with self._lock:
-            self._taken -= 1
-
     def _flow(self) -> None:
         running: List[_Stream] = []
         while True:
             with self._lock:
-                while not running and not self._joining and not self._stopping:
+                while not self._stopping and not self._joining and not any(s.movable for s in running):
                     self._lock.wait()
                 if self._stopping:
                     break
@@ -107,23 +100,27 @@ class Scheduler:
                 self._joining = []
             gone = [s for s in running if s.relay.abandoned.is_set()]
             running = [s for s in running if not s.relay.abandoned.is_set()]
+            stepping = [s for s in running if not s.relay.full]
             # Alone, a newcomer reads its text at once; beside others, a slice a step.
-            prompt_rows = PROMPT_ROWS if len(running) > 1 else None
+            prompt_rows = PROMPT_ROWS if len(stepping) > 1 else None
             try:
-                frames = advance(self.model, [s.generation for s in running], prompt_rows)
+                frames = advance(self.model, [s.generation for s in stepping], prompt_rows)
             except Exception as error:  # a fault in the model code: every stream of the step gets it
-                for stream in running:
+                for stream in stepping:
                     stream.relay.fail(error)
-                self._steps.put(([], running + gone))
-                running = []
+                self._steps.put(([], stepping + gone))
+                running = [s for s in running if s not in stepping]
                 continue
-            made = [(s, f) for s, f in zip(running, frames) if f is not None]
-            done = [s for s in running if s.generation.done]
+            made = [(s, f) for s, f in zip(stepping, frames) if f is not None]
+            for stream, _ in made:
+                stream.relay.reserve()
+            done = [s for s in stepping if s.generation.done]
             running = [s for s in running if not s.generation.done]
             self._steps.put((made, done + gone))
         self._steps.put(None)
         for stream in running + self._joining:
             stream.relay.fail(RuntimeError("the server is shutting down"))
+            stream.release()
 
     def _decode(self) -> None:
         while True:
@@ -142,4 +139,4 @@ class Scheduler:
                 stream.relay.put(chunk)
             for stream in finished:
                 stream.relay.close()
-                self._release()
+                stream.release()

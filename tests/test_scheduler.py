@@ -1,6 +1,6 @@
 """The server's scheduler (continuous batching): streams that run together, join and leave mid-way,
-each with its own options, give the audio they get alone; one that goes away stops and frees its
-slot while the others go on; a full scheduler refuses at once."""
+each with its own options, give the audio they get alone; one that goes away stops and lets go of
+its slot while the others go on; full slots refuse at once."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 
 from core.metrics import nmse_db
 from server.relay import Relay
-from server.scheduler import PROMPT_ROWS, Busy, Scheduler
+from server.scheduler import PROMPT_ROWS, Scheduler
+from server.slots import Busy, Slots
 
 LONG = {"temperature": 0.0, "eos_threshold": 1e9}
 # A hang shows as a failure after this long, never as a slow pass.
@@ -21,16 +22,31 @@ GUARD = 120
 
 @pytest.fixture
 def scheduler(model):
-    scheduler = Scheduler(model, max_streams=3)
+    scheduler = Scheduler(model)
     yield scheduler
     scheduler.close()
 
 
-def start(scheduler: Scheduler, model, text: str, voice, **options):
-    relay = Relay(asyncio.get_running_loop())
+def start(scheduler: Scheduler, model, text: str, voice, slots: Slots = None, **options):
+    """A generation submitted as the server does: under a slot of `slots` when given, which the
+    request holds until its consumer is done with the chunks (the scheduler holds it meanwhile too)."""
+    slot = slots.take() if slots is not None else None
+    relay = Relay(asyncio.get_running_loop(), scheduler.wake)
     generation = model.generation(text, voice, **options)
-    scheduler.submit(generation, relay)
-    return generation, relay.items()
+    if slot is None:
+        scheduler.submit(generation, relay)
+        return generation, relay.items()
+    slot.on_release(relay.abandon)
+    scheduler.submit(generation, relay, slot.hold())
+
+    async def delivered():
+        try:
+            async for chunk in relay.items():
+                yield chunk
+        finally:
+            slot.release()
+
+    return generation, delivered()
 
 
 async def collect(chunks) -> np.ndarray:
@@ -77,34 +93,59 @@ def test_streams_joining_mid_way_with_their_own_options_get_their_audio_alone(mo
 
 
 def test_a_stream_that_goes_away_stops_and_frees_its_slot(model, voice, scheduler) -> None:
+    slots = Slots(3)
+
     async def run():
-        generation, leaving = start(scheduler, model, "I will not be heard to the end.", voice, **LONG, max_frames=3000)
-        staying = start(scheduler, model, "I stay to the end.", voice, **LONG, max_frames=25)[1]
+        generation, leaving = start(
+            scheduler, model, "I will not be heard to the end.", voice, slots, **LONG, max_frames=3000
+        )
+        staying = start(scheduler, model, "I stay to the end.", voice, slots, **LONG, max_frames=25)[1]
         await leaving.__anext__()
         await leaving.aclose()  # the client went away
         audio = await collect(staying)
-        while scheduler.active:  # the last frames in flight are dropped, then the slot is free
+        while slots.taken:  # the last frames in flight are dropped, then the slot is free
             await asyncio.sleep(0.01)
         return generation, audio
 
     generation, audio = asyncio.run(asyncio.wait_for(run(), GUARD))
-    assert audio.shape == (25 * model.frame_size,) and scheduler.active == 0
+    assert audio.shape == (25 * model.frame_size,) and slots.taken == 0
     assert not generation.done  # dropped long before its 3000 frames
 
 
-def test_a_full_scheduler_refuses_at_once_and_takes_the_next_when_free(model, voice, scheduler) -> None:
+def test_full_slots_refuse_at_once_and_take_the_next_when_free(model, voice, scheduler) -> None:
+    slots = Slots(3)
+
     async def run():
-        running = [start(scheduler, model, f"Stream {i}.", voice, **LONG, max_frames=3000)[1] for i in range(3)]
+        running = [start(scheduler, model, f"Stream {i}.", voice, slots, **LONG, max_frames=3000)[1] for i in range(3)]
         for chunks in running:
             await chunks.__anext__()
         with pytest.raises(Busy):
-            start(scheduler, model, "One too many.", voice)
+            start(scheduler, model, "One too many.", voice, slots)
         await running[0].aclose()
-        while scheduler.active == 3:
+        while slots.taken == 3:
             await asyncio.sleep(0.01)
-        audio = await collect(start(scheduler, model, "Now there is room.", voice, **LONG, max_frames=4)[1])
+        audio = await collect(start(scheduler, model, "Now there is room.", voice, slots, **LONG, max_frames=4)[1])
         for chunks in running[1:]:
             await chunks.aclose()
         return audio
 
     assert asyncio.run(asyncio.wait_for(run(), GUARD)).shape == (4 * model.frame_size,)
+
+
+def test_a_stream_whose_client_does_not_read_waits_while_the_others_go_on(model, voice, scheduler) -> None:
+    """Backpressure: a stream makes at most a relay's worth of chunks ahead of its client; one
+    nobody reads stops there (its slot held, its memory bounded) while another runs to its end, and
+    goes on when its client reads again."""
+    from server.relay import LIMIT
+
+    async def run():
+        unread_generation, unread = start(scheduler, model, "Nobody reads me yet.", voice, **LONG, max_frames=60)
+        audio = await collect(start(scheduler, model, "I am read to the end.", voice, **LONG, max_frames=40)[1])
+        made = 60 - unread_generation.budget
+        rest = await collect(unread)
+        return audio, made, rest
+
+    audio, made, rest = asyncio.run(asyncio.wait_for(run(), GUARD))
+    assert audio.shape == (40 * model.frame_size,)
+    assert made <= LIMIT + 2  # the chunks it may hold, one step in flight and one being decoded
+    assert rest.shape == (60 * model.frame_size,)

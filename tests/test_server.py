@@ -223,7 +223,7 @@ def test_openai_errors_have_openai_shape(client, body: dict, param: str) -> None
         ({"json": {"text": "Hi.", "extra": 1}}, 400, "extra"),
         ({"json": ["not", "an", "object"]}, 400, ""),
         ({"content": b'{"text": "unterminated', "headers": {"content-type": "application/json"}}, 400, "malformed"),
-        ({"content": b"text=hi", "headers": {"content-type": "text/plain"}}, 400, ""),
+        ({"content": b"text=hi", "headers": {"content-type": "text/plain"}}, 415, "application/json"),
         ({"json": {"text": "[pause:forever] hi"}}, 400, "malformed pause"),
     ],
 )

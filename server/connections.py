@@ -1,0 +1,95 @@
+"""The connection limits uvicorn leaves out, for `python -m server`: a client must send a request's
+headers, and keep its body coming, within `timeout` seconds, and must take the answer's bytes
+(its socket accepting more) within `timeout` seconds too, or the connection is closed.
+
+Without them, a client that sends a request's headers a byte at a time (slowloris), or asks for
+audio and never reads it, holds its connection (and, for the second, its generation slot) for as
+long as it likes. uvicorn has a keep-alive timeout between requests and a cap on connections, but
+no timeout for a request in progress or an answer not taken. This is uvicorn's own HTTP/1.1
+protocol (h11) with timers added where uvicorn's flow control already looks: a closed connection
+reaches the app as a client that went away (its generation stops, its slot is freed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Optional
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+
+def protocol(timeout: float) -> type:
+    """uvicorn's HTTP/1.1 protocol with the client timeouts (pass it as uvicorn's `http`)."""
+
+    class TimedH11Protocol(_Timed):
+        pass
+
+    TimedH11Protocol.timeout = timeout
+    return TimedH11Protocol
+
+
+class _Timed(H11Protocol):
+    timeout = 30.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._reading: Optional[asyncio.TimerHandle] = None
+        self._writing: Optional[asyncio.TimerHandle] = None
+        super().connection_made(transport)
+        self._arm_reading()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is h11.SEND_BODY:  # a body on its way: keep it coming
+            self._arm_reading()
+        elif self._receiving_headers():
+            pass  # the headers' deadline counts from the start of the request, not the last byte
+        else:
+            self._cancel_reading()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm_reading()  # the next request's headers, if the client sends one
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._writing is None:
+            self._writing = self.loop.call_later(self.timeout, self._give_up)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._writing is not None:
+            self._writing.cancel()
+            self._writing = None
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        self._cancel_reading()
+        if self._writing is not None:
+            self._writing.cancel()
+            self._writing = None
+        super().connection_lost(exc)
+
+    def _receiving_headers(self) -> bool:
+        return self.conn.their_state is h11.IDLE or self.cycle is None or self.cycle.response_complete
+
+    def _arm_reading(self) -> None:
+        self._cancel_reading()
+        self._reading = self.loop.call_later(self.timeout, self._reading_timed_out)
+
+    def _cancel_reading(self) -> None:
+        if self._reading is not None:
+            self._reading.cancel()
+            self._reading = None
+
+    def _reading_timed_out(self) -> None:
+        self._reading = None
+        if self._receiving_headers() or self.conn.their_state is h11.SEND_BODY:
+            self._give_up()
+
+    def _give_up(self, *_: Any) -> None:
+        """Drop the connection now: what it had not taken is discarded, and the app sees a client
+        that went away."""
+        self._writing = None
+        if not self.transport.is_closing():
+            self.transport.abort()

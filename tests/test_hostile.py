@@ -1,0 +1,572 @@
+"""Careless and hostile input: every request's cost bounded by what it may produce, nothing heavy on
+the event loop, every malformed request a 4xx, and the batch command's input and output folder
+held to the same.
+
+Nothing here asserts a duration: costs are counted (frames, samples decoded, tokens decoded,
+states kept, slots taken), and "the event loop stays free" is shown by answering /health while the
+heavy work is held in the middle (a deadline only turns a hang into a failure).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator, List
+
+import httpx
+import numpy as np
+import pytest
+import soundfile
+import uvicorn
+import yaml
+from litestar.testing import TestClient
+
+from core import DownloadError, LimitError, TTSModel
+from core.audio import MAX_PROMPT_SECONDS, wav_bytes
+from core.files import only_writer, write_atomically
+from core.options import GenerationOptions
+from e2e.harness import free_port
+from server import connections
+from server.app import MAX_JSON, create_app
+from server.engine import ServerEngine
+from server.relay import LIMIT
+
+from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, tiny_server
+
+# A hang shows as a failure after this long, never as a slow pass.
+GUARD = 60.0
+NEVER_ENDS = {"eos_threshold": 100.0, "temperature": 0.0}
+
+
+@pytest.fixture
+def engine(model):
+    engine = ServerEngine(model, str(VOICE_24K), max_concurrent=2)
+    yield engine
+    engine.scheduler.close()
+
+
+@contextmanager
+def serving(engine: ServerEngine, client_timeout: float = 30.0, **app_options) -> Iterator[str]:
+    """The app over `engine` on uvicorn with the server's connection limits, in this process (so a
+    test can hold the engine's work where it likes); yields its URL."""
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(engine, **app_options),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        http=connections.protocol(client_timeout),
+        limit_concurrency=64,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + GUARD
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(GUARD)
+
+
+def until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + GUARD
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.01)
+
+
+class Held:
+    """Replaces a function with one that waits, once entered, until released: the work it stands
+    for is "in the middle" for as long as a test needs."""
+
+    def __init__(self, function: Callable):
+        self.function = function
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.calls = 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        self.entered.set()
+        assert self.release.wait(GUARD), "never released"
+        return self.function(*args, **kwargs)
+
+
+def in_thread(call: Callable) -> List:
+    """Run `call` in a thread; the list gets its result (or exception) when it is done."""
+    result: List = []
+
+    def run() -> None:
+        try:
+            result.append(call())
+        except BaseException as error:  # noqa: BLE001 - handed to the test
+            result.append(error)
+
+    threading.Thread(target=run, daemon=True).start()
+    return result
+
+
+def unread_request(url: str, path: str, body: dict) -> socket.socket:
+    """A client that sends a request and never reads the answer (a small receive buffer, so the
+    server's writes back up soon)."""
+    port = int(url.rsplit(":", 1)[1])
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.connect(("127.0.0.1", port))
+    payload = json.dumps(body).encode()
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    client.sendall(head.encode() + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+    return client
+
+
+def error_of(response: httpx.Response) -> dict:
+    body = response.json()
+    assert set(body) == {"error"}, body
+    return body["error"]
+
+
+# 1, 5. Audio beyond what a request may make, pauses included
+
+
+def test_pauses_count_in_the_audio_a_request_may_make(engine) -> None:
+    with TestClient(app=create_app(engine)) as client:
+        refused = client.post("/generate", json={"text": "[pause:10s]" * 454})
+        assert refused.status_code == 400 and error_of(refused)["code"] == "LimitError"
+        assert "600 s" in error_of(refused)["message"]
+        capped = client.post("/generate", json={"text": "Hi. " + "[pause:10s] " * 10, "max_frames": 1})
+        assert capped.status_code == 200 and len(capped.content) == 44 + 2 * 1920  # one frame, not 100 s
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"text": "Word, " * 600, "max_tokens": 1},  # a chunk per clause, 2 s of padding each
+        {"text": "Hi. [pause:10s]" * 60},
+    ],
+)
+def test_a_text_that_could_last_longer_than_a_request_may_is_refused_before_any_work(engine, body) -> None:
+    def submit(*args) -> None:
+        raise AssertionError("a generation was started")
+
+    engine.scheduler.submit = submit
+    with TestClient(app=create_app(engine)) as client:
+        response = client.post("/stream", json=body)
+    assert response.status_code == 400 and error_of(response)["code"] == "LimitError", response.text
+    assert engine.active == 0
+
+
+@pytest.mark.parametrize("text", ["ab" * 2500, "Word " * 1000, "1." * 2500, "\U0001f600" * 5000])
+def test_no_text_makes_a_plan_longer_than_a_request_may_last(engine, text) -> None:
+    """A text with no sentence or clause break was one chunk whose length estimate grew with it
+    (5,000 characters: a 28-minute budget): now it is refused, or its budget is within the limit."""
+    try:
+        generation = engine.generation(text, None, GenerationOptions())
+    except LimitError:
+        return
+    assert generation.budget <= 600 * 12.5 and all(len(item.tokens) <= 500 for item in generation.plan)
+
+
+def test_the_models_own_cap_and_max_frames_beyond_it(model, voice) -> None:
+    with pytest.raises(LimitError, match="more than the 1 s"):
+        model.generation("Hello there, this is a sentence long enough.", voice, max_seconds=1.0)
+    with pytest.raises(LimitError, match="max_frames 100"):
+        model.generation("Hi.", voice, max_frames=100, max_seconds=1.0)
+    assert model.generation("Hi.", voice, max_frames=12, max_seconds=1.0).budget == 12
+
+
+# 2. A slot is held until the audio is delivered; a client that reads nothing holds little
+
+
+@pytest.fixture
+def relays(monkeypatch) -> List:
+    """Every relay the engine makes."""
+    import server.engine
+
+    made: List = []
+
+    class Recorded(server.engine.Relay):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(server.engine, "Relay", Recorded)
+    return made
+
+
+def test_a_client_that_does_not_read_holds_its_slot_and_no_more_than_a_relay_of_audio(model, relays) -> None:
+    engine = ServerEngine(model, str(VOICE_24K), max_concurrent=1)
+    try:
+        with serving(engine) as url:
+            client = unread_request(url, "/stream", {"text": "Nobody reads this.", "max_frames": 7500, **NEVER_ENDS})
+            until(lambda: relays and relays[0].full, "the generation waits for its client")
+            assert relays[0].waiting <= LIMIT and engine.active == 1
+            busy = httpx.post(url + "/generate", json={"text": "Me too.", "max_frames": 2}, timeout=GUARD)
+            assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
+            client.close()
+            until(lambda: engine.active == 0, "the slot is free once the client is gone")
+    finally:
+        engine.scheduler.close()
+
+
+def test_a_client_that_takes_nothing_for_the_client_timeout_is_dropped(model, relays) -> None:
+    engine = ServerEngine(model, str(VOICE_24K), max_concurrent=1)
+    try:
+        with serving(engine, client_timeout=1.0) as url:
+            client = unread_request(url, "/stream", {"text": "Nobody reads this.", "max_frames": 7500, **NEVER_ENDS})
+            until(lambda: relays and relays[0].full, "the generation waits for its client")
+            until(lambda: engine.active == 0, "the server drops the client and frees its slot")
+            assert relays[0].abandoned.is_set()
+            client.close()
+    finally:
+        engine.scheduler.close()
+
+
+def test_a_request_whose_headers_trickle_in_is_dropped(engine) -> None:
+    with serving(engine, client_timeout=1.0) as url:
+        with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as client:
+            client.settimeout(GUARD)
+            client.sendall(b"POST /generate HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            closed = False
+            for _ in range(int(GUARD / 0.2)):
+                try:
+                    client.sendall(b"X-Slow: y\r\n")
+                    client.setblocking(False)
+                    closed = client.recv(1) == b""
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    closed = True
+                client.setblocking(True)
+                if closed:
+                    break
+                time.sleep(0.2)
+            assert closed, "the server kept a request whose headers never ended"
+
+
+def test_connections_beyond_the_cap_are_refused() -> None:
+    with tiny_server("--max-connections", "2") as url:
+        port = int(url.rsplit(":", 1)[1])
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        try:
+            until(lambda: httpx.get(url + "/health", timeout=GUARD).status_code == 503, "the cap applies")
+        finally:
+            for connection in idle:
+                connection.close()
+        until(lambda: httpx.get(url + "/health", timeout=GUARD).status_code == 200, "room again")
+
+
+# 3. Nothing heavy on the event loop
+
+
+def health_answers(url: str) -> bool:
+    return httpx.get(url + "/health", timeout=GUARD).json()["status"] == "ok"
+
+
+def test_text_preparation_runs_off_the_event_loop(engine, monkeypatch) -> None:
+    import core.model
+
+    held = Held(core.model.split_into_chunks)
+    monkeypatch.setattr(core.model, "split_into_chunks", held)
+    with serving(engine) as url:
+        answer = in_thread(
+            lambda: httpx.post(url + "/generate", json={"text": "Held.", "max_frames": 2}, timeout=GUARD)
+        )
+        assert held.entered.wait(GUARD)
+        try:
+            assert health_answers(url)
+        finally:
+            held.release.set()
+        until(lambda: answer, "the held request ends")
+        assert answer[0].status_code == 200
+
+
+def test_compressed_encoding_runs_off_the_event_loop(engine, monkeypatch) -> None:
+    from server import audio_out
+
+    held = Held(audio_out.encode)
+    monkeypatch.setattr(audio_out, "encode", held)
+    body = {"model": "x", "input": "Held.", "voice": "alloy", "response_format": "flac"}
+    with serving(engine) as url:
+        answer = in_thread(lambda: httpx.post(url + "/v1/audio/speech", json=body, timeout=GUARD))
+        assert held.entered.wait(GUARD)
+        try:
+            assert health_answers(url)
+        finally:
+            held.release.set()
+        until(lambda: answer, "the held request ends")
+        assert answer[0].status_code == 200 and answer[0].content[:4] == b"fLaC"
+
+
+def test_cloning_an_upload_runs_off_the_event_loop_and_outside_the_engines_lock(engine, monkeypatch) -> None:
+    held = Held(engine.model.clone_voice)
+    monkeypatch.setattr(engine.model, "clone_voice", held)
+    with serving(engine) as url:
+        upload = in_thread(
+            lambda: httpx.post(url + "/voices", files={"voice_wav": ("v.wav", VOICE_22K.read_bytes())}, timeout=GUARD)
+        )
+        assert held.entered.wait(GUARD)
+        try:
+            assert health_answers(url)
+            lookup = in_thread(lambda: engine.voice("default"))  # every request's voice lookup takes the lock
+            until(lambda: lookup, "a voice lookup while a clone runs")
+            assert lookup[0] is engine.voices.default
+        finally:
+            held.release.set()
+        until(lambda: upload, "the held upload ends")
+        assert upload[0].status_code == 200
+
+
+def test_the_decimal_point_check_decodes_a_bounded_number_of_tokens_per_boundary(model) -> None:
+    """ "1." * 2500: a boundary at every period; decoding the whole text at each was quadratic."""
+    decoded = []
+    tokenizer = model.tokenizer
+    original = tokenizer.decode
+    tokenizer.decode = lambda ids: decoded.append(len(ids)) or original(ids)
+    try:
+        text = "1." * 2500
+        from core.text import split_into_chunks
+
+        split_into_chunks(tokenizer, text, 50, model.text_options)
+    finally:
+        del tokenizer.decode
+    assert sum(decoded) <= 64 * len(tokenizer.encode(text)), sum(decoded)
+
+
+# 4, 10. Uploads cost what is kept; they do not push each other's voices out
+
+
+def tiny_wav(rate: int) -> bytes:
+    """A valid 92-byte WAV: 24 mono 16-bit samples at `rate`."""
+    samples = (np.sin(np.arange(24)) * 1000).astype("<i2").tobytes()
+    fmt = struct.pack("<HHIIHH", 1, 1, rate, rate * 2, 2, 16)
+    return (
+        b"RIFF"
+        + struct.pack("<I", 36 + len(samples))
+        + b"WAVEfmt "
+        + struct.pack("<I", 16)
+        + fmt
+        + (b"data" + struct.pack("<I", len(samples)) + samples)
+    )
+
+
+def test_an_upload_at_an_odd_sample_rate_is_refused_before_any_resampling(engine, monkeypatch) -> None:
+    import core.audio
+
+    resampled = []
+    monkeypatch.setattr(core.audio, "resample", lambda *args: resampled.append(args) or args[0])
+    with TestClient(app=create_app(engine)) as client:
+        data = tiny_wav(1999993)
+        assert len(data) == 92
+        response = client.post("/voices", files={"voice_wav": ("odd.wav", data)})
+    assert response.status_code == 400 and "8000-192000 Hz" in error_of(response)["message"]
+    assert resampled == []
+
+
+def test_a_long_compressed_upload_is_decoded_only_as_far_as_it_is_kept(engine, monkeypatch) -> None:
+    silence = io.BytesIO()
+    soundfile.write(silence, np.zeros(8000 * 1200, np.int16), 8000, format="FLAC")  # 20 minutes in a few KB
+    decoded = []
+    original = soundfile.SoundFile.read
+
+    def counted(self, *args, **kwargs):
+        data = original(self, *args, **kwargs)
+        decoded.append(data.shape[0])
+        return data
+
+    monkeypatch.setattr(soundfile.SoundFile, "read", counted)
+    with TestClient(app=create_app(engine)) as client:
+        response = client.post("/voices", files={"voice_wav": ("quiet.flac", silence.getvalue())})
+    assert response.status_code == 200, response.text
+    assert sum(decoded) == MAX_PROMPT_SECONDS * 8000
+
+
+def noise_wav(seed: int, seconds: float) -> bytes:
+    samples = np.random.default_rng(seed).standard_normal(int(24000 * seconds)).astype(np.float32) * 0.1
+    return wav_bytes(samples, 24000)
+
+
+def test_many_small_uploads_do_not_push_another_users_voice_out(engine) -> None:
+    with TestClient(app=create_app(engine)) as client:
+        mine = client.post("/voices", files={"voice_wav": ("me.wav", VOICE_22K.read_bytes())}).json()["voice"]
+        for seed in range(40):
+            other = client.post("/voices", files={"voice_wav": (f"{seed}.wav", noise_wav(seed, 0.3))})
+            assert other.status_code == 200
+        spoken = client.post("/generate", json={"text": "Still mine.", "voice": mine, "max_frames": 2})
+    assert spoken.status_code == 200, spoken.text
+
+
+def test_a_predefined_voice_is_fetched_once_outside_the_lock_and_its_failure_remembered(monkeypatch) -> None:
+    import core.hub
+
+    model = TTSModel.load(str(TINY_CONFIG))
+    model.voices = {"alba": "hf://kyutai/pocket-tts/voices/alba.safetensors"}
+    engine = ServerEngine(model, str(VOICE_24K), max_concurrent=2)
+
+    def unreachable(url: str) -> str:
+        raise DownloadError(f"cannot download {url}: no network")
+
+    held = Held(unreachable)
+    monkeypatch.setattr(core.hub, "fetch", held)
+    try:
+        first, second = in_thread(lambda: engine.voice("alba")), in_thread(lambda: engine.voice("alba"))
+        assert held.entered.wait(GUARD)
+        lookup = in_thread(lambda: engine.voice("default"))
+        until(lambda: lookup, "a voice lookup while a download runs")
+        assert lookup[0] is engine.voices.default
+        held.release.set()
+        until(lambda: first and second, "both requests for the voice end")
+        assert isinstance(first[0], DownloadError) and isinstance(second[0], DownloadError)
+        with pytest.raises(DownloadError):
+            engine.voice("alba")
+        assert held.calls == 1
+    finally:
+        engine.scheduler.close()
+
+
+# 6, 7. Cross-site requests; the cluster's default address
+
+
+def test_json_routes_take_json_only(engine) -> None:
+    """A cross-site page can POST text/plain without a CORS preflight: it must not drive the server."""
+    with TestClient(app=create_app(engine)) as client:
+        for path, body in (("/generate", {"text": "Hi.", "max_frames": 2}), ("/v1/audio/speech", {"input": "Hi."})):
+            sneaky = client.post(path, content=json.dumps(body), headers={"content-type": "text/plain"})
+            assert sneaky.status_code == 415 and error_of(sneaky)["code"] == "unsupported_media_type"
+        too_big = client.post("/generate", content=b" " * (MAX_JSON + 1), headers={"content-type": "application/json"})
+        assert too_big.status_code == 413 and str(MAX_JSON) in error_of(too_big)["message"]
+
+
+def test_requests_from_other_sites_are_refused_unless_allowed(engine) -> None:
+    with serving(engine, allowed_origins=["https://app.example"]) as url:
+        own = url.replace("http://", "")
+        form = {"text": (None, "Hi.")}
+        evil = httpx.post(url + "/tts", files=form, headers={"origin": "https://evil.example"}, timeout=GUARD)
+        assert evil.status_code == 403 and error_of(evil)["code"] == "forbidden_origin"
+        upload = httpx.post(
+            url + "/voices",
+            files={"voice_wav": ("v.wav", noise_wav(1, 0.3))},
+            headers={"origin": "null"},
+            timeout=GUARD,
+        )
+        assert upload.status_code == 403
+        for origin in (f"http://{own}", "https://app.example"):
+            allowed = httpx.post(url + "/tts", files=form, headers={"origin": origin}, timeout=GUARD)
+            assert allowed.status_code == 200, (origin, allowed.text)
+        assert allowed.headers["access-control-allow-origin"] == "https://app.example"
+        assert httpx.post(url + "/tts", files=form, timeout=GUARD).status_code == 200  # not a browser: no Origin
+        assert httpx.get(url + "/health", headers={"origin": "https://evil.example"}, timeout=GUARD).status_code == 200
+
+
+def test_the_cluster_config_listens_on_this_machine_only() -> None:
+    config = yaml.safe_load((ROOT / "server" / "serve.yaml").read_text())
+    assert config["http_options"]["host"] == "127.0.0.1"
+
+
+# 8. Malformed requests are 4xx; unexpected errors are logged
+
+
+def test_malformed_requests_get_a_json_4xx(engine) -> None:
+    with serving(engine) as url:
+        boundary = "x" * 16
+        body = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="text"\r\n\r\n'.encode()
+            + b"\xff\xfe not UTF-8\r\n"
+            + f"--{boundary}--\r\n".encode()
+        )
+        form = httpx.post(
+            url + "/tts",
+            content=body,
+            headers={"content-type": f"multipart/form-data; boundary={boundary}"},
+            timeout=GUARD,
+        )
+        assert form.status_code == 400 and error_of(form)["code"] == "malformed_form"
+        deep = b'{"text": "Hi.", "voice": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+        for payload in (deep, b"[" * 5000 + b"]" * 5000):
+            nested = httpx.post(url + "/generate", content=payload, headers={"content-type": "application/json"})
+            assert nested.status_code == 400, nested.text
+        nul = httpx.get(url + "/%00", timeout=GUARD)
+        assert nul.status_code == 400 and error_of(nul)["code"] == "bad_path"
+        assert health_answers(url)
+
+
+@pytest.mark.parametrize("error, status", [(MemoryError(), 503), (RuntimeError("a bug of ours"), 500)])
+def test_an_unexpected_error_is_a_5xx_for_the_client_and_a_traceback_for_the_operator(
+    engine, monkeypatch, caplog, error, status
+) -> None:
+    def fail(*args):
+        raise error
+
+    monkeypatch.setattr(engine, "generation", fail)
+    with TestClient(app=create_app(engine)) as client, caplog.at_level(logging.ERROR, "pocket_tts.server"):
+        response = client.post("/generate", json={"text": "Hi."})
+    assert response.status_code == status and "Traceback" not in response.text
+    logged = [r for r in caplog.records if r.name == "pocket_tts.server"]
+    assert logged and logged[0].exc_info[0] is type(error) and "/generate" in logged[0].getMessage()
+    assert engine.active == 0
+
+
+# 9. The batch command
+
+
+def batch(source: Path, out: Path) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "core.cli", "batch", str(source), "--out", str(out), "--model", str(TINY_CONFIG)]
+    return subprocess.run(command + ["--voice", str(VOICE_24K)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+
+
+def test_batch_lines_of_bad_bytes_or_unbounded_options_are_their_own_errors(tmp_path) -> None:
+    lines = [
+        json.dumps({"id": "before", "text": "Fine.", "max_frames": 2}).encode(),
+        b'{"id": "bad-bytes", "text": "caf\xe9"}',
+        json.dumps({"id": "huge", "text": "Hi.", "max_frames": 100_000_000}).encode(),
+        json.dumps({"id": "steps", "text": "Hi.", "lsd_decode_steps": 100_000}).encode(),
+        b'{"id": "deep", "text": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+        json.dumps({"id": "after", "text": "Fine too.", "max_frames": 2}).encode(),
+    ]
+    source = tmp_path / "lines.jsonl"
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    done = batch(source, tmp_path / "out")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    entries = [json.loads(line) for line in (tmp_path / "out" / "manifest.jsonl").read_text().splitlines()]
+    errors = {entry["line"]: entry["error"] for entry in entries}
+    assert errors[1] is None and errors[6] is None
+    assert "not UTF-8" in errors[2] and "max_frames must be between 0 and 7500" in errors[3]
+    assert "lsd_decode_steps must be between 1 and 64" in errors[4] and "not JSON" in errors[5]
+    with open(tmp_path / "out" / "manifest.jsonl", "ab") as manifest:
+        manifest.write(b'{"id": "before", \xff\xfe}\n')  # a damaged manifest: its bad line is skipped
+    again = batch(source, tmp_path / "out")
+    assert again.returncode == 1 and "2 already there" in again.stderr and "Traceback" not in again.stderr
+
+
+def test_a_second_batch_job_on_a_folder_in_use_says_so(tmp_path) -> None:
+    source = tmp_path / "lines.jsonl"
+    source.write_text(json.dumps({"id": "one", "text": "Hi.", "max_frames": 2}) + "\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    with only_writer(str(out)):
+        done = batch(source, out)
+    assert done.returncode == 1 and "another process is writing to" in done.stderr.splitlines()[-1]
+    assert list(out.iterdir()) == []
+
+
+def test_output_files_are_written_through_no_planted_file_or_link(tmp_path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    target = tmp_path / "out.wav"
+    (tmp_path / f".{target.name}.{os.getpid()}.tmp").symlink_to(victim)  # the name a temporary file once had
+    write_atomically(str(target), b"new audio")
+    assert victim.read_text() == "precious" and target.read_bytes() == b"new audio"
+    assert not target.is_symlink()
