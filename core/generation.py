@@ -10,7 +10,7 @@ newcomer's text is read in the same pass as its first frame.
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -32,9 +32,11 @@ class Chunk(NamedTuple):
 Plan = List[Union[Chunk, int]]
 
 
-def planned_frames(plan: Plan, frame_size: int) -> int:
-    """The most frames a plan can make: every chunk's length cap, and every pause's frames."""
-    return sum(item.estimate if isinstance(item, Chunk) else -(-item // frame_size) for item in plan)
+def planned_frames(plan: Plan, frame_size: int) -> Tuple[int, int]:
+    """The most frames a plan can make (every chunk's length cap, and its pauses), and how many of
+    them are pauses, which it makes whatever the model does."""
+    silent = sum(-(-item // frame_size) for item in plan if not isinstance(item, Chunk))
+    return silent + sum(item.estimate for item in plan if isinstance(item, Chunk)), silent
 
 
 class Frame(NamedTuple):

@@ -41,8 +41,8 @@ from .voices import VoiceSource
 # Official generation constants (pocket_tts/models/tts_model.py and default_parameters.py).
 TOKENS_PER_SECOND_ESTIMATE = 3.0
 GEN_SECONDS_PADDING = 2.0
-# The most audio one generation may make, pauses included (an hour): a text that could last longer
-# is refused before any work. The server allows less per request.
+# The most audio one generation may make, pauses included (an hour): speech that could run longer
+# stops there, and pauses or a max_frames asking for more are refused. The server allows less.
 MAX_SECONDS = 3600.0
 # The first decoded samples of a fresh Mimi decoder carry a small step, heard as a click.
 FADE_IN_SECONDS = 1 / 200
@@ -242,7 +242,8 @@ class TTSModel:
         `options` (core.options.GenerationOptions), or any of them by name as keywords
         (`model.generate(text, voice, temperature=0)`); `rng`: the noise source, instead of a seed.
         Options are checked, and the text is split and tokenized now, so that bad input fails before
-        any work: a LimitError when the audio could last more than `max_seconds`, pauses included.
+        any work. The audio lasts at most `max_seconds`, pauses included: a LimitError when
+        max_frames or the pauses alone ask for more; speech that could run longer stops there.
         """
         self._require(params.FLOW_LM)
         options = GenerationOptions.of({**dataclasses.asdict(options or GenerationOptions()), **overrides})
@@ -281,7 +282,8 @@ class TTSModel:
 
     def _budget(self, plan: Plan, max_frames: Optional[int], max_seconds: float) -> int:
         """The frames a generation of `plan` may make, silent ones included: `max_frames` when set,
-        else what the plan can make; a LimitError past `max_seconds`."""
+        else what the plan can make, at most `max_seconds` (speech that could run longer stops
+        there); a LimitError when max_frames, or the pauses alone, ask for more."""
         rate = self.config.mimi.frame_rate
         limit = int(max_seconds * rate)
         if max_frames is not None:
@@ -291,13 +293,13 @@ class TTSModel:
                     f"{max_seconds:g} s of audio a request may make"
                 )
             return max_frames
-        planned = planned_frames(plan, self.frame_size)
-        if planned > limit:
+        planned, silent = planned_frames(plan, self.frame_size)
+        if silent > limit:
             raise LimitError(
-                f"this text could last up to {planned / rate:.0f} s (3 tokens a second and 2 s a chunk, pauses "
-                f"included), more than the {max_seconds:g} s of audio a request may make: split it, or set max_frames"
+                f"the pauses of this text last {silent / rate:.0f} s, more than the {max_seconds:g} s of audio a "
+                "request may make"
             )
-        return planned
+        return min(planned, limit)
 
     def decoder(self) -> FrameDecoder:
         """The Mimi half of `stream`: turns frames into audio, keeping the decoder's state."""

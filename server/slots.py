@@ -77,6 +77,7 @@ class Slot:
 
     def release(self) -> None:
         """The request is over (any number of calls: the first counts)."""
-        for cleanup in self._cleanups:
+        cleanups, self._cleanups = self._cleanups, []
+        for cleanup in cleanups:
             cleanup()
         self._release()

@@ -35,6 +35,7 @@ from core import DownloadError, LimitError, TTSModel
 from core.audio import MAX_PROMPT_SECONDS, wav_bytes
 from core.files import only_writer, write_atomically
 from core.options import GenerationOptions
+from core.text import MAX_SEGMENT_TOKENS
 from e2e.harness import free_port
 from server import connections
 from server.app import MAX_JSON, create_app
@@ -143,48 +144,55 @@ def error_of(response: httpx.Response) -> dict:
 
 
 def test_pauses_count_in_the_audio_a_request_may_make(engine) -> None:
-    with TestClient(app=create_app(engine)) as client:
-        refused = client.post("/generate", json={"text": "[pause:10s]" * 454})
-        assert refused.status_code == 400 and error_of(refused)["code"] == "LimitError"
-        assert "600 s" in error_of(refused)["message"]
-        capped = client.post("/generate", json={"text": "Hi. " + "[pause:10s] " * 10, "max_frames": 1})
-        assert capped.status_code == 200 and len(capped.content) == 44 + 2 * 1920  # one frame, not 100 s
-
-
-@pytest.mark.parametrize(
-    "body",
-    [
-        {"text": "Word, " * 600, "max_tokens": 1},  # a chunk per clause, 2 s of padding each
-        {"text": "Hi. [pause:10s]" * 60},
-    ],
-)
-def test_a_text_that_could_last_longer_than_a_request_may_is_refused_before_any_work(engine, body) -> None:
     def submit(*args) -> None:
         raise AssertionError("a generation was started")
 
-    engine.scheduler.submit = submit
     with TestClient(app=create_app(engine)) as client:
-        response = client.post("/stream", json=body)
-    assert response.status_code == 400 and error_of(response)["code"] == "LimitError", response.text
+        capped = client.post("/generate", json={"text": "Hi. " + "[pause:10s] " * 10, "max_frames": 1})
+        assert capped.status_code == 200 and len(capped.content) == 44 + 2 * 1920  # one frame, not 100 s
+        engine.scheduler.submit = submit
+        for body in ({"text": "[pause:10s]" * 454}, {"text": "Hi.", "max_frames": 7501}):
+            refused = client.post("/generate", json=body)
+            assert refused.status_code == 400, refused.text
+            assert "600 s" in error_of(refused)["message"] or "7500" in error_of(refused)["message"]
     assert engine.active == 0
 
 
-@pytest.mark.parametrize("text", ["ab" * 2500, "Word " * 1000, "1." * 2500, "\U0001f600" * 5000])
-def test_no_text_makes_a_plan_longer_than_a_request_may_last(engine, text) -> None:
+@pytest.mark.parametrize(
+    "text, max_tokens",
+    [
+        ("ab" * 2500, 50),  # no sentence or clause break: one chunk, as the official splits it
+        ("Word " * 1000, 50),
+        ("Word, " * 800, 1),  # a chunk per clause, 2 s of padding each
+        ("1." * 2500, 50),
+        ("\U0001f600" * 5000, 50),
+        ("Hi. [pause:10s] " * 59, 50),  # 590 s of pauses, and speech
+    ],
+)
+def test_no_text_makes_a_generation_longer_than_a_request_may_last(engine, text, max_tokens) -> None:
     """A text with no sentence or clause break was one chunk whose length estimate grew with it
-    (5,000 characters: a 28-minute budget): now it is refused, or its budget is within the limit."""
-    try:
-        generation = engine.generation(text, None, GenerationOptions())
-    except LimitError:
-        return
-    assert generation.budget <= 600 * 12.5 and all(len(item.tokens) <= 500 for item in generation.plan)
+    (5,000 characters: a 28-minute budget), and a chunk per clause added 2 s each: now a request's
+    audio stops at its limit, pauses included, and no chunk is longer than the segment bound."""
+    generation = engine.generation(text, None, GenerationOptions(max_tokens=max_tokens))
+    assert generation.budget <= 600 * 12.5
+    assert all(len(item.tokens) <= MAX_SEGMENT_TOKENS + 1 for item in generation.plan if hasattr(item, "tokens"))
+
+
+def test_speech_that_could_run_past_the_limit_stops_at_it(model, voice) -> None:
+    from core.generation import advance
+
+    generation = model.generation("Hello there. " * 20, voice, temperature=0.0, eos_threshold=100.0, max_seconds=1.0)
+    made = 0
+    while not generation.done:
+        made += advance(model, [generation])[0] is not None
+    assert made == 12  # a second at 12.5 frames a second, of a text that could last a minute
 
 
 def test_the_models_own_cap_and_max_frames_beyond_it(model, voice) -> None:
-    with pytest.raises(LimitError, match="more than the 1 s"):
-        model.generation("Hello there, this is a sentence long enough.", voice, max_seconds=1.0)
     with pytest.raises(LimitError, match="max_frames 100"):
         model.generation("Hi.", voice, max_frames=100, max_seconds=1.0)
+    with pytest.raises(LimitError, match="pauses of this text last 2 s"):
+        model.generation("Hi. [pause:2s]", voice, max_seconds=1.0)
     assert model.generation("Hi.", voice, max_frames=12, max_seconds=1.0).budget == 12
 
 
@@ -276,22 +284,29 @@ def health_answers(url: str) -> bool:
     return httpx.get(url + "/health", timeout=GUARD).json()["status"] == "ok"
 
 
+def while_held(held: Held, url: str, send: Callable[[], httpx.Response], check: Callable[[], None] = lambda: None):
+    """Send a request whose work `held` stops in the middle; meanwhile /health answers (the event
+    loop is free) and `check` passes; then the work goes on. Returns the request's response."""
+    answer = in_thread(send)
+    assert held.entered.wait(GUARD)
+    try:
+        assert health_answers(url)
+        check()
+    finally:
+        held.release.set()
+    until(lambda: answer, "the held request ends")
+    return answer[0]
+
+
 def test_text_preparation_runs_off_the_event_loop(engine, monkeypatch) -> None:
     import core.model
 
     held = Held(core.model.split_into_chunks)
     monkeypatch.setattr(core.model, "split_into_chunks", held)
     with serving(engine) as url:
-        answer = in_thread(
-            lambda: httpx.post(url + "/generate", json={"text": "Held.", "max_frames": 2}, timeout=GUARD)
-        )
-        assert held.entered.wait(GUARD)
-        try:
-            assert health_answers(url)
-        finally:
-            held.release.set()
-        until(lambda: answer, "the held request ends")
-        assert answer[0].status_code == 200
+        body = {"text": "Held.", "max_frames": 2}
+        response = while_held(held, url, lambda: httpx.post(url + "/generate", json=body, timeout=GUARD))
+    assert response.status_code == 200
 
 
 def test_compressed_encoding_runs_off_the_event_loop(engine, monkeypatch) -> None:
@@ -301,33 +316,26 @@ def test_compressed_encoding_runs_off_the_event_loop(engine, monkeypatch) -> Non
     monkeypatch.setattr(audio_out, "encode", held)
     body = {"model": "x", "input": "Held.", "voice": "alloy", "response_format": "flac"}
     with serving(engine) as url:
-        answer = in_thread(lambda: httpx.post(url + "/v1/audio/speech", json=body, timeout=GUARD))
-        assert held.entered.wait(GUARD)
-        try:
-            assert health_answers(url)
-        finally:
-            held.release.set()
-        until(lambda: answer, "the held request ends")
-        assert answer[0].status_code == 200 and answer[0].content[:4] == b"fLaC"
+        response = while_held(held, url, lambda: httpx.post(url + "/v1/audio/speech", json=body, timeout=GUARD))
+    assert response.status_code == 200 and response.content[:4] == b"fLaC"
 
 
 def test_cloning_an_upload_runs_off_the_event_loop_and_outside_the_engines_lock(engine, monkeypatch) -> None:
     held = Held(engine.model.clone_voice)
     monkeypatch.setattr(engine.model, "clone_voice", held)
+
+    def voices_are_looked_up() -> None:  # every request's voice lookup takes the engine's lock
+        lookup = in_thread(lambda: engine.voice("default"))
+        until(lambda: lookup, "a voice lookup while a clone runs")
+        assert lookup[0] is engine.voices.default
+
     with serving(engine) as url:
-        upload = in_thread(
-            lambda: httpx.post(url + "/voices", files={"voice_wav": ("v.wav", VOICE_22K.read_bytes())}, timeout=GUARD)
-        )
-        assert held.entered.wait(GUARD)
-        try:
-            assert health_answers(url)
-            lookup = in_thread(lambda: engine.voice("default"))  # every request's voice lookup takes the lock
-            until(lambda: lookup, "a voice lookup while a clone runs")
-            assert lookup[0] is engine.voices.default
-        finally:
-            held.release.set()
-        until(lambda: upload, "the held upload ends")
-        assert upload[0].status_code == 200
+
+        def upload() -> httpx.Response:
+            return httpx.post(url + "/voices", files={"voice_wav": ("v.wav", VOICE_22K.read_bytes())}, timeout=GUARD)
+
+        response = while_held(held, url, upload, voices_are_looked_up)
+    assert response.status_code == 200
 
 
 def test_the_decimal_point_check_decodes_a_bounded_number_of_tokens_per_boundary(model) -> None:
