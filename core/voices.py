@@ -100,8 +100,8 @@ class VoiceRegistry:
         self.aliases = dict(aliases or {})
         self.default_name = default if default is not None else model.default_voice
         self.default = resolve(model, self.default_name)
-        self._states = _Cache(state_bytes)
-        self._recordings = _Cache(recording_bytes)
+        self._states = SizedCache(state_bytes)
+        self._recordings = SizedCache(recording_bytes)
 
     def names(self) -> List[str]:
         """The model's predefined voices."""
@@ -170,7 +170,7 @@ def _state_bytes(state: VoiceState) -> int:
     return sum(a.nbytes for a in state.transformer.keys + state.transformer.values)
 
 
-class _Cache:
+class SizedCache:
     """Values by key, the least recently used dropped beyond a total size (the newest always kept)."""
 
     def __init__(self, capacity: int):

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -32,6 +31,7 @@ import yaml
 from ray import serve
 
 from core import TTSModel
+from core.voices import SizedCache
 from server import native
 from server.app import create_app
 from server.engine import ServerEngine
@@ -49,20 +49,12 @@ class Recordings:
     uploaded before are gone, and a client uploads again, as after a server restart)."""
 
     def __init__(self) -> None:
-        self._data: OrderedDict[str, bytes] = OrderedDict()
-        self._bytes = 0
+        self._data = SizedCache(RECORDINGS_BYTES)
 
     def put(self, key: str, data: bytes) -> None:
-        if key in self._data:
-            self._bytes -= len(self._data.pop(key))
-        self._data[key] = data
-        self._bytes += len(data)
-        while self._bytes > RECORDINGS_BYTES and len(self._data) > 1:
-            self._bytes -= len(self._data.popitem(last=False)[1])
+        self._data.put(key, data, len(data))
 
     def get(self, key: str) -> Optional[bytes]:
-        if key in self._data:
-            self._data.move_to_end(key)
         return self._data.get(key)
 
 

@@ -115,8 +115,6 @@ class ServerEngine:
         returns its voice id (the hash of its samples: the same recording is cloned once), and keeps
         the recording in `recordings`."""
         key = self._keep_recording(data, f"the uploaded voice {filename!r}")
-        with self._lock:
-            self._failures.pop(key, None)
         self._prepared(key)
         if self.recordings is not None:
             self.recordings[key] = data

@@ -141,6 +141,13 @@ def pcm_close(got: bytes, expected: bytes, steps: int = 1) -> bool:
     return a.shape == b.shape and (a.size == 0 or int(np.abs(a - b).max()) <= steps)
 
 
+def error_of(response) -> dict:
+    """The error of a server response, checked to be in OpenAI's shape."""
+    body = response.json()
+    assert set(body) == {"error"} and {"message", "type", "param", "code"} <= set(body["error"]), body
+    return body["error"]
+
+
 def record(model: str, stage: str, nmse: float, max_abs: float, bar: float) -> None:
     _report.append((model, stage, nmse, max_abs, bar))
 

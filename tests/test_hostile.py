@@ -42,7 +42,7 @@ from server.app import MAX_JSON, create_app
 from server.engine import ServerEngine
 from server.relay import LIMIT
 
-from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, tiny_server
+from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, error_of, tiny_server
 
 # A hang shows as a failure after this long, never as a slow pass.
 GUARD = 60.0
@@ -132,12 +132,6 @@ def unread_request(url: str, path: str, body: dict) -> socket.socket:
     head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
     client.sendall(head.encode() + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
     return client
-
-
-def error_of(response: httpx.Response) -> dict:
-    body = response.json()
-    assert set(body) == {"error"}, body
-    return body["error"]
 
 
 # 1, 5. Audio beyond what a request may make, pauses included

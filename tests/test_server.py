@@ -30,7 +30,7 @@ from e2e.harness import active_generations, cluster_server, free_port, ray_clust
 from server.app import create_app
 from server.engine import ServerEngine
 
-from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, pcm_close, require_ray, tiny_server
+from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, error_of, pcm_close, require_ray, tiny_server
 
 CONFIG = str(TINY_CONFIG)
 QUIET = {"temperature": 0.0, "max_frames": 6}
@@ -44,12 +44,6 @@ def same_audio(client, got: bytes, expected: bytes) -> bool:
     """In process, the exact audio; through Ray Serve, whose replicas run the compiled kernels
     (server/native.py), the same to one 16-bit step."""
     return got == expected if isinstance(client, TestClient) else pcm_close(got, expected)
-
-
-def error_of(response) -> dict:
-    body = response.json()
-    assert set(body) == {"error"} and {"message", "type", "param", "code"} <= set(body["error"]), body
-    return body["error"]
 
 
 @pytest.fixture(scope="module")
