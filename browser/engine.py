@@ -15,11 +15,12 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
-from core import TTSModel, kernels, ops, params
-from core.errors import PocketTTSError
-from core.generation import Frame
-from core.options import GenerationOptions
-from core.voices import VoiceRegistry
+from core import TTSModel
+from core.portable import kernels, ops, params
+from core.portable.errors import PocketTTSError
+from core.portable.generation import Frame
+from core.portable.options import GenerationOptions
+from core.portable.voice_registry import VoiceRegistry
 
 ROLES = {
     "flow": (params.FLOW_LM, params.VOICE_CLONING),
@@ -33,7 +34,7 @@ def install_kernels() -> None:
     import pocket_kernels  # a JS module: the kernels' exports, on Pyodide's own memory
 
     functions = {name: getattr(pocket_kernels, name) for name in kernels.NAMES}
-    ops.use(kernels.CompiledKernels(functions, "WebAssembly SIMD"))
+    ops.use(kernels.CompiledKernels(functions, "WebAssembly SIMD", "WebAssembly SIMD kernels with NumPy"))
 
 
 class BrowserEngine:

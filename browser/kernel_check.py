@@ -10,9 +10,9 @@ from typing import Any, Callable, Dict, List
 
 import numpy as np
 
-from core import ops
-from core.kernels import CompiledKernels, KernelArgumentError
-from core.quantize import Int8Matrix, quantize
+from core.portable import ops
+from core.portable.kernels import CompiledKernels, KernelArgumentError
+from core.portable.quantize import Int8Matrix, quantize
 
 # Allowed error: this many float32 epsilons times sqrt(terms), relative to the sum of |terms|.
 TOLERANCE = 1e-6
@@ -77,11 +77,11 @@ def run(backend: CompiledKernels, seed: int = 7) -> Dict[str, Any]:
     ):
         x = randn(c, (taps - 1) * dilation + 1 - stride + n * stride)
         w, b = randn(m, c, taps), randn(m)
-        want = ops.NUMPY.conv(w.astype(np.float64), x.astype(np.float64), n, stride, dilation, b)
-        magnitude = ops.NUMPY.conv(np.abs(w), np.abs(x), n, stride, dilation, np.abs(b))
+        want = ops.NUMPY.conv(x.astype(np.float64), w.astype(np.float64), n, stride, dilation, b)
+        magnitude = ops.NUMPY.conv(np.abs(x), np.abs(w), n, stride, dilation, np.abs(b))
         compare(
             f"conv {m}x{c}x{taps} d{dilation} s{stride} n{n}",
-            backend.conv(w, x, n, stride, dilation, b),
+            backend.conv(x, w, n, stride, dilation, b),
             want,
             magnitude,
             c * taps,
@@ -91,9 +91,9 @@ def run(backend: CompiledKernels, seed: int = 7) -> Dict[str, Any]:
         x, w, b = randn(3, 5, (taps - 1) * dilation + 1 - stride + 9 * stride), randn(4, 5, taps), randn(4)
         compare(
             f"conv of 3 streams, 4x5x{taps} s{stride}",
-            backend.conv(w, x, 9, stride, dilation, b),
-            ops.NUMPY.conv(w.astype(np.float64), x.astype(np.float64), 9, stride, dilation, b),
-            ops.NUMPY.conv(np.abs(w), np.abs(x), 9, stride, dilation, np.abs(b)),
+            backend.conv(x, w, 9, stride, dilation, b),
+            ops.NUMPY.conv(x.astype(np.float64), w.astype(np.float64), 9, stride, dilation, b),
+            ops.NUMPY.conv(np.abs(x), np.abs(w), 9, stride, dilation, np.abs(b)),
             5 * taps,
         )
 

@@ -1,6 +1,6 @@
 // The site's service worker: after the first visit, every file of the site comes from this
 // version's cache, so a reload downloads nothing and the site works with the network gone.
-// scripts/build_site.py writes it as sw.js at the site's root with the two constants below filled
+// scripts/build_site.py writes it as sw.js at the site's root with the three constants below filled
 // in; a new build has a new version, so the browser installs the new worker, which drops the old
 // version's files. Requests for anything else (the server's API in server mode) pass through.
 

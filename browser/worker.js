@@ -5,21 +5,17 @@
 // A worker has one role, given at boot: "flow" (the flow LM and voice cloning: text -> latent frames),
 // "decoder" (the Mimi decoder: frames -> audio), or "both". With two workers (the page's choice), the
 // flow worker sends each frame (a few dozen floats) straight to the decoder worker through a
-// MessagePort, so the two halves of every frame run on two cores, as server/pipeline.py does.
+// MessagePort, so the two halves of every frame run on two cores, as the server's scheduler runs them
+// on two threads (server/scheduler.py).
 //
-// Messages in: {type: "boot", site, role, cached, port?}, {type: "speak", id, text, voice, options}
-// (flow, both), {type: "voice", id, samples, sampleRate} (flow, both), {type: "stop", id} (all),
-// {type: "check", id} (all: the kernels against NumPy here, browser/kernel_check.py), {type: "heap", id}
-// (all: the size of the WebAssembly heap, which only grows: the peak so far).
-// Messages out: {type: "progress", stage, loaded, total}, {type: "ready", info, timings},
-// {type: "chunk", id, chunk} (Float32Array, transferred; decoder, both), {type: "done", id}
-// (decoder, both), {type: "voice", id, voice}, {type: "check", id, report}, {type: "heap", id, bytes},
-// {type: "error", id, message}.
-// Every failure becomes
-// an "error" message: the page never waits on a silent worker.
-// Between workers (port): {type: "frame", id, frame} (JSON of one frame), {type: "end", id}.
+// The messages (to and from the page, and between the two workers) are named and described in
+// protocol.js, which the site serves from its root (this file is browser/worker.js there). Every
+// failure becomes an ERROR message: the page never waits on a silent worker.
 
 "use strict";
+
+importScripts("../protocol.js");
+const { engine: EngineMessage, frames: FrameMessage } = globalThis.PocketProtocol;
 
 let pyodide = null;
 let engine = null;
@@ -35,18 +31,28 @@ let decoding = false;
 const post = (message, transfer) => self.postMessage(message, transfer || []);
 
 function fail(id, error) {
-  post({ type: "error", id, message: String((error && error.message) || error) });
+  post({ type: EngineMessage.ERROR, id, message: String((error && error.message) || error) });
 }
 
 self.onmessage = async (event) => {
   const message = event.data;
   try {
-    if (message.type === "boot") await boot(message);
-    else if (message.type === "speak") await speak(message);
-    else if (message.type === "stop") stop(message.id);
-    else if (message.type === "voice") addVoice(message);
-    else if (message.type === "check") post({ type: "check", id: message.id, report: JSON.parse(engine.check_kernels()) });
-    else if (message.type === "heap") post({ type: "heap", id: message.id, bytes: pyodide._module.HEAPU8.length });
+    switch (message.type) {
+      case EngineMessage.BOOT:
+        return await boot(message);
+      case EngineMessage.SPEAK:
+        return await speak(message);
+      case EngineMessage.STOP:
+        return stop(message.id);
+      case EngineMessage.VOICE:
+        return addVoice(message);
+      case EngineMessage.CHECK:
+        return post({ type: EngineMessage.CHECK, id: message.id, report: JSON.parse(engine.check_kernels()) });
+      case EngineMessage.HEAP:
+        return post({ type: EngineMessage.HEAP, id: message.id, bytes: pyodide._module.HEAPU8.length });
+      default:
+        throw new Error(`unknown message type: ${message.type}`);
+    }
   } catch (error) {
     fail(message.id, error);
   }
@@ -71,8 +77,8 @@ async function boot({ site, role: myRole, cached, port: myPort }) {
     return target.startsWith(base.href) ? cachedResponse(target, networkFetch) : networkFetch(input, init);
   };
   const timings = {};
-  const boot = performance.now();
-  let start = boot;
+  const bootStart = performance.now();
+  let start = bootStart;
   // The model downloads while Python starts: its bytes wait in JS memory until Python is ready.
   let stage = "Starting Python (Pyodide)";
   const files = Object.entries(site.model.files).filter(([name]) => site.model.roles[name].includes(role));
@@ -80,7 +86,7 @@ async function boot({ site, role: myRole, cached, port: myPort }) {
   const received = new Map();
   const progress = () => {
     const loaded = [...received.values()].reduce((n, bytes) => n + bytes, 0);
-    post({ type: "progress", stage, loaded, total });
+    post({ type: EngineMessage.PROGRESS, stage, loaded, total });
   };
   const downloads = Promise.all(
     files.map(async ([name]) => [name, await fetchBytes(url(site.model.path + name), (bytes) => {
@@ -88,7 +94,7 @@ async function boot({ site, role: myRole, cached, port: myPort }) {
       progress();
     })]),
   ).then((data) => {
-    timings.download_ms = performance.now() - boot;
+    timings.download_ms = performance.now() - bootStart;
     return data;
   });
   downloads.catch(() => {}); // awaited below; a failure is reported there
@@ -128,7 +134,7 @@ async function boot({ site, role: myRole, cached, port: myPort }) {
   info.kernels = kernels;
   info.heap_bytes = pyodide._module.HEAPU8.length;
   if (role === "decoder") port.onmessage = (event) => queueForDecoding(event.data);
-  post({ type: "ready", info, timings });
+  post({ type: EngineMessage.READY, info, timings });
 }
 
 // Runs `load` (Pyodide's boot) while catching the WebAssembly.Memory it creates: Pyodide 0.17 keeps
@@ -150,7 +156,7 @@ async function capturingMemory(load) {
   return pyodide._module.wasmMemory || memory;
 }
 
-// Instantiates the kernels on Pyodide's memory and installs them under core.ops; returns what runs
+// Instantiates the kernels on Pyodide's memory and installs them under core.portable.ops; returns what runs
 // the products ("WebAssembly SIMD", or why NumPy runs them alone: the page says so).
 async function linkKernels(memory, kernelsUrl) {
   try {
@@ -237,15 +243,15 @@ async function speak({ id, text, voice, options }) {
       } else {
         const frame = engine.next_frame();
         if (frame === undefined || frame === null) break;
-        port.postMessage({ type: "frame", id, frame });
+        port.postMessage({ type: FrameMessage.FRAME, id, frame });
       }
       await yieldToEvents();
     }
   } finally {
     if (running === mine) running = null;
   }
-  if (role === "both") post({ type: "done", id });
-  else port.postMessage({ type: "end", id });
+  if (role === "both") post({ type: EngineMessage.DONE, id });
+  else port.postMessage({ type: FrameMessage.END, id });
 }
 
 function postChunk(id, proxy) {
@@ -253,7 +259,7 @@ function postChunk(id, proxy) {
   const chunk = buffer.data.slice(); // a copy: buffer.data views the whole wasm heap
   buffer.release();
   proxy.destroy();
-  post({ type: "chunk", id, chunk }, [chunk.buffer]);
+  post({ type: EngineMessage.CHUNK, id, chunk }, [chunk.buffer]);
 }
 
 // The decoder side: frames in order, one per turn of the event loop, so that a Stop gets in.
@@ -269,7 +275,7 @@ async function decodeAll() {
       const { type, id, frame } = decodeQueue.shift();
       if (stopped.has(id)) continue;
       try {
-        if (type === "end") post({ type: "done", id });
+        if (type === FrameMessage.END) post({ type: EngineMessage.DONE, id });
         else postChunk(id, engine.decode(frame));
       } catch (error) {
         stopped.add(id);
@@ -287,5 +293,5 @@ function addVoice({ id, samples, sampleRate }) {
   fileSystem().writeFile("/tmp/voice.f32", new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength));
   const result = JSON.parse(engine.add_voice("/tmp/voice.f32", sampleRate));
   if (result.error) throw new Error(result.error);
-  post({ type: "voice", id, voice: result.voice });
+  post({ type: EngineMessage.VOICE, id, voice: result.voice });
 }

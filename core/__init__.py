@@ -1,14 +1,26 @@
 """Pocket TTS in NumPy: Kyutai's streaming text-to-speech model as NumPy functions and data.
 
 from core import TTSModel
-model = TTSModel.load("path/to/config.yaml")
+model = TTSModel.load("english")                     # a catalog name, a config file or a bundle folder
 voice = model.voice_state("voice.wav")
 pcm = model.generate("Hello world.", voice)          # float32 [n] at model.sample_rate
+core.backend()                                        # what runs the products, e.g. "compiled kernels ..."
+
+Two floors. core/portable/ is the model: everything the browser's Pyodide runs too (NumPy and the
+standard library, Python 3.8). The modules here are its CPython host: the command line (cli.py),
+batch jobs (batch.py), bundle export (export.py), downloads (hub.py), atomic files (files.py) and
+the compiled kernels (native.py). The host imports the model, never the other way round.
+
+This file plugs the host into the model's two seams: downloads of hf:// files (sources.use_fetcher)
+and the fastest backend for the products (ops.use: the kernels pip compiled, else NumPy). Both are
+inert in the browser, which installs its own kernels and loads bundles from its site.
 """
 
 from __future__ import annotations
 
-from .errors import (
+from . import hub, native
+from .portable import ops, sources
+from .portable.errors import (
     AudioError,
     ConfigError,
     DownloadError,
@@ -18,12 +30,22 @@ from .errors import (
     VoiceError,
     WeightsError,
 )
-from .model import TTSModel
-from .voice import VoiceState
+from .portable.model import TTSModel
+from .portable.voice_state import VoiceState
+
+sources.use_fetcher(hub.fetch)
+ops.use(native.backend())
+
+
+def backend() -> str:
+    """What runs the model's products now (the compiled kernels, NumPy, or a runtime's own)."""
+    return str(ops.current().description)
+
 
 __all__ = [
     "TTSModel",
     "VoiceState",
+    "backend",
     "PocketTTSError",
     "ConfigError",
     "WeightsError",

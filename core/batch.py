@@ -15,7 +15,7 @@ duration_s, voice, options (the seed included), error (null when it worked) and 
   temporary name and renamed, and the manifest grows as lines finish, so an interrupted job leaves
   no partial file and loses only the lines in progress.
 - A bad line (not UTF-8, not JSON, no id or text, an id used twice, an unknown option or voice,
-  an option outside a request's ranges: core.options.REQUEST_RANGES) is an error in the manifest,
+  an option outside a request's ranges: core.portable.options.REQUEST_RANGES) is an error in the manifest,
   not the end of the job; the command then exits 1.
 - One job per output folder: a second one on a folder in use stops at once with an error.
 - Reproducible: a line without a "seed" gets one from its id, so a rerun, a retried task or
@@ -42,11 +42,12 @@ import sys
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from . import catalog
-from .audio import wav_bytes
-from .errors import PocketTTSError
 from .files import only_writer, write_atomically
-from .options import GenerationOptions
+from .portable import catalog
+from .portable.audio import wav_bytes
+from .portable.errors import PocketTTSError
+from .portable.options import GenerationOptions
+from .portable.text import check_text
 
 MANIFEST = "manifest.jsonl"
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}\Z")
@@ -132,8 +133,7 @@ def _parse(number: int, raw: str, folder: str, model: str, default_voice: Option
         raise PocketTTSError(
             f"id must be 1-200 letters, digits, '.', '_' or '-', starting with a letter or digit, got {line_id!r}"
         )
-    if not isinstance(text, str) or not text.strip():
-        raise PocketTTSError("text must be a non-empty string")
+    check_text(text)
     if voice is not None and not isinstance(voice, str):
         raise PocketTTSError(f"voice must be a string, got {voice!r}")
     if voice is None:
@@ -222,8 +222,8 @@ _workers: Dict[str, Any] = {}
 
 def synthesize(model_source: str, line: Line) -> Outcome:
     """One line, in a worker process (of the pool, or a Ray task)."""
-    from .model import TTSModel
-    from .voices import VoiceRegistry
+    from .portable.model import TTSModel
+    from .portable.voice_registry import VoiceRegistry
 
     try:
         if _workers.get("source") != model_source:
@@ -337,7 +337,7 @@ def run(
         raise PocketTTSError(f"--out must be a folder: {out} is a file")
     if not catalog.is_model(model) and os.path.exists(model):
         model = os.path.abspath(model)  # the workers may run elsewhere than here
-    from .sources import resolve
+    from .portable.sources import resolve
 
     files = resolve(model)  # a model that cannot load is one error now, not one per line
     if voice is not None and os.path.exists(voice):

@@ -19,17 +19,19 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Iterable, Iterator, List, Optional
+from typing import Callable, Iterable, Iterator, List, Optional
 
 import numpy as np
 
-from . import catalog, hub, sources
-from .audio import pcm16, wav_bytes, wav_header
-from .errors import PocketTTSError
+from . import hub
 from .files import write_atomically
-from .model import TTSModel
-from .options import GenerationOptions
-from .options import names as option_names
+from .portable import catalog, ops, sources
+from .portable.audio import pcm16, wav_bytes, wav_header
+from .portable.errors import PocketTTSError
+from .portable.model import TTSModel
+from .portable.options import GenerationOptions
+from .portable.options import names as option_names
+from .portable.text import check_text
 
 
 def write_wav(path: str, pcm: np.ndarray, sample_rate: int) -> None:
@@ -68,7 +70,7 @@ def _say(args: argparse.Namespace, message: str) -> None:
 
 
 def _load(args: argparse.Namespace) -> TTSModel:
-    _say(args, f"loading {args.model}")
+    _say(args, f"loading {args.model} (products on {ops.current().description})")
     return TTSModel.load(args.model)
 
 
@@ -79,8 +81,7 @@ def _generate(args: argparse.Namespace) -> None:
         text = catalog.default_text(args.model if catalog.is_model(args.model) else None)
     else:
         text = args.text
-    if not text.strip():
-        raise PocketTTSError("the text to speak is empty")
+    check_text(text)
     model = _load(args)
     voice = model.voice_state(args.voice)
     options = {name: getattr(args, name) for name in option_names() if getattr(args, name) is not None}
@@ -106,15 +107,17 @@ def _generate(args: argparse.Namespace) -> None:
 
 
 def _export_voice(args: argparse.Namespace) -> None:
+    from .export import export_voice
+
     model = _load(args)
     if not args.out.endswith(".safetensors"):
         raise PocketTTSError(f"the voice state file must end in .safetensors: {args.out}")
-    model.export_voice(args.audio, args.out)
+    export_voice(model, args.audio, args.out)
     _say(args, f"wrote {args.out}")
 
 
 def _export(args: argparse.Namespace) -> None:
-    from .bundle import export
+    from .export import export
 
     _say(args, f"exporting {args.model} to {args.out}")
     report = export(
@@ -172,8 +175,13 @@ def _voices(args: argparse.Namespace) -> None:
         print(f"{args.model} has no predefined voices: use an audio file or a .safetensors voice state")
 
 
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="python -m core.cli", description="Pocket TTS in NumPy")
+def parser(
+    prog: str = "python -m core.cli", serve: Optional[Callable[[List[str]], int]] = None
+) -> argparse.ArgumentParser:
+    """The command line's parser; with `serve` (the server's main, given by the installed command,
+    which sits above both), a `serve` command too, listed in the help (the installed command hands
+    `serve ...` to it before parsing)."""
+    top = argparse.ArgumentParser(prog=prog, description="Pocket TTS in NumPy")
     commands = top.add_subparsers(dest="command", required=True)
 
     def command(name: str, run, help: str) -> argparse.ArgumentParser:  # noqa: A002, ANN001
@@ -231,18 +239,26 @@ def parser() -> argparse.ArgumentParser:
     ba.add_argument("--workers", type=int, help="worker processes on this machine (default: one per core)")
     ba.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster instead: its address, or auto")
 
+    if serve is not None:
+        run_server = commands.add_parser("serve", help="run the HTTP server (python -m server)", add_help=False)
+        run_server.add_argument("arguments", nargs=argparse.REMAINDER, help="python -m server's options")
+        run_server.set_defaults(run=lambda args: serve(args.arguments), quiet=False)
     command("models", _models, "list the catalog models (* = cached locally)")
     vo = command("voices", _voices, "list a model's predefined voices (* = cached locally)")
     model_option(vo)
     return top
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    args = parser().parse_args(argv)
+def main(
+    argv: Optional[List[str]] = None,
+    prog: str = "python -m core.cli",
+    serve: Optional[Callable[[List[str]], int]] = None,
+) -> int:
+    args = parser(prog, serve).parse_args(argv)
     if args.quiet:
         os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     try:
-        args.run(args)
+        status = args.run(args)
     except PocketTTSError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -256,7 +272,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    return 0
+    return status or 0
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
-"""Writing the command line's output files: never a half-written file, whatever happens, and never
-through a file or link someone else put in the way."""
+"""Writing output files (audio, voice states, bundles' weights): never a half-written file, whatever
+happens, and never through a file or link someone else put in the way."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Dict, Iterator, Optional
 
-from .errors import PocketTTSError
+import numpy as np
+
+from .portable import safetensors_file
+from .portable.errors import PocketTTSError, WeightsError
 
 
 def _umask() -> int:
@@ -36,6 +39,14 @@ def write_atomically(path: str, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def save_tensors(path: str, tensors: Dict[str, np.ndarray], metadata: Optional[Dict[str, str]] = None) -> None:
+    """Write a safetensors file atomically: a reader never sees a half-written file."""
+    try:
+        write_atomically(path, safetensors_file.dumps(tensors, metadata))
+    except OSError as e:
+        raise WeightsError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 @contextmanager

@@ -8,11 +8,9 @@ downloads show huggingface_hub's progress bars.
 
 from __future__ import annotations
 
-import socket
-import urllib.parse
 from typing import NamedTuple, Optional
 
-from .errors import DownloadError, PocketTTSError
+from .portable.errors import DownloadError, PocketTTSError
 
 REACH_TIMEOUT_SECONDS = 5.0
 
@@ -64,6 +62,9 @@ def fetch(url: str) -> str:
 
 
 def _check_reachable(endpoint: str, url: str) -> None:
+    import socket
+    import urllib.parse
+
     parsed = urllib.parse.urlsplit(endpoint)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     try:

@@ -25,10 +25,8 @@ from pathlib import Path
 from typing import Dict, List
 
 from scripts import capacity
+from scripts.bundles import OUT, REFERENCE, ROOT, int8_bundle
 
-ROOT = Path(__file__).resolve().parent.parent
-REFERENCE = ROOT / "build" / "reference"
-OUT = ROOT / "build" / "bench"
 VOICE_WAV = ROOT / "tests" / "fixtures" / "voice" / "voice_24000.wav"
 TEXTS = {
     "short": "Hello there, this is a short test.",
@@ -47,7 +45,15 @@ TEXTS = {
 # their last product, and a measurement started under them ran up to 2x slower (the int8 worker's
 # text prompt, which always followed the float worker's: 117-123 ms against 57-62).
 SETTLE_S = 0.5
-IMPLEMENTATIONS = ("ours fp32", "ours int8", "ours fp32 server", "official fp32", "official int8")
+IMPLEMENTATIONS = (
+    "ours fp32",
+    "ours int8",
+    "ours int8 numpy",
+    "ours fp32 server",
+    "ours int8 server",
+    "official fp32",
+    "official int8",
+)
 METRICS = [  # (key, label, unit)
     ("ttfc_short", "first chunk, short text (~10 tokens)", "ms"),
     ("ttfc_medium", "first chunk, medium text (~40 tokens)", "ms"),
@@ -83,18 +89,6 @@ class Worker:
         self.process.wait(timeout=60)
 
 
-def int8_bundle(model: str) -> Path:
-    bundle = OUT / f"{model}-int8"
-    if not (bundle / "bundle.json").exists():
-        from core.bundle import export
-
-        print(f"  exporting the int8 bundle of {model}", file=sys.stderr)
-        export(
-            str(REFERENCE / model / "config.yaml"), str(bundle), [str(REFERENCE / model / "voice_state.safetensors")]
-        )
-    return bundle
-
-
 def start_workers(model: str, names: List[str]) -> Dict[str, Worker]:
     fixture = REFERENCE / model
     if not (fixture / "model.safetensors").exists():
@@ -105,7 +99,9 @@ def start_workers(model: str, names: List[str]) -> Dict[str, Worker]:
     commands = {
         "ours fp32": ours + [str(fixture / "config.yaml"), voice, str(VOICE_WAV)],
         "ours int8": ours + [str(int8_bundle(model)), voice, str(VOICE_WAV)],
+        "ours int8 numpy": ours + [str(int8_bundle(model)), voice, str(VOICE_WAV), "--numpy"],
         "ours fp32 server": ours + [str(fixture / "config.yaml"), voice, str(VOICE_WAV), "--server"],
+        "ours int8 server": ours + [str(int8_bundle(model)), voice, str(VOICE_WAV), "--server"],
         "official fp32": official + [str(fixture / "config.yaml"), voice, str(VOICE_WAV)],
         "official int8": official + [str(fixture / "config.yaml"), voice, str(VOICE_WAV), "--quantize"],
     }

@@ -1,13 +1,14 @@
 """One implementation under benchmark, driven by scripts/bench.py over stdin/stdout (JSON lines).
 
-    python -m scripts.bench_worker ours MODEL_DIR_OR_BUNDLE VOICE_STATE VOICE_WAV [--server]
+    python -m scripts.bench_worker ours MODEL_DIR_OR_BUNDLE VOICE_STATE VOICE_WAV [--server] [--numpy]
     python -m scripts.bench_worker official CONFIG_YAML VOICE_STATE VOICE_WAV [--quantize]
 
 Each command line names a measurement; the answer is one JSON object of timings in milliseconds.
 The official side runs as shipped (one torch thread plus its decoder thread); ours runs the
-single-threaded core (NumPy's BLAS uses its own threads), or with --server the server's path: its
-scheduler's two threads (server/scheduler.py, started with one BLAS thread) on the server's
-backend (server/native.py: the compiled kernels where pip built them).
+single-threaded core as the command line does (NumPy's BLAS uses its own threads), or with --server
+the server's path: its scheduler's two threads (server/scheduler.py, started with one BLAS thread).
+Both run on the backend core chooses (core/native.py: the compiled kernels where pip built them),
+or with --numpy on NumPy alone.
 """
 
 from __future__ import annotations
@@ -55,15 +56,17 @@ class _Chunks:
 
 
 class Ours:
-    def __init__(self, source: str, voice_state: str, voice_wav: str, server: bool):
+    def __init__(self, source: str, voice_state: str, voice_wav: str, server: bool, numpy_only: bool):
         from core import TTSModel
+        from core.portable import ops
+
+        if numpy_only:
+            ops.use(ops.NUMPY)
 
         self.scheduler = None
         if server:
-            from server import native
             from server.scheduler import Scheduler
 
-            native.install()
         self.model = TTSModel.load(source)
         if server:
             self.scheduler = Scheduler(self.model)
@@ -82,7 +85,7 @@ class Ours:
     def stages(self, text: str) -> Dict[str, float]:
         import numpy as np
 
-        from core import flow_lm, mimi, transformer
+        from core.portable import flow_lm, mimi, transformer
 
         model = self.model
         spec, p = model.flow_spec, model.params["flow_lm"]
@@ -201,7 +204,7 @@ def peak_rss_mb() -> float:
 def main() -> None:
     kind, source, voice_state, voice_wav = sys.argv[1:5]
     if kind == "ours":
-        impl = Ours(source, voice_state, voice_wav, server="--server" in sys.argv)
+        impl = Ours(source, voice_state, voice_wav, "--server" in sys.argv, "--numpy" in sys.argv)
     else:
         impl = Official(source, voice_state, voice_wav, quantize="--quantize" in sys.argv)
     print(json.dumps({"ready": True}), flush=True)

@@ -1,7 +1,7 @@
-"""Build the compiled kernels (core/kernels.c): the WebAssembly module the browser runs, and the same
+"""Build the compiled kernels (core/portable/kernels.c): the WebAssembly module the browser runs, and the same
 source as a native shared library.
 
-    python -m scripts.build_kernels              # core/kernels.wasm (committed) and build/kernels/*.so
+    python -m scripts.build_kernels              # core/portable/kernels.wasm (committed) and build/kernels/*.so
     python -m scripts.build_kernels --check      # rebuild the .wasm and fail unless it equals the committed one
 
 The WebAssembly module imports Pyodide's memory and must own none of it, so the build fails if the
@@ -21,13 +21,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import List
+from typing import Dict, List
 
-from core.kernels import NAMES
+from core.portable.kernels import NAMES, SIGNATURES
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ROOT / "core" / "kernels.c"
-WASM = ROOT / "core" / "kernels.wasm"
+SOURCE = ROOT / "core" / "portable" / "kernels.c"
+WASM = ROOT / "core" / "portable" / "kernels.wasm"
 NATIVE_DIR = ROOT / "build" / "kernels"
 WASM_FLAGS = [
     "--target=wasm32",
@@ -114,6 +114,27 @@ def check_module(path: Path) -> None:
     _run([_tool("wasm-validate"), str(path)])
 
 
+def signatures(source: str) -> Dict[str, str]:
+    """Each exported kernel's arguments as core/portable/kernels.py's SIGNATURES writes them ("p" a
+    pointer, "i" an int, "f" a float), read from the C prototypes after EXPORT(name)."""
+    found = {}
+    for name, arguments in re.findall(r"EXPORT\((\w+)\)\s*void\s+\1\s*\(([^)]*)\)", source):
+        codes = []
+        for argument in arguments.split(","):
+            kind = argument.rsplit(None, 1)[0].strip()
+            codes.append("p" if "*" in argument else {"int": "i", "float": "f"}[kind])
+        found[name] = "".join(codes)
+    return found
+
+
+def check_signatures() -> None:
+    """The binding's SIGNATURES are the C prototypes (the binding cannot read the C: the browser's
+    wheel carries no C source)."""
+    declared = signatures(SOURCE.read_text())
+    if declared != SIGNATURES:
+        raise BuildError(f"core/portable/kernels.py SIGNATURES {SIGNATURES} differ from {SOURCE.name}'s {declared}")
+
+
 def _listing(details: str, section: str) -> List[str]:
     """The entries of one section in `wasm-objdump -x` output."""
     match = re.search(rf"^{section}\[\d+\]:\n((?: - .*\n?)*)", details, re.M)
@@ -150,9 +171,12 @@ def build_native(out_dir: Path) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail unless the rebuilt .wasm equals core/kernels.wasm")
+    parser.add_argument(
+        "--check", action="store_true", help="fail unless the rebuilt .wasm equals core/portable/kernels.wasm"
+    )
     args = parser.parse_args()
     try:
+        check_signatures()
         if args.check:
             with tempfile.TemporaryDirectory() as tmp:
                 rebuilt = build_wasm(Path(tmp) / "kernels.wasm")

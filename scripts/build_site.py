@@ -5,8 +5,8 @@
 Writes to OUT: the web UI (web/), the worker (browser/worker.js), the service worker (sw.js: a
 reload downloads nothing, and the site works offline), Pyodide (vendored from npm,
 scripts/vendor_pyodide.py), this package as the pure-Python wheel `pip wheel` builds (the worker
-installs it with micropip), the WebAssembly kernels (core/kernels.wasm), the model as an int8 bundle
-in model/ (core.bundle.export: a weights file per part, config JSON, tokenizer, voice states), and
+installs it with micropip), the WebAssembly kernels (core/portable/kernels.wasm), the model as an int8 bundle
+in model/ (core.export.export: a weights file per part, config JSON, tokenizer, voice states), and
 site.json, which tells the page where everything is and which worker needs which model file.
 `python -m server --site OUT` serves the same folder, so one page offers both engines.
 """
@@ -28,7 +28,17 @@ from scripts.vendor_pyodide import vendor
 
 ROOT = Path(__file__).resolve().parent.parent
 # The page, fetched before the service worker controls it: the service worker caches it at install.
-SHELL = ["index.html", "app.js", "player.js", "worklet.js", "server-engine.js", "browser-engine.js", "style.css"]
+# protocol.js (the messages' names) is also loaded by the workers (from the site's root) and the worklet.
+SHELL = [
+    "index.html",
+    "app.js",
+    "protocol.js",
+    "player.js",
+    "worklet.js",
+    "server-engine.js",
+    "browser-engine.js",
+    "style.css",
+]
 # Which worker roles (browser/worker.js) need a file of the bundle; the rest need them all.
 PART_ROLES = {"flow_lm": ["flow", "both"], "voice_cloning": ["flow", "both"], "decoder": ["decoder", "both"]}
 ALL_ROLES = ["flow", "decoder", "both"]
@@ -40,7 +50,7 @@ def build_wheel(out: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "source"
         source.mkdir()
-        for name in ("pyproject.toml", "README.md"):
+        for name in ("pyproject.toml", "README.md", "pocket_tts_numpy.py"):
             shutil.copy(ROOT / name, source / name)
         for package in ("core", "server", "browser", "web"):
             shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
@@ -76,7 +86,7 @@ def service_worker(files: List[str], version: str) -> str:
 
 
 def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, object]:
-    from core.bundle import export
+    from core.export import export
 
     if out.exists() and not (out / "site.json").exists() and any(out.iterdir()):
         raise SystemExit(f"{out} exists and is not a site built here: choose an empty or new folder")
@@ -86,7 +96,7 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
         shutil.copy(path, out / path.name)
     (out / "browser").mkdir(exist_ok=True)
     shutil.copy(ROOT / "browser" / "worker.js", out / "browser" / "worker.js")
-    shutil.copy(ROOT / "core" / "kernels.wasm", out / "kernels.wasm")
+    shutil.copy(ROOT / "core" / "portable" / "kernels.wasm", out / "kernels.wasm")
     print("[2/5] Pyodide 0.17.1 with NumPy and micropip", file=sys.stderr)
     pyodide_bytes = vendor(out / "pyodide")
     print("[3/5] the package's wheel (pip wheel)", file=sys.stderr)

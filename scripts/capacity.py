@@ -102,7 +102,7 @@ def _p90(values: List[float]) -> float:
 
 def measure(model: str, counts: List[int], int8: bool, progress: Any = print) -> List[Dict[str, Any]]:
     from e2e import harness
-    from scripts.bench import int8_bundle
+    from scripts.bundles import int8_bundle
 
     rows = []
     bundle = int8_bundle(model) if int8 else None

@@ -4,7 +4,7 @@
 #   2. makes .venv-ref with the official pocket-tts 4.0.1 (CPU torch) for the cross-checks;
 #   3. writes the full-size parity fixtures to build/reference with the official code (skipped
 #      when they are up to date with the script and the committed tokenizer/voice files);
-#   4. rebuilds the WebAssembly kernels and checks they equal the committed core/kernels.wasm;
+#   4. rebuilds the WebAssembly kernels and checks they equal the committed core/portable/kernels.wasm;
 #   5. checks core/ against Python 3.8, lints, and runs pytest (extra arguments go to pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,13 +36,13 @@ else
     echo "up to date" >&2
 fi
 
-step "the committed WebAssembly kernels are the build of core/kernels.c"
+step "the committed WebAssembly kernels are the build of core/portable/kernels.c"
 .venv/bin/python -m scripts.build_kernels --check
 
 step "core/ runs on Python 3.8 (vermin), lint and format (ruff)"
 .venv/bin/vermin -t=3.8- --no-tips --violations core
 .venv/bin/ruff check .
-.venv/bin/ruff format --check core server browser scripts e2e tests setup.py
+.venv/bin/ruff format --check core server browser scripts e2e tests setup.py pocket_tts_numpy.py
 
 step "core/ on the Pyodide versions: Python 3.8 with NumPy 1.17.5 (.venv-py38)"
 py38=""

@@ -8,11 +8,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import List, Optional
+
+from server.engine import DEFAULT_MODEL, MAX_CONCURRENT
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m server", description="Pocket TTS HTTP server")
-    parser.add_argument("--model", default="english", help="catalog name, config .yaml/.json, or bundle folder")
+def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> int:
+    """`argv`: the options (default: the command line's); `prog`: the command's name in usage and
+    errors (pip's installed command runs this as its `serve`)."""
+    parser = argparse.ArgumentParser(prog=prog, description="Pocket TTS HTTP server")
+    parser.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help="catalog name, config .yaml/.json, or bundle folder (default: %(default)s)",
+    )
     parser.add_argument("--voice", help="default voice: predefined name, audio file or .safetensors state")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
@@ -20,7 +29,7 @@ def main() -> int:
     parser.add_argument(
         "--max-concurrent",
         type=int,
-        default=4,
+        default=MAX_CONCURRENT,
         help="requests served at once (each a generation, or an upload); more get 503 (default: %(default)s)",
     )
     parser.add_argument(
@@ -44,7 +53,7 @@ def main() -> int:
         help="a web page origin (https://app.example) allowed to use the API beside this server's own page "
         "(repeatable; * for any)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     for name in ("max_concurrent", "max_connections"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -55,22 +64,21 @@ def main() -> int:
 
     import uvicorn
 
-    from core import PocketTTSError, TTSModel
-    from server import connections, native
+    from core import PocketTTSError, backend
+    from server import connections
     from server.app import create_app
-    from server.engine import ServerEngine
+    from server.engine import load_engine
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.WARNING)
-    kernels = native.install()
-    print(f"products on: {kernels}", file=sys.stderr)
+    print(f"products on: {backend()}", file=sys.stderr)
     try:
         print(f"loading {args.model}", file=sys.stderr)
-        engine = ServerEngine(TTSModel.load(args.model), args.voice, args.max_concurrent, kernels)
+        engine = load_engine(args.model, args.voice, args.max_concurrent)
     except PocketTTSError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(
-        f"serving {engine.model.name} with voice {engine.default_voice_name} on http://{args.host}:{args.port}",
+        f"serving {engine.name} with voice {engine.default_voice_name} on http://{args.host}:{args.port}",
         file=sys.stderr,
     )
     from pathlib import Path
@@ -92,7 +100,7 @@ def main() -> int:
             h11_max_incomplete_event_size=16 * 1024,
         )
     finally:
-        engine.scheduler.close()
+        engine.close()
     return 0
 
 

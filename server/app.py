@@ -32,11 +32,13 @@ from litestar.params import JSONBody
 from litestar.response import Stream
 from litestar.static_files import create_static_files_router
 
-from core import PocketTTSError, TTSModel, VoiceError
-from core.audio import pcm16, wav_header
-from core.options import GenerationOptions
-from server import audio_out, boundary, native
-from server.engine import OPENAI_VOICES, ServerEngine
+import core
+from core import PocketTTSError, TextError, VoiceError
+from core.portable.audio import MAX_PROMPT_SECONDS, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, pcm16, wav_header
+from core.portable.options import GenerationOptions
+from core.portable.text import check_text
+from server import audio_out, boundary
+from server.engine import DEFAULT_MODEL, MAX_CONCURRENT, ServerEngine, load_engine
 from server.schemas import (
     MAX_TEXT,
     GenerateRequest,
@@ -141,6 +143,23 @@ def _answering(engine: ServerEngine) -> Iterator[_Answer]:
             answer.slot.release()
 
 
+def _text_to_speak(text: object, field: str, message: Optional[str] = None) -> str:
+    """A request's text through the core's one check (core.portable.text.check_text), before any
+    work: nothing to speak is a 400 about `field`, in `message` where the API we mirror has its own
+    words for it."""
+    try:
+        return check_text(text)
+    except TextError as e:
+        raise ApiError(400, message or str(e), field, "empty_text") from None
+
+
+async def _cloned(engine: ServerEngine, upload: UploadFile) -> str:
+    """The voice id of an uploaded recording (every route's uploads: ServerEngine.upload decodes
+    and clones it, off the event loop)."""
+    content = await upload.read()
+    return await anyio.to_thread.run_sync(engine.upload, content, upload.filename or "upload")
+
+
 async def _form(request: Request) -> Any:
     try:
         return await request.form()
@@ -156,12 +175,12 @@ async def health(request: Request) -> Health:
     engine = _engine(request)
     return Health(
         status="ok",
-        model=engine.model.name,
-        sample_rate=engine.model.sample_rate,
-        default_voice=str(engine.default_voice_name),
+        model=engine.name,
+        sample_rate=engine.sample_rate,
+        default_voice=engine.default_voice_name,
         active_generations=engine.active,
         max_concurrent=engine.max_concurrent,
-        kernels=engine.kernels,
+        kernels=core.backend(),
         instance=INSTANCE,
     )
 
@@ -169,15 +188,14 @@ async def health(request: Request) -> Health:
 @get("/voices", summary="Predefined voices of the loaded model, and OpenAI's names")
 async def voices(request: Request) -> Voices:
     engine = _engine(request)
-    table = {name: (mapped if mapped in engine.model.voices else "default") for name, mapped in OPENAI_VOICES.items()}
-    return Voices(default=str(engine.default_voice_name), voices=engine.voices.names(), openai_voices=table)
+    return Voices(default=engine.default_voice_name, voices=engine.voice_names(), openai_voices=engine.openai_voices())
 
 
 @post(
     "/voices",
     summary="Upload a recording to clone (wav, flac, ogg or mp3); returns its voice id",
-    description="A multipart form with the recording as the field `voice_wav` (at most 20 MB; its first 30 s "
-    "are kept, at 8-192 kHz).",
+    description=f"A multipart form with the recording as the field `voice_wav` (at most {MAX_UPLOAD // 2**20} MB; "
+    f"its first {MAX_PROMPT_SECONDS:g} s are kept, at {MIN_SAMPLE_RATE // 1000}-{MAX_SAMPLE_RATE // 1000} kHz).",
     status_code=200,
     request_max_body_size=MAX_UPLOAD,
 )
@@ -188,9 +206,7 @@ async def upload_voice(request: Request) -> UploadedVoice:
         upload = form.get("voice_wav") or form.get("file")
         if not isinstance(upload, UploadFile):
             raise ApiError(400, "send the recording as the multipart field 'voice_wav'", "voice_wav", "missing_field")
-        content = await upload.read()
-        voice_id = await anyio.to_thread.run_sync(engine.upload, content, upload.filename or "upload")
-        return UploadedVoice(voice=voice_id)
+        return UploadedVoice(voice=await _cloned(engine, upload))
 
 
 @post(
@@ -203,8 +219,9 @@ async def upload_voice(request: Request) -> UploadedVoice:
 )
 async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Response:
     engine = _engine(request)
+    text = _text_to_speak(data.text, "text")
     with _answering(engine) as answer:
-        chunks = await engine.speak(answer.slot, data.text, data.voice, data.options())
+        chunks = await engine.speak(answer.slot, text, data.voice, data.options())
         return await _file(request, answer, chunks, "wav")
 
 
@@ -217,9 +234,10 @@ async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Respons
 )
 async def stream(request: Request, data: JSONBody[GenerateRequest]) -> Stream:
     engine = _engine(request)
+    text = _text_to_speak(data.text, "text")
     with _answering(engine) as answer:
-        chunks = await engine.speak(answer.slot, data.text, data.voice, data.options())
-        headers = dict(PCM_HEADERS, **{"X-Sample-Rate": str(engine.model.sample_rate)})
+        chunks = await engine.speak(answer.slot, text, data.voice, data.options())
+        headers = dict(PCM_HEADERS, **{"X-Sample-Rate": str(engine.sample_rate)})
         return Stream(answer.body(_pcm_bytes(chunks)), media_type="application/octet-stream", headers=headers)
 
 
@@ -234,9 +252,7 @@ async def tts(request: Request) -> Stream:
     engine = _engine(request)
     with _answering(engine) as answer:
         data = await _form(request)
-        text = data.get("text")
-        if not isinstance(text, str) or not text.strip():
-            raise ApiError(400, "Text cannot be empty", "text", "empty_text")
+        text = _text_to_speak(data.get("text"), "text", "Text cannot be empty")  # the official server's words
         if len(text) > MAX_TEXT:
             raise ApiError(400, f"text is longer than {MAX_TEXT} characters", "text", "text_too_long")
         voice_url, voice_wav = data.get("voice_url"), data.get("voice_wav")
@@ -244,20 +260,19 @@ async def tts(request: Request) -> Stream:
             raise ApiError(400, "Cannot provide both voice_url and voice_wav", "voice_url", "conflicting_fields")
         voice: Optional[str] = None
         if isinstance(voice_wav, UploadFile):
-            content = await voice_wav.read()
-            voice = await anyio.to_thread.run_sync(engine.upload, content, voice_wav.filename or "upload")
+            voice = await _cloned(engine, voice_wav)
         elif voice_url is not None:
-            if not isinstance(voice_url, str) or voice_url not in engine.model.voices:
+            if not isinstance(voice_url, str) or not engine.is_predefined(voice_url):
                 raise ApiError(
                     400,
-                    f"voice_url must be a predefined voice of this model: {engine.voices.names()}",
+                    f"voice_url must be a predefined voice of this model: {engine.voice_names()}",
                     "voice_url",
                     "unknown_voice",
                 )
             voice = voice_url
         chunks = await engine.speak(answer.slot, text, voice, GenerationOptions())
         return Stream(
-            answer.body(_wav_stream(chunks, engine.model.sample_rate)),
+            answer.body(_wav_stream(chunks, engine.sample_rate)),
             media_type="audio/wav",
             headers={"Content-Disposition": "attachment; filename=generated_speech.wav"},
         )
@@ -284,15 +299,16 @@ async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Resp
         )
     if data.speed != 1.0:
         raise ApiError(400, "speed other than 1.0 is not supported by Pocket TTS", "speed", "unsupported_value")
+    text = _text_to_speak(data.input, "input")
     voice = data.voice if isinstance(data.voice, str) else data.voice.id
     with _answering(engine) as answer:
         try:
-            chunks = await engine.speak(answer.slot, data.input, voice, GenerationOptions())
+            chunks = await engine.speak(answer.slot, text, voice, GenerationOptions())
         except VoiceError as e:
             raise ApiError(400, str(e), "voice", "unknown_voice") from None
-        rate = engine.model.sample_rate
+        rate = engine.sample_rate
         if data.stream_format == "sse":
-            events = _sse(chunks, rate, engine.model.frame_size, fmt)
+            events = _sse(chunks, rate, engine.frame_size, fmt)
             return Stream(answer.body(events), media_type="text/event-stream")
         if fmt in ("pcm", "wav"):
             return Stream(
@@ -350,7 +366,7 @@ async def _file(request: Request, answer: _Answer, chunks: AsyncIterator[np.ndar
     pcm = await _collect(request, chunks)
     if pcm is None:
         return Response(b"", status_code=499)
-    data = await anyio.to_thread.run_sync(audio_out.encode, pcm, _engine(request).model.sample_rate, fmt)
+    data = await anyio.to_thread.run_sync(audio_out.encode, pcm, _engine(request).sample_rate, fmt)
 
     async def pieces() -> AsyncIterator[bytes]:
         for start in range(0, len(data), PIECE):
@@ -460,7 +476,7 @@ def create_app(engine: Optional[ServerEngine] = None, web: Path = WEB, allowed_o
                 yield
             finally:
                 if engine is None:  # the app's own engine: its scheduler's threads end with it
-                    app.state.engine.scheduler.close()
+                    app.state.engine.close()
 
     handlers: List[Any] = [health, voices, upload_voice, generate, stream, tts, openai_speech]
     if (web / "index.html").exists():  # the built site (both engines), or the UI's sources (server mode)
@@ -492,10 +508,9 @@ def origins_from_environment() -> List[str]:
 
 
 def engine_from_environment() -> ServerEngine:
-    kernels = native.install()
-    model = TTSModel.load(os.environ.get("POCKET_TTS_MODEL", "english"))
-    voice, slots = os.environ.get("POCKET_TTS_VOICE"), int(os.environ.get("POCKET_TTS_MAX_CONCURRENT", "4"))
-    return ServerEngine(model, voice, slots, kernels)
+    model = os.environ.get("POCKET_TTS_MODEL", DEFAULT_MODEL)
+    slots = int(os.environ.get("POCKET_TTS_MAX_CONCURRENT", MAX_CONCURRENT))
+    return load_engine(model, os.environ.get("POCKET_TTS_VOICE"), slots)
 
 
 app = create_app(web=Path(os.environ.get("POCKET_TTS_SITE", str(WEB))), allowed_origins=origins_from_environment())

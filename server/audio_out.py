@@ -7,7 +7,7 @@ import io
 
 import numpy as np
 
-from core.audio import pcm16, wav_bytes
+from core.portable.audio import pcm16, wav_bytes
 
 MEDIA_TYPES = {
     "wav": "audio/wav",

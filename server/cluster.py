@@ -30,14 +30,13 @@ from typing import Any, Dict, List, Optional
 import yaml
 from ray import serve
 
-from core import TTSModel
-from core.voices import SizedCache
-from server import native
+from core.portable.voice_registry import SizedCache
 from server.app import create_app
-from server.engine import ServerEngine
+from server.engine import DEFAULT_MODEL, MAX_CONCURRENT, load_engine
 
 CONFIG = Path(__file__).with_name("serve.yaml")
 DEPLOYMENT = "PocketTTS"
+ARGUMENTS = ("model", "voice", "max_concurrent")  # the application's, as config files give them (`args`)
 # The recordings kept for the replicas, at most (the least recently used go first); an upload is at
 # most server.app.MAX_UPLOAD (20 MB), a typical 5-10 s recording well under 1 MB.
 RECORDINGS_BYTES = 256 * 1024 * 1024
@@ -78,30 +77,29 @@ class PocketTTS:
     """One replica: a model, its engine, and the app over them."""
 
     def __init__(self, model: str, voice: Optional[str], max_concurrent: int, recordings: Any):
-        shared = SharedRecordings(recordings)
-        self.engine = ServerEngine(TTSModel.load(model), voice, max_concurrent, native.install(), shared)
+        self.engine = load_engine(model, voice, max_concurrent, SharedRecordings(recordings))
 
     def __serve_build_asgi_app__(self) -> Any:
         return create_app(self.engine)
 
     def check_health(self) -> None:
-        if not self.engine.scheduler.running:
+        if not self.engine.running:
             raise RuntimeError("the scheduler's threads have stopped")
 
     def __del__(self) -> None:
-        self.engine.scheduler.close()
+        self.engine.close()
 
 
 def app(args: Dict[str, Any]) -> serve.Application:
     """The application builder that config files name (`import_path: server.cluster:app`); `args`:
-    model, voice, max_concurrent. Serve sends a replica no more requests than it runs at once."""
-    settings = dict({"model": "english", "voice": None, "max_concurrent": 4}, **args)
-    unknown = sorted(set(settings) - {"model", "voice", "max_concurrent"})
+    any of ARGUMENTS, the others taking python -m server's defaults. Serve sends a replica no more
+    requests than it runs at once."""
+    unknown = sorted(set(args) - set(ARGUMENTS))
     if unknown:
-        raise ValueError(f"unknown application argument {unknown[0]!r} (model, voice, max_concurrent)")
-    slots = int(settings["max_concurrent"])
+        raise ValueError(f"unknown application argument {unknown[0]!r} ({', '.join(ARGUMENTS)})")
+    slots = int(args.get("max_concurrent", MAX_CONCURRENT))
     deployment = PocketTTS.options(max_ongoing_requests=slots)
-    return deployment.bind(str(settings["model"]), settings["voice"], slots, Recordings.bind())
+    return deployment.bind(str(args.get("model", DEFAULT_MODEL)), args.get("voice"), slots, Recordings.bind())
 
 
 def configure(config: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any]:
@@ -109,7 +107,7 @@ def configure(config: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any
     config = yaml.safe_load(yaml.safe_dump(config))
     application = config["applications"][0]
     arguments = application.setdefault("args", {})
-    for name in ("model", "voice", "max_concurrent"):
+    for name in ARGUMENTS:
         value = getattr(args, name)
         if isinstance(value, str) and Path(value).exists():
             value = str(Path(value).resolve())  # replicas do not run in this folder

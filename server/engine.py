@@ -18,19 +18,23 @@ import asyncio
 import concurrent.futures
 import threading
 import time
-from typing import AsyncIterator, Dict, Optional, Protocol, Tuple
+from typing import AsyncIterator, Dict, List, Optional, Protocol, Tuple
 
 import anyio
 import numpy as np
 
-from core import PocketTTSError, TTSModel, VoiceError, VoiceState, audio
-from core.generation import Generation
-from core.options import REQUEST_SECONDS, GenerationOptions
-from core.voices import RECORDING, VoiceRegistry
+from core import PocketTTSError, TTSModel, VoiceError, VoiceState
+from core.portable import audio, catalog
+from core.portable.generation import Generation
+from core.portable.options import REQUEST_SECONDS, GenerationOptions
+from core.portable.voice_registry import RECORDING, VoiceRegistry
 from server.relay import Relay
 from server.scheduler import Scheduler
 from server.slots import Slot, Slots
 
+# What a server starts with unless told otherwise, whichever way it starts (load_engine's callers).
+DEFAULT_MODEL = catalog.default_model()
+MAX_CONCURRENT = 4  # requests served at once (each a generation, or an upload); more get 503
 # How long a predefined voice that could not be prepared (a failed download) is not tried again.
 FAILURE_SECONDS = 30.0
 # OpenAI's voice names, each mapped to a predefined voice of the same register when the model has
@@ -59,25 +63,35 @@ class Recordings(Protocol):
     def __setitem__(self, key: str, data: bytes) -> None: ...
 
 
+def load_engine(
+    model: str = DEFAULT_MODEL,
+    voice: Optional[str] = None,
+    max_concurrent: int = MAX_CONCURRENT,
+    recordings: Optional[Recordings] = None,
+) -> ServerEngine:
+    """The engine of every way the server starts (python -m server, uvicorn server.app:app, a Ray
+    Serve replica): `model` (a catalog name, a config file or a bundle folder) loaded, with `voice`
+    as its default voice (None: the model's). A PocketTTSError when either cannot load."""
+    return ServerEngine(TTSModel.load(model), voice, max_concurrent, recordings)
+
+
 class ServerEngine:
-    """The server's engine: one model, its voices (core.voices.VoiceRegistry behind a lock: request
-    threads share it), the slots and the scheduler that runs the generations."""
+    """The server's engine: one model, its voices (core.portable.voice_registry.VoiceRegistry
+    behind a lock: request threads share it), the slots and the scheduler that runs the generations.
+    The app asks it through its methods, never its parts."""
 
     def __init__(
         self,
         model: TTSModel,
         default_voice: Optional[str],
         max_concurrent: int,
-        kernels: str = "NumPy",
         recordings: Optional[Recordings] = None,
     ):
-        """`kernels` says what runs the model's products (server/native.py), for /health. The default
-        voice is loaded now: one that cannot load fails at startup, not on the first request.
-        `recordings`: where uploads go for the other servers behind the same address, and where this
-        one finds the recording of a voice id that another server cloned."""
+        """The default voice is loaded now: one that cannot load fails at startup, not on the first
+        request. `recordings`: where uploads go for the other servers behind the same address, and
+        where this one finds the recording of a voice id that another server cloned."""
         self.model = model
         self.max_concurrent = max_concurrent
-        self.kernels = kernels
         self.recordings = recordings
         self.slots = Slots(max_concurrent)
         self._lock = threading.Lock()
@@ -87,14 +101,50 @@ class ServerEngine:
         self.voices = VoiceRegistry(model, default_voice, aliases)
         self.scheduler = Scheduler(model)
 
+    # What the app asks
+
+    @property
+    def name(self) -> str:
+        """The model's name (as loaded: a catalog name, or a config file's or bundle's path)."""
+        return self.model.name
+
+    @property
+    def sample_rate(self) -> int:
+        return self.model.sample_rate
+
+    @property
+    def frame_size(self) -> int:
+        """Samples per generated frame."""
+        return self.model.frame_size
+
     @property
     def default_voice_name(self) -> str:
         return str(self.voices.default_name)
+
+    def voice_names(self) -> List[str]:
+        """The model's predefined voices."""
+        return self.voices.names()
+
+    def is_predefined(self, name: str) -> bool:
+        return name in self.model.voices
+
+    def openai_voices(self) -> Dict[str, str]:
+        """Each OpenAI voice name and the voice it stands for here (a predefined name, or "default")."""
+        return dict(self.voices.aliases)
 
     @property
     def active(self) -> int:
         """Requests in flight (each holds a slot)."""
         return self.slots.taken
+
+    @property
+    def running(self) -> bool:
+        """Whether the scheduler's threads still run (a server's health)."""
+        return self.scheduler.running
+
+    def close(self) -> None:
+        """Stop the scheduler's threads (generations still running get an error)."""
+        self.scheduler.close()
 
     def admit(self) -> Slot:
         """A slot for a request, before any of its work; Busy at once when all are taken."""
@@ -121,6 +171,8 @@ class ServerEngine:
         return key
 
     def _keep_recording(self, data: bytes, where: str) -> str:
+        """Decode a recording's bytes (an upload here, or another server's from `recordings`: the one
+        place uploaded audio is decoded) and keep what the registry keeps of it; returns its id."""
         if not data:
             raise VoiceError(f"{where} is empty")
         samples, rate = audio.read(data, where)

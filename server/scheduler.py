@@ -1,9 +1,9 @@
 """Continuous batching: every running generation advances together, frame by frame.
 
 Two threads, as the two halves of a frame: the flow thread steps all running generations at once
-(core.generation.advance: one pass through the flow LM for all of them, so its weights are read
+(core.portable.generation.advance: one pass through the flow LM for all of them, so its weights are read
 once per step, not once per stream), and the decoder thread turns each step's frames into audio in
-one pass through Mimi's decoder (core.model.decode_together). Streams join and leave between steps;
+one pass through Mimi's decoder (core.portable.model.decode_together). Streams join and leave between steps;
 a newcomer reads its text a slice at a time while others are running (PROMPT_ROWS rows a step), so
 that a long text does not hold up their frames; alone, it reads it at once. The core stays
 single-threaded; NumPy releases the GIL inside its products, so the two threads use two cores.
@@ -22,8 +22,8 @@ import threading
 from typing import Callable, List, Optional, Tuple
 
 from core import TTSModel
-from core.generation import Frame, Generation, advance
-from core.model import FrameDecoder, decode_together
+from core.portable.generation import Frame, Generation, advance
+from core.portable.model import FrameDecoder, decode_together
 from server.relay import Relay
 
 # Rows of a newcomer's text read per step while other streams run. Measured on english with 4

@@ -9,8 +9,8 @@ import msgspec
 from msgspec import Meta
 from typing_extensions import Annotated
 
-from core.options import REQUEST_RANGES, GenerationOptions
-from core.options import names as option_names
+from core.portable.options import REQUEST_RANGES, GenerationOptions
+from core.portable.options import names as option_names
 
 MAX_TEXT = 5000  # characters per request
 
@@ -20,12 +20,13 @@ def _doc(name: str) -> str:
 
 
 def _ranged(kind: type, name: str, low: str = "ge") -> type:
-    """An option with the range a request may ask for (core.options.REQUEST_RANGES)."""
+    """An option with the range a request may ask for (core.portable.options.REQUEST_RANGES)."""
     first, last = REQUEST_RANGES[name]
     return Annotated[kind, Meta(**{low: kind(first)}, le=kind(last), description=_doc(name))]
 
 
-Text = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT, description="text to speak (pause markup allowed)")]
+# Text with nothing to speak is refused by the routes (core.portable.text.check_text), not here.
+Text = Annotated[str, Meta(max_length=MAX_TEXT, description="text to speak (pause markup allowed)")]
 Temperature = _ranged(float, "temperature")
 EosThreshold = _ranged(float, "eos_threshold")
 Frames = _ranged(int, "max_frames")
@@ -64,7 +65,7 @@ class SpeechRequest(msgspec.Struct):
     """Body of POST /v1/audio/speech (OpenAI's)."""
 
     model: str
-    input: Annotated[str, Meta(min_length=1, max_length=MAX_TEXT)]
+    input: Text
     voice: Union[str, VoiceRef]
     response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
     speed: Annotated[float, Meta(ge=0.25, le=4.0)] = 1.0

@@ -187,10 +187,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
 
 @pytest.fixture(scope="session")
 def native_kernels(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """core/kernels.c compiled for this machine and loaded with ctypes: {name: function}."""
+    """core/portable/kernels.c compiled for this machine and loaded with ctypes: {name: function}."""
     import ctypes
 
-    from core.kernels import SIGNATURES
+    from core.portable.kernels import SIGNATURES
     from scripts.build_kernels import BuildError, build_native
 
     try:

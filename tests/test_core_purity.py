@@ -1,5 +1,13 @@
-"""core/ must run unchanged in Pyodide 0.17 (Python 3.8, NumPy 1.17): NumPy and the standard library
-only, with PyYAML, the tokenizer libraries and soundfile confined to CPython-only loaders."""
+"""The floors of the code, checked on its import statements (all of them: at module level, inside
+functions, under TYPE_CHECKING).
+
+core/portable/ must run unchanged in Pyodide 0.17 (Python 3.8, NumPy 1.17): NumPy and the standard
+library only, PyYAML, the tokenizer libraries and soundfile imported inside the CPython-only loaders
+that need them, and nothing of the host above it. The host (core/*.py) imports the portable model
+and, inside the functions that need them, the libraries of the command line. Every import runs down
+a floor or stays on its own (portable model < CPython host < browser worker, server < scripts,
+end-to-end harness < the installed command), and no module imports itself round a circle.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +15,33 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+from typing import Dict, Iterator, List, Set, Tuple
 
-CORE = Path(__file__).resolve().parent.parent / "core"
+ROOT = Path(__file__).resolve().parent.parent
+CORE = ROOT / "core"
+PORTABLE = CORE / "portable"
 # Imported inside the functions that need them, never at module level.
 CPYTHON_ONLY = {"yaml", "sentencepiece", "tokenizers", "soundfile", "huggingface_hub"}
 FORBIDDEN = {"threading", "multiprocessing", "concurrent", "socket", "urllib", "http", "asyncio", "torch", "scipy"}
-# The one module that may reach the network (downloads, CPython only); the model code never does.
-NETWORK_MODULE = "hub.py"
-# The command line's batch runner may run worker processes or Ray tasks, importing them inside the
-# functions that do (the model code never does).
-RUNNER_MODULE = "batch.py"
-RUNNER_ONLY = {"multiprocessing", "concurrent", "ray", "threadpoolctl", "tqdm"}
+# The floors: a module imports modules of its own part or of a lower floor only. The tools (build
+# scripts, benchmarks, the end-to-end harness) are one part: they use each other.
+FLOORS = {"core.portable": 0, "core": 1, "browser": 2, "server": 2, "scripts": 3, "e2e": 3, "pocket_tts_numpy": 4}
+PARTS = {"scripts": "tools", "e2e": "tools"}
+PACKAGES = ("core", "browser", "server", "scripts", "e2e", "pocket_tts_numpy.py")
 
 
-def imports(tree: ast.AST):
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> Dict[str, Path]:
+    paths = [p for part in PACKAGES for p in ([ROOT / part] if part.endswith(".py") else (ROOT / part).rglob("*.py"))]
+    return {module_name(p): p for p in sorted(paths)}
+
+
+def imports(tree: ast.AST) -> Iterator[Tuple[ast.AST, str]]:
+    """(node, top-level name) of every absolute import."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -29,37 +50,101 @@ def imports(tree: ast.AST):
             yield node, node.module.split(".")[0]
 
 
-def test_core_imports_numpy_and_the_standard_library_only() -> None:
+def first_party_imports(name: str, path: Path, known: Set[str]) -> Iterator[Tuple[int, str]]:
+    """(line, module) of every import of a module of this project by `name` (relative ones resolved)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target:
+                yield node.lineno, target
+
+
+def floor(module: str) -> Tuple[int, str]:
+    """(floor, part) of a module: core.portable.*, core.*, a top-level package, or the tools."""
+    home = "core.portable" if module.startswith("core.portable") else module.split(".")[0]
+    return FLOORS[home], PARTS.get(home, home)
+
+
+def graph() -> Dict[str, List[Tuple[int, str]]]:
+    found = modules()
+    return {name: list(first_party_imports(name, path, set(found))) for name, path in found.items()}
+
+
+def test_the_portable_model_imports_numpy_and_the_standard_library_only() -> None:
     stdlib = set(sys.stdlib_module_names)
-    for path in sorted(CORE.rglob("*.py")):
+    for path in sorted(PORTABLE.rglob("*.py")):
         tree = ast.parse(path.read_text())
         top_level = {id(n) for n in tree.body}
         for node, module in imports(tree):
-            where = f"{path.relative_to(CORE)}:{node.lineno}"
-            if module in RUNNER_ONLY:
-                assert path.relative_to(CORE) == Path(RUNNER_MODULE), f"{where} imports {module}"
-                assert id(node) not in top_level, f"{where}: {module} must be imported where it is used"
-                continue
-            if not (path.relative_to(CORE) == Path(NETWORK_MODULE) and module in ("socket", "urllib")):
-                assert module not in FORBIDDEN, f"{where} imports {module}"
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            assert module not in FORBIDDEN, f"{where} imports {module}"
             if module in CPYTHON_ONLY:
                 assert id(node) not in top_level, f"{where}: {module} must be imported where it is used"
             else:
                 assert module in stdlib or module in ("numpy", "__future__"), f"{where} imports {module}"
 
 
-def sibling_imports(tree: ast.AST) -> set:
-    """Modules of core/ imported with relative imports (`from . import x`, `from .x import y`)."""
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            found |= {node.module} if node.module else {alias.name for alias in node.names}
-    return found
+def test_the_host_imports_its_libraries_where_it_uses_them() -> None:
+    """`python -m core.cli` and the Python API start on NumPy alone; each extra library (YAML, downloads,
+    batch workers, progress bars) is imported by the function that needs it."""
+    stdlib = set(sys.stdlib_module_names)
+    for path in sorted(CORE.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for _, module in imports(node):
+                    assert module in stdlib or module in ("numpy", "__future__", "core"), f"{path.name}: {module}"
 
 
-def test_model_math_does_not_import_the_network_module() -> None:
-    for name in ("nn", "conv", "transformer", "seanet", "mimi", "flow_lm", "audio", "text", "voice", "params"):
-        assert "hub" not in sibling_imports(ast.parse((CORE / f"{name}.py").read_text())), name
+def test_every_import_runs_down_a_floor_or_stays_in_its_package() -> None:
+    for name, edges in graph().items():
+        level, home = floor(name)
+        for line, target in edges:
+            target_level, target_home = floor(target)
+            assert target_level < level or target_home == home, f"{name}:{line} imports {target}, up or across"
+
+
+def test_no_module_imports_itself_round_a_circle() -> None:
+    edges = {name: {target for _, target in targets if target != name} for name, targets in graph().items()}
+    done: Set[str] = set()
+
+    def visit(name: str, path: List[str]) -> None:
+        if name in path:
+            raise AssertionError("import circle: " + " -> ".join(path[path.index(name) :] + [name]))
+        if name in done:
+            return
+        for target in sorted(edges.get(name, ())):
+            visit(target, path + [name])
+        done.add(name)
+
+    for name in sorted(edges):
+        visit(name, [])
+
+
+def test_the_checks_see_the_imports() -> None:
+    """The graph resolves every import form the code uses, so the tests above cannot pass blind:
+    `from . import x` (a module), `from .x import y` (a name), `from .. import`, absolute imports,
+    and imports inside functions."""
+    targets = {name: {target for _, target in edges} for name, edges in graph().items()}
+    assert {"core.portable.voice_state", "core.portable.transformer"} <= targets["core.portable.model"]
+    assert "core.portable.model" in targets["core.portable.voice_registry"]
+    assert "core.portable.errors" in targets["core.portable.tokenizer"]
+    assert {"core.hub", "core.native", "core.portable.model"} <= targets["core"]
+    assert "core.export" in targets["core.cli"]  # imported inside the function that exports
+    assert "server.engine" in targets["server.app"]
+    assert {"core.cli", "server.__main__"} <= targets["pocket_tts_numpy"]
 
 
 def test_every_core_module_uses_postponed_annotations() -> None:

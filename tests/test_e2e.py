@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from core import TTSModel
-from core.audio import pcm16
-from core.metrics import max_abs, nmse_db
+from core.portable.audio import pcm16
 from e2e import harness
 
 from conftest import SMALL, VOICE_22K, record, require_browser
+from metrics import max_abs, nmse_db
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from core import AudioError, ConfigError, PocketTTSError, TextError, TTSModel, WeightsError
-from core.config import Config, load_yaml
+from core.portable.config import Config, load_yaml
 
 from conftest import TINY_DIR, VOICE_24K, run_reference
 
@@ -185,7 +185,7 @@ def test_errors_are_value_errors() -> None:
 
 
 def test_voice_prompt_longer_than_30_s_is_cut(model: TTSModel) -> None:
-    from core import audio
+    from core.portable import audio
 
     samples, rate = audio.read(str(VOICE_24K))
     long = np.concatenate([samples] * 12)  # ~58 s

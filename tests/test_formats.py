@@ -13,7 +13,9 @@ import soundfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import AudioError, WeightsError, audio, safetensors_file
+from core import AudioError, WeightsError
+from core.files import save_tensors
+from core.portable import audio, safetensors_file
 
 
 def test_safetensors_reads_what_the_library_writes(tmp_path) -> None:
@@ -60,7 +62,7 @@ def test_safetensors_bfloat16_from_raw_bytes() -> None:
 def test_safetensors_written_here_read_by_the_library(tmp_path) -> None:
     tensors = {"a": np.ones((2, 3), np.float32), "b": np.arange(4, dtype=np.int64)}
     path = tmp_path / "out.safetensors"
-    safetensors_file.save(str(path), tensors, {"k": "v"})
+    save_tensors(str(path), tensors, {"k": "v"})
     back = safetensors.numpy.load_file(str(path))
     assert all(np.array_equal(back[k], v) for k, v in tensors.items())
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from core import PocketTTSError, TTSModel
-from core.model import _noise_source
-from core.params import DECODER, FLOW_LM, VOICE_CLONING
+from core.portable.model import _noise_source
+from core.portable.params import DECODER, FLOW_LM, VOICE_CLONING
 
 from conftest import TINY_DIR, VOICE_24K
 
@@ -114,9 +114,9 @@ def test_a_part_that_was_not_loaded_is_a_clear_error() -> None:
 
 def test_the_derived_layouts_leave_the_checkpoint_as_it_is() -> None:
     """prepare() returns new dicts: the checkpoint's nested tensors are not rewritten."""
-    from core import flow_lm, mimi, params
-    from core.model import load_weights
-    from core.sources import resolve
+    from core.portable import flow_lm, mimi, params
+    from core.portable.model import load_weights
+    from core.portable.sources import resolve
 
     files = resolve(str(TINY_DIR / "tiny_lsd" / "config.yaml"))
     nested = params.nest(load_weights(files.weights))

@@ -32,10 +32,10 @@ import yaml
 from litestar.testing import TestClient
 
 from core import DownloadError, LimitError, TTSModel
-from core.audio import MAX_PROMPT_SECONDS, wav_bytes
 from core.files import only_writer, write_atomically
-from core.options import GenerationOptions
-from core.text import MAX_SEGMENT_TOKENS
+from core.portable.audio import MAX_PROMPT_SECONDS, wav_bytes
+from core.portable.options import GenerationOptions
+from core.portable.text import MAX_SEGMENT_TOKENS
 from e2e.harness import free_port
 from server import connections
 from server.app import MAX_JSON, create_app
@@ -53,7 +53,7 @@ NEVER_ENDS = {"eos_threshold": 100.0, "temperature": 0.0}
 def engine(model):
     engine = ServerEngine(model, str(VOICE_24K), max_concurrent=2)
     yield engine
-    engine.scheduler.close()
+    engine.close()
 
 
 @contextmanager
@@ -173,7 +173,7 @@ def test_no_text_makes_a_generation_longer_than_a_request_may_last(engine, text,
 
 
 def test_speech_that_could_run_past_the_limit_stops_at_it(model, voice) -> None:
-    from core.generation import advance
+    from core.portable.generation import advance
 
     generation = model.generation("Hello there. " * 20, voice, temperature=0.0, eos_threshold=100.0, max_seconds=1.0)
     made = 0
@@ -221,7 +221,7 @@ def test_a_client_that_does_not_read_holds_its_slot_and_no_more_than_a_relay_of_
             client.close()
             until(lambda: engine.active == 0, "the slot is free once the client is gone")
     finally:
-        engine.scheduler.close()
+        engine.close()
 
 
 def test_a_client_that_takes_nothing_for_the_client_timeout_is_dropped(model, relays) -> None:
@@ -234,7 +234,7 @@ def test_a_client_that_takes_nothing_for_the_client_timeout_is_dropped(model, re
             assert relays[0].abandoned.is_set()
             client.close()
     finally:
-        engine.scheduler.close()
+        engine.close()
 
 
 def test_a_request_whose_headers_trickle_in_is_dropped(engine) -> None:
@@ -293,10 +293,10 @@ def while_held(held: Held, url: str, send: Callable[[], httpx.Response], check: 
 
 
 def test_text_preparation_runs_off_the_event_loop(engine, monkeypatch) -> None:
-    import core.model
+    import core.portable.model
 
-    held = Held(core.model.split_into_chunks)
-    monkeypatch.setattr(core.model, "split_into_chunks", held)
+    held = Held(core.portable.model.split_into_chunks)
+    monkeypatch.setattr(core.portable.model, "split_into_chunks", held)
     with serving(engine) as url:
         body = {"text": "Held.", "max_frames": 2}
         response = while_held(held, url, lambda: httpx.post(url + "/generate", json=body, timeout=GUARD))
@@ -340,7 +340,7 @@ def test_the_decimal_point_check_decodes_a_bounded_number_of_tokens_per_boundary
     tokenizer.decode = lambda ids: decoded.append(len(ids)) or original(ids)
     try:
         text = "1." * 2500
-        from core.text import split_into_chunks
+        from core.portable.text import split_into_chunks
 
         split_into_chunks(tokenizer, text, 50, model.text_options)
     finally:
@@ -366,10 +366,10 @@ def tiny_wav(rate: int) -> bytes:
 
 
 def test_an_upload_at_an_odd_sample_rate_is_refused_before_any_resampling(engine, monkeypatch) -> None:
-    import core.audio
+    import core.portable.audio
 
     resampled = []
-    monkeypatch.setattr(core.audio, "resample", lambda *args: resampled.append(args) or args[0])
+    monkeypatch.setattr(core.portable.audio, "resample", lambda *args: resampled.append(args) or args[0])
     with TestClient(app=create_app(engine)) as client:
         data = tiny_wav(1999993)
         assert len(data) == 92
@@ -412,7 +412,7 @@ def test_many_small_uploads_do_not_push_another_users_voice_out(engine) -> None:
 
 
 def test_a_predefined_voice_is_fetched_once_outside_the_lock_and_its_failure_remembered(monkeypatch) -> None:
-    import core.hub
+    from core.portable import sources
 
     model = TTSModel.load(str(TINY_CONFIG))
     model.voices = {"alba": "hf://kyutai/pocket-tts/voices/alba.safetensors"}
@@ -422,7 +422,7 @@ def test_a_predefined_voice_is_fetched_once_outside_the_lock_and_its_failure_rem
         raise DownloadError(f"cannot download {url}: no network")
 
     held = Held(unreachable)
-    monkeypatch.setattr(core.hub, "fetch", held)
+    monkeypatch.setattr(sources, "fetch", held)  # every hf:// file goes through it
     try:
         first, second = in_thread(lambda: engine.voice("alba")), in_thread(lambda: engine.voice("alba"))
         assert held.entered.wait(GUARD)
@@ -436,7 +436,7 @@ def test_a_predefined_voice_is_fetched_once_outside_the_lock_and_its_failure_rem
             engine.voice("alba")
         assert held.calls == 1
     finally:
-        engine.scheduler.close()
+        engine.close()
 
 
 # 6, 7. Cross-site requests; the cluster's default address

@@ -1,4 +1,4 @@
-"""The compiled kernels (core/kernels.c, bound by core/kernels.py) against NumPy: every kernel on
+"""The compiled kernels (core/portable/kernels.c, bound by core/portable/kernels.py) against NumPy: every kernel on
 random shapes with odd tails, the refusals of the binding, whole models on the kernel backend, and
 the build's safety checks. Here the kernels are compiled natively; tests/test_e2e.py runs the same
 checks on the WebAssembly module in Chromium."""
@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 from browser import kernel_check
-from core import TTSModel, ops
-from core.kernels import CompiledKernels, KernelArgumentError, KernelBinding
-from core.metrics import nmse_db
-from core.quantize import Int8Matrix
+from core import TTSModel
+from core.portable import ops
+from core.portable.kernels import SIGNATURES, CompiledKernels, KernelArgumentError, KernelBinding
+from core.portable.quantize import Int8Matrix
 
 from conftest import TINY_DIR
+from metrics import nmse_db
 
 RNG = np.random.default_rng(7)
 
@@ -28,13 +29,13 @@ def randn(*shape: int) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def kernels(native_kernels) -> CompiledKernels:
-    return CompiledKernels(native_kernels, "native")
+    return CompiledKernels(native_kernels, "native", "native")
 
 
 @pytest.fixture(scope="module")
 def eager_kernels(native_kernels) -> CompiledKernels:
     """The kernels for every product, however small (the tiny models have only small ones)."""
-    backend = CompiledKernels(native_kernels, "native")
+    backend = CompiledKernels(native_kernels, "native", "native")
     backend.SMALL = 0
     return backend
 
@@ -53,7 +54,7 @@ def test_small_float_products_stay_with_numpy_and_int8_ones_do_not(kernels) -> N
         return lambda *args: (calls.append(name), function(*args))
 
     functions = {name: counted(name, function) for name, function in kernels.binding._f.items()}
-    backend = CompiledKernels(functions, "counted")
+    backend = CompiledKernels(functions, "counted", "counted")
     x = randn(1, 64)
     np.testing.assert_allclose(backend.linear(x, randn(8, 64), None).shape, (1, 8))
     assert calls == []
@@ -71,12 +72,12 @@ def test_a_convolution_of_several_streams_allocates_its_output_only(kernels) -> 
     x, w = randn(2, 64, 4006), randn(64, 64, 7)
     tracemalloc.start()
     try:
-        out = kernels.conv(w, x, 4000, 1, 1, None)
+        out = kernels.conv(x, w, 4000, 1, 1, None)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert out.shape == (2, 64, 4000) and peak < out.nbytes + 64 * 1024, (peak, out.nbytes)
-    np.testing.assert_allclose(out[1], kernels.conv(w, x[1], 4000, 1, 1, None), rtol=0, atol=0)
+    np.testing.assert_allclose(out[1], kernels.conv(x[1], w, 4000, 1, 1, None), rtol=0, atol=0)
 
 
 def test_the_binding_refuses_a_module_without_every_kernel(native_kernels) -> None:
@@ -111,8 +112,8 @@ def test_a_model_on_the_kernels_gives_the_numpy_audio(eager_kernels, name: str) 
 
 
 def test_int8_bundles_stay_int8_on_the_kernels(eager_kernels, tmp_path, monkeypatch) -> None:
-    from core import quantize as quantize_module
-    from core.bundle import export
+    from core.export import export
+    from core.portable import quantize as quantize_module
 
     monkeypatch.setattr(quantize_module, "MIN_ELEMENTS", 1024)  # the tiny model's matrices are all small
     export(
@@ -156,3 +157,12 @@ def test_the_wasm_build_refuses_a_module_that_would_use_memory_of_its_own(tmp_pa
         monkeypatch.setattr(build_kernels, "SOURCE", tmp_path / "k.c")
         with pytest.raises(build_kernels.BuildError, match=reason):
             build_kernels.build_wasm(tmp_path / "k.wasm")
+
+
+def test_the_bindings_signatures_are_the_c_prototypes() -> None:
+    from scripts.build_kernels import SOURCE, signatures
+
+    source = SOURCE.read_text()
+    assert signatures(source) == SIGNATURES
+    changed = source.replace("float *Y, int n) {", "float *Y, float n) {", 1)  # pk_elu's last argument
+    assert signatures(changed)["pk_elu"] == "ppf" != SIGNATURES["pk_elu"]

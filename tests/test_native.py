@@ -1,30 +1,57 @@
-"""The kernels pip compiles for this machine (server/_kernels, loaded by server/native.py): every
-kernel against NumPy, whole models on the server's backend, and the server reporting what it runs."""
+"""The kernels pip compiles for this machine (core/_kernels, loaded by core/native.py): every kernel
+against NumPy, whole models on them, core choosing them on import (NumPy where none were built), and
+every entry reporting what runs its products."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import numpy as np
 import pytest
 
+import core
 from browser import kernel_check
-from core import TTSModel, ops
-from core.metrics import nmse_db
-from core.quantize import Int8Matrix
-from server import native
+from core import TTSModel, native
+from core.portable import ops
+from core.portable.quantize import Int8Matrix
 
 from conftest import TINY_DIR
+from metrics import nmse_db
 
 
 @pytest.fixture(scope="module")
 def backend(request):
-    backend, description = native.load()
-    if not isinstance(backend, native.ServerKernels):
+    backend = native.backend()
+    if not isinstance(backend, native.NativeKernels):
         if request.config.getoption("--require-full-reference"):
-            pytest.fail(f"the native kernels were not built: {description}")
-        pytest.skip(description)
+            pytest.fail(f"the native kernels were not built: {backend.description}")
+        pytest.skip(backend.description)
     return backend
+
+
+def test_core_runs_on_the_compiled_kernels_where_they_were_built(backend) -> None:
+    assert isinstance(ops.current(), native.NativeKernels)
+    assert core.backend().startswith("compiled kernels (_kernels")
+
+
+def test_without_the_extension_core_runs_on_numpy_and_says_why(monkeypatch) -> None:
+    monkeypatch.setattr(native, "EXTENSION", "core._not_built")
+    fallback = native.backend()
+    assert fallback.name == "numpy" and "no compiled kernels" in fallback.description
+
+
+def test_the_command_line_says_what_runs_its_products(backend, tmp_path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "core.cli", "generate", "--model", str(TINY_DIR / "tiny_lsd" / "config.yaml")]
+        + ["--voice", str(TINY_DIR / "tiny_lsd" / "voice_state.safetensors"), "--text", "Hi.", "--max-frames", "2"]
+        + ["-o", str(tmp_path / "out.wav")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"products on {core.backend()}" in done.stderr
 
 
 def test_the_native_kernels_equal_numpy_and_refuse_bad_calls(backend) -> None:
@@ -33,8 +60,8 @@ def test_the_native_kernels_equal_numpy_and_refuse_bad_calls(backend) -> None:
 
 
 def test_int8_bundles_run_int8_on_the_server_backend(backend, tmp_path, monkeypatch) -> None:
-    from core import quantize
-    from core.bundle import export
+    from core.export import export
+    from core.portable import quantize
 
     monkeypatch.setattr(quantize, "MIN_ELEMENTS", 1024)  # the tiny model's matrices are all small
     monkeypatch.setattr(backend, "SMALL", 0)
@@ -44,7 +71,8 @@ def test_int8_bundles_run_int8_on_the_server_backend(backend, tmp_path, monkeypa
         [str(TINY_DIR / "tiny_lsd" / "voice_state.safetensors")],
     )
     options = {"temperature": 0.0, "max_frames": 8, "eos_threshold": 1e9}
-    want = TTSModel.load(str(tmp_path / "b")).generate("Hello there.", None, **options)
+    with ops.using(ops.NUMPY):
+        want = TTSModel.load(str(tmp_path / "b")).generate("Hello there.", None, **options)
     with ops.using(backend):
         model = TTSModel.load(str(tmp_path / "b"))
         assert isinstance(model.params["flow_lm"]["transformer"]["layers"][0]["linear1"]["weight"], Int8Matrix)
@@ -60,7 +88,7 @@ def test_large_float_products_and_convolutions_stay_with_numpy(backend, monkeypa
     x, w = np.ones((native.SMALL_BATCH + 1, 64), np.float32), np.ones((256, 64), np.float32)
     backend.linear(x, w, None)
     backend.linear(x[: native.SMALL_BATCH], w, None)
-    backend.conv(np.ones((4, 3, 2), np.float32), np.ones((3, 9), np.float32), 8, 1, 1, None)
+    backend.conv(np.ones((3, 9), np.float32), np.ones((4, 3, 2), np.float32), 8, 1, 1, None)
     assert calls == ["linear", "conv"]
 
 

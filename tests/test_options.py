@@ -1,4 +1,4 @@
-"""The generation options have one home (core.options.GenerationOptions): the README's table, the
+"""The generation options have one home (core.portable.options.GenerationOptions): the README's table, the
 command line's flags and the server's request fields are checked against it, so they cannot drift."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from core import PocketTTSError
 from core.cli import parser
-from core.options import GenerationOptions, names
+from core.portable.options import GenerationOptions, names
 from server.schemas import GenerateRequest
 
 from conftest import ROOT

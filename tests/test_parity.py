@@ -13,11 +13,11 @@ import json
 import numpy as np
 import pytest
 
-from core import audio, flow_lm, mimi
-from core.metrics import max_abs, nmse_db
-from core.text import prepare_text_prompt, split_into_chunks
+from core.portable import audio, flow_lm, mimi
+from core.portable.text import prepare_text_prompt, split_into_chunks
 
 from conftest import VOICE_22K, VOICE_24K, Loaded, record
+from metrics import max_abs, nmse_db
 
 # The acceptance bars are -60 dB for latents and -50 dB for audio; float32 reordering gives
 # -110 dB or better on every stage of the full-size models, so -90 dB still catches regressions.

@@ -10,10 +10,11 @@ from typing import List
 import numpy as np
 import pytest
 
-from core.metrics import nmse_db
 from server.relay import Relay
 from server.scheduler import PROMPT_ROWS, Scheduler
 from server.slots import Busy, Slots
+
+from metrics import nmse_db
 
 LONG = {"temperature": 0.0, "eos_threshold": 1e9}
 # A hang shows as a failure after this long, never as a slow pass.

@@ -25,10 +25,10 @@ import soundfile
 from litestar.testing import TestClient
 
 from core import VoiceError
-from core.audio import pcm16
+from core.portable.audio import pcm16
 from e2e.harness import active_generations, cluster_server, free_port, ray_cluster
-from server.app import create_app
-from server.engine import ServerEngine
+from server.app import create_app, engine_from_environment
+from server.engine import MAX_CONCURRENT, ServerEngine
 
 from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, error_of, pcm_close, require_ray, tiny_server
 
@@ -41,8 +41,8 @@ def expected_pcm(model, text: str, voice, **options) -> bytes:
 
 
 def same_audio(client, got: bytes, expected: bytes) -> bool:
-    """In process, the exact audio; through Ray Serve, whose replicas run the compiled kernels
-    (server/native.py), the same to one 16-bit step."""
+    """In process, the exact audio; through Ray Serve, whose replicas are other processes (their
+    products may round differently), the same to one 16-bit step."""
     return got == expected if isinstance(client, TestClient) else pcm_close(got, expected)
 
 
@@ -84,19 +84,33 @@ def test_health_and_voices(client, engine) -> None:
     assert listing["voices"] == [] and listing["openai_voices"]["alloy"] == "default"
 
 
+def test_uvicorn_app_builds_its_engine_as_the_command_line_does(monkeypatch) -> None:
+    """`uvicorn server.app:app` reads its settings from the environment, with python -m server's
+    defaults (server.engine) for those it does not find."""
+    monkeypatch.setenv("POCKET_TTS_MODEL", CONFIG)
+    monkeypatch.setenv("POCKET_TTS_VOICE", str(VOICE_24K))
+    monkeypatch.delenv("POCKET_TTS_MAX_CONCURRENT", raising=False)
+    engine = engine_from_environment()
+    try:
+        assert engine.name == CONFIG and engine.max_concurrent == MAX_CONCURRENT and engine.running
+    finally:
+        engine.close()
+    assert not engine.running
+
+
 def test_generate_returns_the_core_audio_as_wav(client, engine) -> None:
     response = client.post("/generate", json={"text": "Hello world.", **QUIET})
     assert response.status_code == 200 and response.headers["content-type"] == "audio/wav"
     samples, rate = soundfile.read(io.BytesIO(response.content), dtype="int16")
     assert rate == 24000 and samples.shape == (6 * 1920,)
-    assert same_audio(client, samples.tobytes(), expected_pcm(engine.model, "Hello world.", engine.voices.default))
+    assert same_audio(client, samples.tobytes(), expected_pcm(engine.model, "Hello world.", engine.voice("default")))
 
 
 def test_stream_is_raw_pcm_of_the_same_audio(client, engine) -> None:
     response = client.post("/stream", json={"text": "Hello world.", **QUIET})
     assert response.status_code == 200
     assert response.headers["x-sample-rate"] == "24000" and response.headers["x-sample-format"] == "s16le"
-    assert same_audio(client, response.content, expected_pcm(engine.model, "Hello world.", engine.voices.default))
+    assert same_audio(client, response.content, expected_pcm(engine.model, "Hello world.", engine.voice("default")))
 
 
 def test_official_tts_form(client, engine) -> None:
@@ -153,7 +167,7 @@ def test_an_upload_to_one_server_is_cloned_by_another_from_the_shared_recordings
             engines[1].voice("upload:" + "0" * 24)
     finally:
         for engine in engines + [alone]:
-            engine.scheduler.close()
+            engine.close()
 
 
 @pytest.mark.parametrize("payload, message", [(b"", "empty"), (b"RIFF1234WAVEnot audio", "cannot decode")])
@@ -194,6 +208,7 @@ def test_openai_pcm_and_sse(client) -> None:
         ({"voice": "nobody"}, "voice"),
         ({"response_format": "ogg-vorbis"}, "response_format"),
         ({"input": ""}, "input"),
+        ({"input": " \n "}, "input"),
     ],
 )
 def test_openai_errors_have_openai_shape(client, body: dict, param: str) -> None:
@@ -206,7 +221,7 @@ def test_openai_errors_have_openai_shape(client, body: dict, param: str) -> None
 @pytest.mark.parametrize(
     "request_kwargs, status, text",
     [
-        ({"json": {"text": ""}}, 400, "text"),
+        ({"json": {"text": ""}}, 400, "the text to speak is empty"),
         ({"json": {"text": "   \n "}}, 400, "empty"),
         ({"json": {"text": "x" * 5001}}, 400, "text"),
         ({"json": {"text": "Hi.", "voice": "ghost"}}, 400, "unknown voice 'ghost'"),
@@ -249,9 +264,9 @@ def live(request):
 
 
 def test_the_server_says_what_runs_its_products(live) -> None:
-    from server import native
+    import core
 
-    assert httpx.get(live + "/health").json()["kernels"] == native.load()[1]
+    assert httpx.get(live + "/health").json()["kernels"] == core.backend()
 
 
 def test_openai_sdk_against_the_server(live) -> None:

@@ -17,11 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core import TTSModel, catalog, safetensors_file
-from core.metrics import nmse_db
+from core import TTSModel
+from core.files import save_tensors
+from core.portable import catalog, safetensors_file
 
 from conftest import FIXTURES, ROOT, TINY_DIR, VOICE_24K, model_dir, record_int8
 from fake_hub import FakeHub
+from metrics import nmse_db
 
 MODEL = "english_2m_2026-10"
 TEXT = "Downloads are cached, then the model speaks offline."
@@ -177,8 +179,8 @@ def test_predefined_voice_needs_a_catalog_model(model) -> None:
 
 
 def test_bundle_round_trip(tmp_path, monkeypatch) -> None:
-    from core import quantize
-    from core.bundle import export
+    from core.export import export
+    from core.portable import quantize
 
     monkeypatch.setattr(quantize, "MIN_ELEMENTS", 1024)  # the tiny model's matrices are all small
     out = tmp_path / "bundle"
@@ -205,7 +207,7 @@ def test_bundle_round_trip(tmp_path, monkeypatch) -> None:
             {k: v.reshape(-1) if k.endswith(".int8_scale") and v.shape[1] == 1 else v for k, v in tensors.items()}
         )
         (out / name).unlink()
-    safetensors_file.save(str(out / "model.safetensors"), merged, dict(metadata, version="1"))
+    save_tensors(str(out / "model.safetensors"), merged, dict(metadata, version="1"))
     (out / "bundle.json").write_text(json.dumps(dict(manifest, version=1, weights="model.safetensors")))
     assert np.array_equal(TTSModel.load(str(out)).generate("From a bundle.", None, temperature=0.0, max_frames=5), pcm)
     # Re-exporting over a bundle replaces it; a folder that is not a bundle is never overwritten.
@@ -226,7 +228,7 @@ def test_int8_error_side_by_side_with_the_official(tmp_path, request, name: str)
     """Our int8 bundle and the official `quantize=True`, each against the official float32 output on
     the same weights, text and voice (60 frames, temperature 0): ours must be no worse. Recorded in
     the parity report."""
-    from core.bundle import export
+    from core.export import export
 
     directory = model_dir(request.config, name)
     if not (directory / "model.safetensors").exists():

@@ -7,10 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from core import TTSModel, conv, mimi, ops, transformer
-from core.metrics import nmse_db
+from core import TTSModel
+from core.portable import conv, mimi, ops, transformer
 
 from conftest import TINY_DIR, tiny_models
+from metrics import nmse_db
 
 rng = np.random.default_rng(0)
 

@@ -1,4 +1,4 @@
-"""The pure-Python tokenizer (core/tokenizer/) against the libraries it replaces.
+"""The pure-Python tokenizer (core/portable/tokenizer/) against the libraries it replaces.
 
 For every fixture model (tests/fixtures/tokenizers, made by scripts/train_tokenizers.py: unigram
 and BPE, 300 to 8000 pieces, with and without byte fallback, user-defined symbols, digit
@@ -33,10 +33,10 @@ import tokenizers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.errors import ConfigError
-from core.tokenizer import Tokenizer
-from core.tokenizer.charsmap import CharsMap
-from core.tokenizer.hf_stages import PrecompiledNormalizer
+from core.portable.errors import ConfigError
+from core.portable.tokenizer import Tokenizer
+from core.portable.tokenizer.charsmap import CharsMap
+from core.portable.tokenizer.hf_stages import PrecompiledNormalizer
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tokenizers"
 MODELS = sorted(p.stem for p in FIXTURES.glob("*.model"))

@@ -7,10 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from core import TTSModel, VoiceError, safetensors_file
-from core.metrics import nmse_db
+from core import TTSModel, VoiceError
+from core.export import export_voice
+from core.files import save_tensors
+from core.portable import safetensors_file
 
 from conftest import TINY_DIR, VOICE_24K, run_reference
+from metrics import nmse_db
 
 OFFICIAL_GENERATE = """
 import os, sys
@@ -37,7 +40,7 @@ def test_our_exported_voice_loads_in_the_official_package(tmp_path, reference_py
     model = load(name)
     ref = np.load(TINY_DIR / name / "reference.npz")
     exported = tmp_path / "ours.safetensors"
-    model.export_voice(str(VOICE_24K), str(exported))
+    export_voice(model, str(VOICE_24K), str(exported))
     out = tmp_path / "pcm.npy"
     text = json.loads(str(ref["texts_json"]))["medium"]
     run_reference(
@@ -55,7 +58,7 @@ def test_our_exported_voice_loads_in_the_official_package(tmp_path, reference_py
 def test_exported_voice_has_the_official_layout(tmp_path) -> None:
     model = load("tiny_gqa")
     path = tmp_path / "v.safetensors"
-    model.export_voice(str(VOICE_24K), str(path))
+    export_voice(model, str(VOICE_24K), str(path))
     ours, _ = safetensors_file.load(str(path))
     official, _ = safetensors_file.load(str(TINY_DIR / "tiny_gqa" / "voice_state.safetensors"))
     assert sorted(ours) == sorted(official)
@@ -67,7 +70,7 @@ def test_voice_round_trip_and_reuse(tmp_path) -> None:
     model = load("tiny_lsd")
     voice = model.voice_state(str(VOICE_24K))
     path = tmp_path / "v.safetensors"
-    model.export_voice(voice, str(path))
+    export_voice(model, voice, str(path))
     again = model.voice_state(str(path))
     assert again.length == voice.length
     first = model.generate("Same voice, twice.", voice, temperature=0.0, max_frames=8)
@@ -90,7 +93,7 @@ def test_legacy_current_end_format(tmp_path) -> None:
             spare = np.full((2, 1, 5) + value.shape[3:], np.nan, np.float32)
             legacy[key] = np.concatenate([value, spare], axis=2)
     path = tmp_path / "legacy.safetensors"
-    safetensors_file.save(str(path), legacy)
+    save_tensors(str(path), legacy)
     old = model.voice_state(str(path))
     new = model.voice_state(str(TINY_DIR / "tiny_lsd" / "voice_state.safetensors"))
     assert old.length == new.length
@@ -103,7 +106,7 @@ def test_voice_of_another_model_is_refused(tmp_path) -> None:
     tensors, _ = safetensors_file.load(str(TINY_DIR / "tiny_lsd" / "voice_state.safetensors"))
     regrouped = {k: (v.reshape(2, 1, v.shape[2], 2, -1) if k.endswith("/cache") else v) for k, v in tensors.items()}
     path = tmp_path / "other.safetensors"
-    safetensors_file.save(str(path), regrouped)
+    save_tensors(str(path), regrouped)
     with pytest.raises(VoiceError, match="made for another model"):
         load("tiny_lsd").voice_state(str(path))
 
@@ -124,7 +127,7 @@ def test_corrupt_or_missing_voices(tmp_path) -> None:
 
 
 def test_voice_from_samples_at_any_rate_equals_the_file() -> None:
-    from core import audio
+    from core.portable import audio
 
     model = load("tiny_lsd")
     samples, rate = audio.read(str(VOICE_24K))
@@ -142,11 +145,9 @@ def test_model_without_voice_cloning_weights(tmp_path) -> None:
     """A checkpoint without the encoder side speaks with voice states but refuses audio prompts."""
     source = TINY_DIR / "tiny_lsd"
     tensors, _ = safetensors_file.load(str(source / "model.safetensors"))
-    from core.params import is_voice_cloning_key
+    from core.portable.params import is_voice_cloning_key
 
-    safetensors_file.save(
-        str(tmp_path / "model.safetensors"), {k: v for k, v in tensors.items() if not is_voice_cloning_key(k)}
-    )
+    save_tensors(str(tmp_path / "model.safetensors"), {k: v for k, v in tensors.items() if not is_voice_cloning_key(k)})
     config = (
         (source / "config.yaml")
         .read_text()
@@ -166,7 +167,7 @@ def test_model_without_voice_cloning_weights(tmp_path) -> None:
 
 
 def test_the_voice_registry_prepares_each_voice_once_by_one_id_scheme(model, monkeypatch) -> None:
-    from core.voices import VoiceRegistry, recording_id
+    from core.portable.voice_registry import VoiceRegistry, recording_id
 
     clones = []
     original = model.clone_voice
@@ -188,7 +189,7 @@ def test_the_registry_keeps_voices_by_size_and_clones_a_dropped_state_again_from
     """States and recordings are kept by bytes: beyond its states' budget a recording's state is
     dropped and cloned again, the same, from the recording; beyond the recordings' budget too, the
     least recently used recording is gone."""
-    from core.voices import VoiceRegistry, _state_bytes
+    from core.portable.voice_registry import VoiceRegistry, _state_bytes
 
     rng = np.random.default_rng(1)
     recordings = [rng.standard_normal(24000).astype(np.float32) * 0.1 for _ in range(4)]

@@ -1,19 +1,23 @@
 // The page: text, voice, Generate/Stop, playback as audio arrives, a download link, and the TTFA
-// panel. Two engines with one contract (speak, voices, uploadVoice): the server (POST /stream) and
-// the browser (Pyodide in a worker). Every finished run is appended to window.pocketTTS.runs as
-// {mode, ttfc_ms, ttfa_ms, total_ms, audio_ms}, and every run that played out to
-// window.pocketTTS.played as {samples, audible, stalls} (samples the worklet rendered, how many
-// not silent, how often playback waited for audio), and every voice upload to window.pocketTTS.uploads as {mode, ms} (until the voice was
-// ready). Automation reads them (tests/test_web_ui.py, e2e/).
+// panel. Two engines with one contract (speak, uploadVoice): the server (POST /stream; its voices
+// from GET /voices) and the browser (Pyodide in workers; its voices from the model's info at boot).
+// Every finished run is appended to window.pocketTTS.runs as {mode, ttfc_ms, ttfa_ms, total_ms,
+// audio_ms}, every run that played out to window.pocketTTS.played as {samples, audible, stalls}
+// (samples the worklet rendered, how many not silent, how often playback waited for audio), and
+// every voice upload to window.pocketTTS.uploads as {mode, ms} (until the voice was ready).
+// Automation reads them (tests/test_web_ui.py, e2e/).
 
 import * as browser from "./browser-engine.js";
 import { Player, wavBlob } from "./player.js";
+import "./protocol.js";
 import * as server from "./server-engine.js";
+
+const { audio: AudioMessage } = globalThis.PocketProtocol;
 
 const $ = (id) => document.getElementById(id);
 const player = new Player();
 // sampleRate: of the engine in use (its /health, or the in-browser model's info).
-const state = { controller: null, run: null, site: null, modes: [], sampleRate: null };
+const state = { controller: null, run: null, site: null, sampleRate: null };
 window.pocketTTS = { runs: [], played: [], uploads: [], ready: false, load: null, collect };
 
 function status(message, isError = false) {
@@ -164,14 +168,14 @@ async function collect({ mode: name, text, voice, options }) {
   return chunks.flatMap((c) => Array.from(c));
 }
 
-player.on("first-audio", ({ time }) => {
+player.on(AudioMessage.FIRST_AUDIO, ({ time }) => {
   const run = state.run;
   if (!run || run.ttfa !== null) return;
   run.ttfa = player.toPerformanceTime(time) - run.t0;
   if (run.onFirstAudio) run.onFirstAudio();
 });
 
-player.on("drained", ({ rendered, audible, stalls }) => {
+player.on(AudioMessage.DRAINED, ({ rendered, audible, stalls }) => {
   window.pocketTTS.played.push({ samples: rendered, audible, stalls });
   if (stalls > 0) {
     status(`${$("status").textContent} Playback waited for audio ${stalls === 1 ? "once" : `${stalls} times`} ` +

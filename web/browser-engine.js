@@ -3,7 +3,11 @@
 //
 // Two workers where the machine has two cores: the flow LM in one, the Mimi decoder in the other,
 // each with its own Pyodide, the frames going from one to the other through a MessageChannel; both
-// boot at once. One worker ("both") where there is a single core.
+// boot at once. One worker ("both") where there is a single core. The messages: protocol.js.
+
+import "./protocol.js";
+
+const { engine: EngineMessage } = globalThis.PocketProtocol;
 
 let workers = null; // {flow, decoder}: the same Worker twice with one worker
 let booted = null; // Promise of {info, timings}
@@ -49,13 +53,13 @@ function start(siteInfo, role, cached, port, onProgress) {
     worker.onerror = (event) => reject(new Error(event.message || "the worker failed to start"));
     worker.onmessage = (event) => {
       const message = event.data;
-      if (message.type === "progress") onProgress(message);
-      else if (message.type === "ready") resolve(message);
-      else if (message.type === "error" && message.id === undefined) reject(new Error(message.message));
+      if (message.type === EngineMessage.PROGRESS) onProgress(message);
+      else if (message.type === EngineMessage.READY) resolve(message);
+      else if (message.type === EngineMessage.ERROR && message.id === undefined) reject(new Error(message.message));
       else route(message);
     };
   });
-  worker.postMessage({ type: "boot", site: siteInfo, role, cached, port }, port ? [port] : []);
+  worker.postMessage({ type: EngineMessage.BOOT, site: siteInfo, role, cached, port }, port ? [port] : []);
   return { worker, ready };
 }
 
@@ -90,23 +94,22 @@ export function boot(siteInfo, onProgress) {
 function route(message) {
   const request = pending.get(message.id);
   if (!request) return;
-  if (message.type === "chunk") request.onChunk(message.chunk);
-  else if (message.type === "voice" || message.type === "check" || message.type === "heap") {
-    pending.delete(message.id);
-    request.resolve({ voice: message.voice, check: message.report, heap: message.bytes }[message.type]);
-  } else if (message.type === "done") {
-    pending.delete(message.id);
-    request.resolve();
-  } else if (message.type === "error") {
-    pending.delete(message.id);
+  if (message.type === EngineMessage.CHUNK) {
+    request.onChunk(message.chunk);
+    return;
+  }
+  pending.delete(message.id); // every other reply is the request's last
+  if (message.type === EngineMessage.ERROR) {
     stopEverywhere(message.id);
     request.reject(new Error(message.message));
-  }
+  } else if (message.type === EngineMessage.DONE) request.resolve();
+  else if (message.type === EngineMessage.VOICE) request.resolve(message.voice);
+  else if (message.type === EngineMessage.CHECK) request.resolve(message.report);
+  else if (message.type === EngineMessage.HEAP) request.resolve(message.bytes);
 }
 
 function stopEverywhere(id) {
-  workers.flow.postMessage({ type: "stop", id });
-  if (workers.decoder !== workers.flow) workers.decoder.postMessage({ type: "stop", id });
+  for (const worker of distinctWorkers()) worker.postMessage({ type: EngineMessage.STOP, id });
 }
 
 export function speak({ text, voice, signal, onChunk, options }) {
@@ -118,7 +121,7 @@ export function speak({ text, voice, signal, onChunk, options }) {
       pending.delete(id);
       reject(new DOMException("stopped", "AbortError"));
     });
-    workers.flow.postMessage({ type: "speak", id, text, voice, options: options || {} });
+    workers.flow.postMessage({ type: EngineMessage.SPEAK, id, text, voice, options: options || {} });
   });
 }
 
@@ -134,15 +137,19 @@ export async function uploadVoice(file, sampleRate) {
   const id = nextId++;
   return new Promise((resolve, reject) => {
     pending.set(id, { resolve, reject });
-    workers.flow.postMessage({ type: "voice", id, samples, sampleRate: decoded.sampleRate }, [samples.buffer]);
+    workers.flow.postMessage({ type: EngineMessage.VOICE, id, samples, sampleRate: decoded.sampleRate }, [samples.buffer]);
   });
 }
 
-// Asks each worker (one or two) a question the worker answers with one message.
+// The workers, once each (one or two).
+function distinctWorkers() {
+  return workers.flow === workers.decoder ? [workers.flow] : [workers.flow, workers.decoder];
+}
+
+// Asks each worker a question the worker answers with one message of the same type.
 function askEach(type) {
-  const distinct = workers.flow === workers.decoder ? [workers.flow] : [workers.flow, workers.decoder];
   return Promise.all(
-    distinct.map((worker) => {
+    distinctWorkers().map((worker) => {
       const id = nextId++;
       return new Promise((resolve, reject) => {
         pending.set(id, { resolve, reject });
@@ -153,7 +160,7 @@ function askEach(type) {
 }
 
 // The kernels against NumPy in each worker (browser/kernel_check.py): [report] per worker.
-export const checkKernels = () => askEach("check");
+export const checkKernels = () => askEach(EngineMessage.CHECK);
 
 // The WebAssembly heap of each worker, in bytes (it only grows: the peak so far).
-export const heapBytes = () => askEach("heap");
+export const heapBytes = () => askEach(EngineMessage.HEAP);

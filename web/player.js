@@ -1,6 +1,11 @@
 // The audio side of the UI: an AudioContext at the model's rate and the streaming worklet.
 // Both engines (server and in-browser) feed it Float32Array chunks; it tells when the first audible
-// sample reached the output (TTFA) and when a run has played out.
+// sample reached the output (TTFA) and when a run has played out. Its events are the worklet's
+// messages (protocol.js, audio): on(AudioMessage.FIRST_AUDIO, ...), on(AudioMessage.DRAINED, ...).
+
+import "./protocol.js";
+
+const { audio: AudioMessage } = globalThis.PocketProtocol;
 
 export class Player {
   constructor() {
@@ -25,19 +30,19 @@ export class Player {
       this.node.port.onmessage = (event) => this.emit(event.data.type, event.data);
     }
     await this.context.resume();
-    this.node.port.postMessage({ reset: true });
+    this.node.port.postMessage({ type: AudioMessage.RESET });
   }
 
   push(chunk) {
-    this.node.port.postMessage({ chunk }, [chunk.buffer]);
+    this.node.port.postMessage({ type: AudioMessage.CHUNK, chunk }, [chunk.buffer]);
   }
 
   end() {
-    this.node.port.postMessage({ end: true });
+    this.node.port.postMessage({ type: AudioMessage.END });
   }
 
   stop() {
-    if (this.node) this.node.port.postMessage({ reset: true });
+    if (this.node) this.node.port.postMessage({ type: AudioMessage.RESET });
   }
 
   // Audio-clock time (s) -> performance.now() time (ms) of the moment it leaves the speakers,

@@ -1,44 +1,37 @@
-// AudioWorklet processor: plays float32 chunks as they arrive, and reports the first audible sample.
-//
-// Messages in (port): {chunk: Float32Array} to queue audio, {end: true} once the run has no more,
-// {reset: true} to drop everything (Stop, or a new run). Messages out: {type: "first-audio",
-// time} when the first non-zero sample is rendered (time: audio clock, in seconds), {type:
-// "drained", time, rendered, audible, stalls} when an ended run has played out (samples rendered,
-// how many of them were not silent, and stalls: how often the queue ran dry before the end, each
-// a gap the listener heard).
+// AudioWorklet processor: plays float32 chunks as they arrive, and reports the first audible sample
+// and, once a run has ended, how it played out. Its messages are named in protocol.js (audio):
+// importing it sets globalThis.PocketProtocol in the worklet's own scope.
+
+import "./protocol.js";
+
+const { audio: AudioMessage } = globalThis.PocketProtocol;
 
 class StreamPlayer extends AudioWorkletProcessor {
   constructor() {
     super();
-    this.queue = [];
-    this.offset = 0; // read position in queue[0]
-    this.ended = false;
-    this.heard = false;
-    this.playing = false;
-    this.rendered = 0;
-    this.audible = 0;
-    this.stalls = 0;
-    this.starved = false;
+    this.reset();
     this.port.onmessage = (event) => {
       const message = event.data;
-      if (message.reset) {
-        this.queue = [];
-        this.offset = 0;
-        this.ended = false;
-        this.heard = false;
-        this.playing = false;
-        this.rendered = 0;
-        this.audible = 0;
-        this.stalls = 0;
-        this.starved = false;
-      }
-      if (message.chunk) {
+      if (message.type === AudioMessage.RESET) this.reset();
+      else if (message.type === AudioMessage.CHUNK) {
         this.queue.push(message.chunk);
         this.playing = true;
         this.starved = false;
-      }
-      if (message.end) this.ended = true;
+      } else if (message.type === AudioMessage.END) this.ended = true;
     };
+  }
+
+  // Nothing queued, nothing played: the state before a run.
+  reset() {
+    this.queue = [];
+    this.offset = 0; // read position in queue[0]
+    this.ended = false; // the run has no more audio
+    this.heard = false; // FIRST_AUDIO has been posted
+    this.playing = false; // a run is under way (DRAINED not posted yet)
+    this.rendered = 0;
+    this.audible = 0;
+    this.stalls = 0;
+    this.starved = false; // the queue is dry now (counted once per gap)
   }
 
   process(inputs, outputs) {
@@ -54,7 +47,7 @@ class StreamPlayer extends AudioWorkletProcessor {
         for (let i = 0; i < n; i++) {
           if (chunk[this.offset + i] !== 0) {
             this.heard = true;
-            this.port.postMessage({ type: "first-audio", time: currentTime + (written + i) / sampleRate });
+            this.port.postMessage({ type: AudioMessage.FIRST_AUDIO, time: currentTime + (written + i) / sampleRate });
             break;
           }
         }
@@ -71,7 +64,7 @@ class StreamPlayer extends AudioWorkletProcessor {
       if (this.ended) {
         this.playing = false;
         this.port.postMessage({
-          type: "drained",
+          type: AudioMessage.DRAINED,
           time: currentTime + written / sampleRate,
           rendered: this.rendered,
           audible: this.audible,

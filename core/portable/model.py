@@ -18,6 +18,7 @@ import numpy as np
 
 from . import (
     audio,
+    catalog,
     config,
     flow_lm,
     mimi,
@@ -27,16 +28,14 @@ from . import (
     safetensors_file,
     sources,
     transformer,
-    voice,
-    voices,
+    voice_state,
 )
-from .errors import ConfigError, LimitError, PocketTTSError, TextError, VoiceError
+from .errors import ConfigError, LimitError, PocketTTSError, VoiceError
 from .generation import Chunk, Frame, Generation, Plan, advance, planned_frames
 from .options import GenerationOptions
-from .text import TextOptions, prepare_text_prompt, split_into_chunks, split_pauses
+from .text import TextOptions, check_text, prepare_text_prompt, split_into_chunks, split_pauses
 from .tokenizer import Tokenizer
-from .voice import VoiceState
-from .voices import VoiceSource
+from .voice_state import VoiceSource, VoiceState
 
 # Official generation constants (pocket_tts/models/tts_model.py and default_parameters.py).
 TOKENS_PER_SECOND_ESTIMATE = 3.0
@@ -62,15 +61,15 @@ class FrameDecoder:
         if frames[0].latent is None:
             return np.zeros(frames[0].silence, np.float32)
         model = self.model
-        self._begin(frames[0])
+        self.begin(frames[0])
         latents = np.stack([frame.latent for frame in frames])  # [N, latent_dim]
-        return self._faded(mimi.decode_step(model.mimi_spec, model.params["mimi"], latents, self.state), frames[0])
+        return self.faded(mimi.decode_step(model.mimi_spec, model.params["mimi"], latents, self.state), frames[0])
 
-    def _begin(self, frame: Frame) -> None:
+    def begin(self, frame: Frame) -> None:
         if frame.first or self.state is None:
             self.state = mimi.init_decoder_state(self.model.mimi_spec, self.model.params["mimi"])
 
-    def _faded(self, pcm: np.ndarray, frame: Frame) -> np.ndarray:
+    def faded(self, pcm: np.ndarray, frame: Frame) -> np.ndarray:
         if frame.first:
             pcm[: self.fade.shape[0]] *= self.fade[: pcm.shape[0]]
         return pcm
@@ -84,12 +83,12 @@ def decode_together(decoders: Sequence[FrameDecoder], frames: Sequence[Frame]) -
     if speaking:
         model = decoders[speaking[0]].model
         for i in speaking:
-            decoders[i]._begin(frames[i])
+            decoders[i].begin(frames[i])
         latents = np.stack([frames[i].latent for i in speaking])[:, None]  # [B, 1, latent_dim]
         states = [decoders[i].state for i in speaking]
         audio = mimi.decode_streams(model.mimi_spec, model.params["mimi"], latents, states)  # [B, frame_size]
         for j, i in enumerate(speaking):
-            pcm[i] = decoders[i]._faded(audio[j], frames[i])
+            pcm[i] = decoders[i].faded(audio[j], frames[i])
     return pcm
 
 
@@ -163,7 +162,7 @@ class TTSModel:
         parts: Optional[Sequence[str]] = None,
     ) -> TTSModel:
         """A model from resolved files; `tensors` when the caller has read the weights already.
-        int8 weights stay int8 where the core.ops backend multiplies them (see quantize)."""
+        int8 weights stay int8 where the core.portable.ops backend multiplies them (see quantize)."""
         if tensors is None:
             tensors = load_weights(files.weights, ops.current().keeps_int8, parts)
         return cls(
@@ -182,8 +181,8 @@ class TTSModel:
 
     def voice_state(self, source: VoiceSource, sample_rate: Optional[int] = None) -> VoiceState:
         """A voice from a predefined name, an audio file, a .safetensors voice state (local or hf://),
-        or samples (with `sample_rate`). None is the model's default voice (see core.voices)."""
-        return voices.resolve(self, source, sample_rate)
+        or samples (with `sample_rate`). None is the model's default voice."""
+        return _resolve_voice(self, source, sample_rate)
 
     def clone_voice(self, samples: np.ndarray, sample_rate: int, where: str) -> VoiceState:
         """The voice of a recording (samples [T] or [channels, T]); `where` names it in errors."""
@@ -200,10 +199,6 @@ class TTSModel:
         state = transformer.init_state(self.flow_spec.transformer, capacity=conditioning.shape[0])
         flow_lm.prompt(self.flow_spec, self.params["flow_lm"], state, conditioning)
         return VoiceState(state)
-
-    def export_voice(self, source: VoiceSource, path: str, sample_rate: Optional[int] = None) -> None:
-        """Save a voice in the official voice-state format (loads in `pocket-tts` too)."""
-        voice.save(self.voice_state(source, sample_rate), os.fspath(path))
 
     # Generation
 
@@ -237,9 +232,9 @@ class TTSModel:
         max_seconds: float = MAX_SECONDS,
         **overrides: Any,
     ) -> Generation:
-        """A generation of `text` to step frame by frame (core.generation), alone or with others.
+        """A generation of `text` to step frame by frame (core.portable.generation), alone or with others.
 
-        `options` (core.options.GenerationOptions), or any of them by name as keywords
+        `options` (core.portable.options.GenerationOptions), or any of them by name as keywords
         (`model.generate(text, voice, temperature=0)`); `rng`: the noise source, instead of a seed.
         Options are checked, and the text is split and tokenized now, so that bad input fails before
         any work. The audio lasts at most `max_seconds`, pauses included: a LimitError when
@@ -265,10 +260,7 @@ class TTSModel:
     def plan(self, text: str, max_tokens: int) -> Plan:
         """The text as the generation reads it: chunks of at most `max_tokens` tokens, prepared and
         tokenized, and the pauses of its markup as samples of silence."""
-        if not isinstance(text, str):
-            raise PocketTTSError(f"text must be a string, got {type(text).__name__}")
-        if not text.strip():
-            raise TextError("the text to speak is empty")
+        check_text(text)
         plan: Plan = []
         for part in split_pauses(text):
             if isinstance(part, float):
@@ -330,6 +322,40 @@ def _one_by_one(model: TTSModel, generation: Generation) -> Iterator[Frame]:
             return
 
 
+def _resolve_voice(model: TTSModel, source: VoiceSource, sample_rate: Optional[int]) -> VoiceState:
+    """A voice from a predefined name, an audio file, a .safetensors voice state (local or hf://),
+    or samples (with `sample_rate`). None is the model's default voice."""
+    if source is None:
+        if model.default_voice is None:
+            raise VoiceError(f"{model.name} has no default voice: pass an audio file or a voice state")
+        source = model.default_voice
+    if isinstance(source, VoiceState):
+        return source
+    if isinstance(source, np.ndarray):
+        if sample_rate is None:
+            raise VoiceError("voice samples need their sample_rate")
+        return model.clone_voice(source, sample_rate, "voice samples")
+    path = os.fspath(source)
+    if path in model.voices:
+        path = model.voices[path]
+    elif path in catalog.voice_names() and not os.path.exists(path):
+        raise VoiceError(
+            f"the predefined voice {path!r} is a state computed with the released weights of a catalog "
+            f"model; {model.name} cannot use it: pass an audio file instead"
+        )
+    if path.startswith("hf://"):
+        path = sources.fetch(path)
+    if path.endswith(".safetensors"):
+        if not os.path.isfile(path):
+            raise VoiceError(f"voice state file not found: {path}")
+        return voice_state.load(path, model.flow_spec.transformer)
+    if not os.path.isfile(path):
+        known = f" (predefined voices: {', '.join(sorted(model.voices))})" if model.voices else ""
+        raise VoiceError(f"voice not found: {path!r} is neither a voice name, an audio file nor a voice state{known}")
+    samples, rate = audio.read(path)
+    return model.clone_voice(samples, rate, path)
+
+
 def load_weights(
     files: Dict[str, str],
     keep_int8: Callable[[Tuple[int, ...]], bool] = lambda shape: False,
@@ -337,7 +363,7 @@ def load_weights(
 ) -> Dict[str, quantize.Weight]:
     """The tensors of a model's weights files (part -> file, as sources.ModelFiles has them), of
     `parts` only when given: float32, int8 ones dequantized, except that matrices of linear layers
-    whose shape `keep_int8` accepts stay `Int8Matrix` (for a core.ops backend that multiplies them)."""
+    whose shape `keep_int8` accepts stay `Int8Matrix` (for a core.portable.ops backend that multiplies them)."""
     selected = None if parts is None else (lambda key: params.part_of(key) in parts)
     paths = dict.fromkeys(path for part, path in files.items() if parts is None or part in parts)
     tensors: Dict[str, quantize.Weight] = {}

@@ -46,7 +46,7 @@ def part_of(key: str) -> str:
 
 
 def is_linear_matrix(key: str) -> bool:
-    """Whether a 2-D tensor is a matrix the model multiplies as a linear layer (core.ops.linear):
+    """Whether a 2-D tensor is a matrix the model multiplies as a linear layer (core.portable.ops.linear):
     all of them but the text embedding table, which is indexed."""
     return key != _LOOKUP_TABLE
 

@@ -4,21 +4,18 @@ Catalog names map to the official Hugging Face files (pinned revisions). As in t
 the weights come from the voice-cloning repository (`kyutai/pocket-tts`, gated) when the user has
 access, else from `kyutai/pocket-tts-without-voice-cloning`, which speaks only with voice states.
 Paths in a config may be local (relative to the config's folder first, then the working directory)
-or hf:// paths.
+or hf:// paths, which the runtime's fetcher downloads: on CPython the host's (core/hub.py, plugged
+in by core/__init__.py); in the browser there is none (it loads bundle folders from the site).
 """
 
 from __future__ import annotations
 
-import json
 import os
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
-from . import catalog, config, hub, params
+from . import bundle, catalog, config, params
 from .errors import ConfigError, DownloadError
 
-BUNDLE_FORMAT = "pocket-tts-numpy-bundle"
-BUNDLE_VERSION = 2  # 2: a weights file per part of the checkpoint; 1: one model.safetensors
-BUNDLE_VERSIONS = (1, 2)
 # Voice of the official package for a custom model: a recording any model can clone.
 CUSTOM_MODEL_VOICE = "alba"
 
@@ -26,6 +23,24 @@ OFFLINE_HELP = (
     "To work offline, fetch these files on a machine with network and load a local config .yaml whose "
     "weights_path and tokenizer_path point at them, or a bundle folder made by `python -m core.cli export`."
 )
+
+
+def _no_downloads(url: str) -> str:
+    raise DownloadError(f"cannot fetch {url}: this runtime has no downloads (load a bundle folder instead)")
+
+
+_fetch: Callable[[str], str] = _no_downloads
+
+
+def use_fetcher(fetch: Callable[[str], str]) -> None:
+    """Fetch hf:// files with `fetch` (url -> local path, a DownloadError when it cannot)."""
+    global _fetch
+    _fetch = fetch
+
+
+def fetch(url: str) -> str:
+    """The local path of a hf:// file, through the runtime's fetcher."""
+    return _fetch(url)
 
 
 class ModelFiles(NamedTuple):
@@ -74,7 +89,7 @@ def _file(value: Optional[str], base: str, source: str, field: str) -> str:
     if not value:
         raise ConfigError(f"{source}: {field} is not set")
     if value.startswith("hf://"):
-        return hub.fetch(value)
+        return fetch(value)
     if value.startswith(("http://", "https://")):
         raise ConfigError(f"{source}: {field}: only local paths and hf:// paths are supported, got {value}")
     for candidate in (os.path.join(base, value), value):
@@ -121,42 +136,13 @@ def _weights(cfg: config.Config, base: str, source: str) -> Tuple[str, bool]:
 
 
 def _bundle(directory: str) -> ModelFiles:
-    manifest_path = os.path.join(directory, "bundle.json")
-    try:
-        with open(manifest_path, encoding="utf-8") as f:
-            manifest = json.load(f)
-    except OSError:
-        raise ConfigError(f"{directory} is not a model bundle (no bundle.json)") from None
-    except ValueError as e:
-        raise ConfigError(f"{manifest_path} is not valid JSON: {e}") from None
-    if manifest.get("format") != BUNDLE_FORMAT or manifest.get("version") not in BUNDLE_VERSIONS:
-        raise ConfigError(
-            f"{manifest_path}: unsupported bundle format {manifest.get('format')!r} version "
-            f"{manifest.get('version')!r} (expected {BUNDLE_FORMAT!r} version {BUNDLE_VERSION})"
-        )
-
-    def member(name: Optional[str], field: str) -> str:
-        path = os.path.join(directory, str(name or ""))
-        if not name or not os.path.isfile(path):
-            raise ConfigError(f"{manifest_path}: {field} file missing: {name!r}")
-        return path
-
-    cfg = config.load_json(member(manifest.get("config"), "config"))
-    voices = {name: os.path.join(directory, path) for name, path in manifest.get("voices", {}).items()}
-    weights = manifest.get("weights")
-    if isinstance(weights, dict):  # version 2: a file per part (parts a bundle leaves out have none)
-        if set(weights) - set(params.PARTS) or not all(isinstance(name, str) and name for name in weights.values()):
-            raise ConfigError(f"{manifest_path}: weights must map parts ({', '.join(params.PARTS)}) to file names")
-        # Checked when read: a browser worker holds only the files of the parts it loads.
-        files = {part: os.path.join(directory, name) for part, name in weights.items()}
-    else:
-        files = _whole(member(weights, "weights"))
+    contents = bundle.read(directory)
     return ModelFiles(
-        cfg,
-        files,
-        member(manifest.get("tokenizer"), "tokenizer"),
-        str(manifest.get("name") or directory),
-        voices,
-        manifest.get("default_voice"),
-        bool(manifest.get("voice_cloning", True)),
+        config.load_json(contents.config),
+        contents.weights,
+        contents.tokenizer,
+        contents.name,
+        contents.voices,
+        contents.default_voice,
+        contents.voice_cloning,
     )

@@ -1,4 +1,4 @@
-"""Generations stepped together (core.generation.advance, core.model.decode_together) give each one
+"""Generations stepped together (core.portable.generation.advance, core.portable.model.decode_together) give each one
 the audio it gets alone: whatever joins or leaves, whatever its voice and options, however its text
 is read."""
 
@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from core import TTSModel
-from core.generation import Frame, advance
-from core.metrics import nmse_db
-from core.model import decode_together
+from core.portable.generation import Frame, advance
+from core.portable.model import decode_together
 
 from conftest import VOICE_24K
+from metrics import nmse_db
 
 # (text, voice: "official" state or "cloned" from a recording, options)
 REQUESTS = [

@@ -1,7 +1,6 @@
-"""The voices a model speaks with: where a voice comes from (a predefined name, a file, a
-recording), and the ones prepared so far, under one id scheme for every front-end.
+"""The voices prepared so far, under one id scheme for every front-end (the server, the browser
+worker, the command line's batch workers); `TTSModel.voice_state` prepares each.
 
-`resolve` turns a source into a voice state (the model does the work: cloning, loading a state).
 `VoiceRegistry` keeps prepared voices by id, as the server and the browser worker use them: the
 default voice, the model's predefined voices by name, and recordings by `recording_id` (the hash of
 the decoded samples and their rate, so the same recording is cloned once), the least recently used
@@ -12,20 +11,16 @@ serializes its calls.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import audio, catalog, hub, voice
+from . import audio
 from .errors import VoiceError
-from .voice import VoiceState
+from .model import TTSModel
+from .voice_state import VoiceState
 
-if TYPE_CHECKING:
-    from .model import TTSModel
-
-VoiceSource = Union[VoiceState, str, np.ndarray, None]
 RECORDING = "upload:"  # the prefix of a recording's id
 # What a registry keeps: prepared voice states, and the recordings to clone again (see VoiceRegistry).
 STATE_BYTES = 256 * 1024 * 1024
@@ -36,40 +31,6 @@ def recording_id(samples: np.ndarray, sample_rate: int) -> str:
     """The id of a recording: the hash of its samples (float32, as decoded) and their rate."""
     data = np.ascontiguousarray(samples, dtype=np.float32).tobytes()
     return RECORDING + hashlib.sha256(f"{int(sample_rate)}:".encode() + data).hexdigest()[:24]
-
-
-def resolve(model: TTSModel, source: VoiceSource, sample_rate: Optional[int] = None) -> VoiceState:
-    """A voice from a predefined name, an audio file, a .safetensors voice state (local or hf://),
-    or samples (with `sample_rate`). None is the model's default voice."""
-    if source is None:
-        if model.default_voice is None:
-            raise VoiceError(f"{model.name} has no default voice: pass an audio file or a voice state")
-        source = model.default_voice
-    if isinstance(source, VoiceState):
-        return source
-    if isinstance(source, np.ndarray):
-        if sample_rate is None:
-            raise VoiceError("voice samples need their sample_rate")
-        return model.clone_voice(source, sample_rate, "voice samples")
-    path = os.fspath(source)
-    if path in model.voices:
-        path = model.voices[path]
-    elif path in catalog.voice_names() and not os.path.exists(path):
-        raise VoiceError(
-            f"the predefined voice {path!r} is a state computed with the released weights of a catalog "
-            f"model; {model.name} cannot use it: pass an audio file instead"
-        )
-    if path.startswith("hf://"):
-        path = hub.fetch(path)
-    if path.endswith(".safetensors"):
-        if not os.path.isfile(path):
-            raise VoiceError(f"voice state file not found: {path}")
-        return voice.load(path, model.flow_spec.transformer)
-    if not os.path.isfile(path):
-        known = f" (predefined voices: {', '.join(sorted(model.voices))})" if model.voices else ""
-        raise VoiceError(f"voice not found: {path!r} is neither a voice name, an audio file nor a voice state{known}")
-    samples, rate = audio.read(path)
-    return model.clone_voice(samples, rate, path)
 
 
 class VoiceRegistry:
@@ -99,7 +60,7 @@ class VoiceRegistry:
         self.model = model
         self.aliases = dict(aliases or {})
         self.default_name = default if default is not None else model.default_voice
-        self.default = resolve(model, self.default_name)
+        self.default = model.voice_state(self.default_name)
         self._states = SizedCache(state_bytes)
         self._recordings = SizedCache(recording_bytes)
 
@@ -130,7 +91,7 @@ class VoiceRegistry:
             if prompt is None:
                 raise VoiceError(f"unknown uploaded voice {key!r} (uploads are kept for a while only): upload it again")
             return lambda: self.model.clone_voice(prompt, self.model.sample_rate, "the uploaded voice")
-        return lambda: resolve(self.model, key)
+        return lambda: self.model.voice_state(key)
 
     def keep(self, key: str, state: VoiceState) -> VoiceState:
         self._states.put(key, state, _state_bytes(state))
@@ -163,7 +124,7 @@ class VoiceRegistry:
         if source is None or source == self.default_name:
             return self.default
         found = self._states.get(source)
-        return found if found is not None else self.keep(source, resolve(self.model, source))
+        return found if found is not None else self.keep(source, self.model.voice_state(source))
 
 
 def _state_bytes(state: VoiceState) -> int:

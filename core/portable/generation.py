@@ -10,12 +10,12 @@ newcomer's text is read in the same pass as its first frame.
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import flow_lm, nn, transformer
-from .voice import VoiceState
+from .voice_state import VoiceState
 
 MIN_FRAMES_BEFORE_EOS = 6  # EOS is ignored before this frame: some voices cross the threshold early
 
@@ -39,6 +39,16 @@ def planned_frames(plan: Plan, frame_size: int) -> Tuple[int, int]:
     return silent + sum(item.estimate for item in plan if isinstance(item, Chunk)), silent
 
 
+class StepModel(Protocol):
+    """What a generation reads of its model (TTSModel is one): the flow LM and the frame size."""
+
+    flow_spec: flow_lm.FlowLMSpec
+    params: Dict[str, Any]  # the checkpoint's tensors by part; the flow LM's under "flow_lm"
+
+    @property
+    def frame_size(self) -> int: ...
+
+
 class Frame(NamedTuple):
     """One step of the stream: a generated latent, or a stretch of silence (a pause)."""
 
@@ -55,7 +65,7 @@ class Generation:
 
     def __init__(
         self,
-        model: Any,
+        model: StepModel,
         plan: Plan,
         voice: VoiceState,
         eos_threshold: float,
@@ -123,7 +133,32 @@ class Generation:
         self._step = 0
         self._eos_step = None
 
-    def _take(self, latent: np.ndarray, eos_logit: float) -> Optional[Frame]:
+    def read_text(self, rows: Optional[int]) -> Optional[np.ndarray]:
+        """The rows of its text this generation reads at this step, at most `rows` (None: all that
+        is left); None when it has read it all."""
+        prompt = self._prompt
+        if prompt is not None and rows is not None and prompt.shape[0] > rows:
+            self._prompt = prompt[rows:]
+            return prompt[:rows]
+        self._prompt = None
+        return prompt
+
+    @property
+    def makes_frame(self) -> bool:
+        """Whether this step makes a frame: the text is read (it reads its previous latent then)."""
+        return self._prompt is None
+
+    @property
+    def previous_latent(self) -> Optional[np.ndarray]:
+        """The latent this step reads (normalised), None for the text chunk's first (BOS)."""
+        return self._latent
+
+    @property
+    def state(self) -> Optional[transformer.TransformerState]:
+        """The flow LM's state of the current text chunk (None between chunks)."""
+        return self._state
+
+    def take(self, latent: np.ndarray, eos_logit: float) -> Optional[Frame]:
         """The result of this generation's flow-LM step -> its frame, or None where the EOS rule
         ended the text chunk at this step (the latent is then dropped)."""
         step = self._step
@@ -142,49 +177,52 @@ class Generation:
         return Frame(latent * p["emb_std"] + p["emb_mean"], 0, step == 0)
 
 
-def advance(model: Any, generations: Sequence[Generation], prompt_rows: Optional[int] = None) -> List[Optional[Frame]]:
+def advance(
+    model: StepModel, generations: Sequence[Generation], prompt_rows: Optional[int] = None
+) -> List[Optional[Frame]]:
     """One step of every generation: its next frame, or None where it just ended a text chunk, is
     still reading its text, or is done. Pauses need no model work; all the others take one flow-LM
     step together (one pass through the transformer; the flow head once per number of decode steps
     in use). A generation reads at most `prompt_rows` rows of its text per step (None: all at
     once), so that a newcomer's long text does not hold up the others' frames for long."""
-    frames: List[Optional[Frame]] = [None] * len(generations)
-    stepping = []
-    for i, generation in enumerate(generations):
-        frames[i] = generation.silence()
-        if frames[i] is None and not generation.done:
-            stepping.append(i)
+    frames = [generation.silence() for generation in generations]
+    stepping = [i for i, generation in enumerate(generations) if frames[i] is None and not generation.done]
     if not stepping:
         return frames
     spec, p = model.flow_spec, model.params["flow_lm"]
     batch = [generations[i] for i in stepping]
-    pieces = []
-    for generation in batch:
-        prompt = generation._prompt
-        if prompt is not None and prompt_rows is not None and prompt.shape[0] > prompt_rows:
-            pieces.append(prompt[:prompt_rows])
-            generation._prompt = prompt[prompt_rows:]
-        else:
-            pieces.append(prompt)
-            generation._prompt = None
-    # Streams done with their text this step read their previous latent after it, and make a frame.
-    making = [j for j, g in enumerate(batch) if g._prompt is None]
-    rows = flow_lm.input_rows(p, [batch[j]._latent for j in making]) if making else None
-    row_of = {j: k for k, j in enumerate(making)}
-    xs = []
-    for j, piece in enumerate(pieces):
-        parts = [x for x in (piece, rows[row_of[j] : row_of[j] + 1] if j in row_of else None) if x is not None]
-        xs.append(parts[0] if len(parts) == 1 else np.concatenate(parts))
-    z = flow_lm.backbone(spec, p, [g._state for g in batch], xs)
+    texts = [generation.read_text(prompt_rows) for generation in batch]
+    making = [j for j, generation in enumerate(batch) if generation.makes_frame]
+    # Those done with their text read their previous latent after it (one product for all of them).
+    latent_rows = flow_lm.input_rows(p, [batch[j].previous_latent for j in making]) if making else None  # [M, d]
+    latent_of = {j: latent_rows[k : k + 1] for k, j in enumerate(making)}
+    xs = [_joined(texts[j], latent_of.get(j)) for j in range(len(batch))]
+    z = flow_lm.backbone(spec, p, [generation.state for generation in batch], xs)  # [B, z]
     if not making:
         return frames
     z = z[making]  # [M, z]
     eos_logits = nn.linear(p["out_eos"], z)[:, 0]  # [M]
     noise = np.stack([batch[j].noise() for j in making])  # [M, latent_dim]
-    latents = np.empty_like(noise)
-    for times in {id(batch[j].times): batch[j].times for j in making}.values():
-        rows_of = [k for k, j in enumerate(making) if batch[j].times is times]
-        latents[rows_of] = flow_lm.flow_head(spec, p["flow_net"], z[rows_of], noise[rows_of], times)
+    latents = _flow_heads(spec, p, z, noise, [batch[j].times for j in making])  # [M, latent_dim]
     for k, j in enumerate(making):
-        frames[stepping[j]] = batch[j]._take(latents[k], float(eos_logits[k]))
+        frames[stepping[j]] = batch[j].take(latents[k], float(eos_logits[k]))
     return frames
+
+
+def _joined(text: Optional[np.ndarray], latent: Optional[np.ndarray]) -> np.ndarray:
+    """A stream's rows of this step: text rows, its latent's row, or the text then the latent."""
+    if text is None or latent is None:
+        return latent if text is None else text
+    return np.concatenate([text, latent])
+
+
+def _flow_heads(
+    spec: flow_lm.FlowLMSpec, p: Dict[str, Any], z: np.ndarray, noise: np.ndarray, times: List[List[np.ndarray]]
+) -> np.ndarray:
+    """The flow head of each row of z [M, z] from its noise [M, latent_dim], once per set of decode
+    steps in use (rows with the same `times` go through together)."""
+    latents = np.empty_like(noise)
+    for shared in {id(t): t for t in times}.values():
+        rows = [k for k, t in enumerate(times) if t is shared]
+        latents[rows] = flow_lm.flow_head(spec, p["flow_net"], z[rows], noise[rows], shared)
+    return latents

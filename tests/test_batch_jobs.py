@@ -15,8 +15,8 @@ from typing import Dict, List
 
 import pytest
 
-from core.audio import wav_bytes
-from core.options import GenerationOptions
+from core.portable.audio import wav_bytes
+from core.portable.options import GenerationOptions
 from e2e.harness import ray_cluster
 
 from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, pcm_close, require_ray

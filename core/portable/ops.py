@@ -1,15 +1,16 @@
 """The model's heavy operations behind one seam: NumPy by default, compiled kernels where installed.
 
 On CPython NumPy hands matrix products to a BLAS; in Pyodide 0.17 it has none and no SIMD, so the
-same products run a scalar loop ten times slower. A runtime with faster kernels (the browser's
-WebAssembly SIMD module, bound by core/kernels.py) installs them with `use()` before it loads a
-model; the layers call the functions below and never know which backend runs them. The NumPy
-backend is complete and is what the tests and the CPython paths run unless told otherwise.
+same products run a scalar loop ten times slower. A runtime with faster kernels installs them with
+`use()` before it loads a model: the browser's WebAssembly SIMD module (browser/engine.py), or on
+CPython the kernels pip compiled (core/native.py, installed by core/__init__.py); both are bound by
+core/portable/kernels.py. The layers call the functions below and never know which backend runs
+them. The NumPy backend is complete: every product runs on it where nothing else is installed.
 
-A backend provides `linear`, `conv`, `attention`, `layer_norm`, `elu`, `gelu_tanh`, a `name`, and
-`keeps_int8(shape)`: whether
-its `linear` multiplies an `Int8Matrix` of that shape itself (then int8 bundles keep such matrices
-int8 at load; the others are dequantized).
+A backend provides `linear`, `conv`, `attention`, `layer_norm`, `elu`, `gelu_tanh`, a `name`, a
+`description` (for people: logs, /health), and `keeps_int8(shape)`: whether its `linear` multiplies
+an `Int8Matrix` of that shape itself (then int8 bundles keep such matrices int8 at load; the others
+are dequantized).
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ _IM2COL_BLOCK = 1 << 22
 class NumpyBackend:
     name = "numpy"
 
+    def __init__(self, description: str = "NumPy"):
+        self.description = description  # what runs the products, for people (logs, /health)
+
+    def because(self, reason: str) -> NumpyBackend:
+        """This backend, described with the reason nothing faster runs."""
+        return NumpyBackend(f"NumPy ({reason})")
+
     def keeps_int8(self, shape: Tuple[int, ...]) -> bool:
         return False  # NumPy has no int8 product: dequantize at load
 
@@ -45,13 +53,13 @@ class NumpyBackend:
         return y if bias is None else y + bias
 
     def conv(
-        self, weight: np.ndarray, x: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]
+        self, x: np.ndarray, weight: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]
     ) -> np.ndarray:
         """y[m, t] = sum over c, j of weight[m, c, j] * x[c, t * stride + j * dilation] (+ bias[m]):
         weight [M, C, K], x [C, L] holding the left context -> y [M, n]; x [B, C, L] -> y [B, M, n]
         (B streams in one product). As one product over an im2col view, in blocks of columns."""
         if x.ndim == 3:
-            return self._conv_streams(weight, x, n, stride, dilation, bias)
+            return self._conv_streams(x, weight, n, stride, dilation, bias)
         c_out, c_in, k = weight.shape
         step = x.strides[1]
         windows = as_strided(x, shape=(c_in, k, n), strides=(x.strides[0], dilation * step, stride * step))
@@ -67,7 +75,7 @@ class NumpyBackend:
         return y if bias is None else y + bias[:, None]
 
     def _conv_streams(
-        self, weight: np.ndarray, x: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]
+        self, x: np.ndarray, weight: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]
     ) -> np.ndarray:
         """The B streams' windows side by side as the columns of one product (the weights are read
         once for all of them), in blocks of whole streams."""
@@ -182,9 +190,9 @@ def linear(x: np.ndarray, weight: Weight, bias: Optional[np.ndarray] = None) -> 
 
 
 def conv(
-    weight: np.ndarray, x: np.ndarray, n: int, stride: int = 1, dilation: int = 1, bias: Optional[np.ndarray] = None
+    x: np.ndarray, weight: np.ndarray, n: int, stride: int = 1, dilation: int = 1, bias: Optional[np.ndarray] = None
 ) -> np.ndarray:
-    return _backend.conv(weight, x, n, stride, dilation, bias)
+    return _backend.conv(x, weight, n, stride, dilation, bias)
 
 
 def attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, lead: int, context: Optional[int]) -> np.ndarray:

@@ -16,7 +16,6 @@ from typing import BinaryIO, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from .errors import WeightsError
-from .files import write_atomically
 
 _DTYPES = {
     "F64": np.dtype("<f8"),
@@ -147,11 +146,3 @@ def dumps(tensors: Tensors, metadata: Optional[Dict[str, str]] = None) -> bytes:
     encoded = json.dumps(header, separators=(",", ":")).encode("utf-8")
     encoded += b" " * (-len(encoded) % 8)
     return struct.pack("<Q", len(encoded)) + encoded + b"".join(a.tobytes() for a in arrays)
-
-
-def save(path: str, tensors: Tensors, metadata: Optional[Dict[str, str]] = None) -> None:
-    """Write a safetensors file atomically: a reader never sees a half-written file."""
-    try:
-        write_atomically(path, dumps(tensors, metadata))
-    except OSError as e:
-        raise WeightsError(f"cannot write {path}: {e.strerror or e}") from None

@@ -87,6 +87,16 @@ def _pause_seconds(markup: str, duration: str) -> float:
     return seconds
 
 
+def check_text(text: object) -> str:
+    """The text a caller asks to speak, if it is a string with something to say; a TextError
+    otherwise (every front-end's one check, before any work)."""
+    if not isinstance(text, str):
+        raise TextError(f"text must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise TextError("the text to speak is empty")
+    return text
+
+
 def prepare_text_prompt(text: str, options: TextOptions) -> Tuple[str, int]:
     """The cleaned prompt and the frames-after-EOS guess (3 for up to four words, else 1)."""
     text = text.strip()

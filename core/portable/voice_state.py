@@ -8,7 +8,7 @@ layer i, `transformer.layers.{i}.self_attn/cache` [2, 1, T, H_kv, D] (keys then 
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict
+from typing import Dict, Union
 
 import numpy as np
 
@@ -29,6 +29,11 @@ class VoiceState:
 
     def copy(self) -> VoiceState:
         return VoiceState(self.transformer.copy())
+
+
+# What a voice may be given as: a state, a predefined name or a file (str), or samples (np.ndarray,
+# with their sample rate); None for the model's default voice (TTSModel.voice_state).
+VoiceSource = Union[VoiceState, str, np.ndarray, None]
 
 
 def to_tensors(voice: VoiceState) -> Dict[str, np.ndarray]:
@@ -88,10 +93,6 @@ def from_tensors(tensors: Dict[str, np.ndarray], spec: transformer.TransformerSp
     if len(offsets) != 1:
         raise VoiceError(f"{source}: the layers disagree on the prompt length ({sorted(offsets)})")
     return VoiceState(transformer.TransformerState(keys, values, offsets.pop()))
-
-
-def save(voice: VoiceState, path: str) -> None:
-    safetensors_file.save(path, to_tensors(voice))
 
 
 def load(path: str, spec: transformer.TransformerSpec) -> VoiceState:

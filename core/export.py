@@ -1,12 +1,4 @@
-"""Model bundles: a self-contained folder that `TTSModel.load(folder)` loads, here or in the browser.
-
-    bundle.json        format, version, name, file names, voices, default voice
-    config.json        the official config schema as JSON (its weights are named in bundle.json)
-    flow_lm.safetensors, decoder.safetensors, voice_cloning.safetensors
-                       the checkpoint's parts (params.PARTS), int8 (core.quantize) or float32,
-                       official key names; a part apart is what one browser worker loads
-    tokenizer.json / tokenizer.model
-    voices/<name>.safetensors   voice states in the official format
+"""Exporting a model as a bundle (the format: core/portable/bundle.py), and a voice as a state file.
 
 The folder is written beside its destination and renamed into place, so an interrupted export
 never leaves a half-written bundle, and an existing folder that is not a bundle is never touched.
@@ -20,9 +12,11 @@ import shutil
 import tempfile
 from typing import Dict, List, Optional, Sequence
 
-from . import params, quantize, safetensors_file, sources, voice
-from .errors import PocketTTSError
-from .model import TTSModel, load_weights
+from .files import save_tensors, write_atomically
+from .portable import bundle, params, quantize, sources, voice_state
+from .portable.errors import PocketTTSError
+from .portable.model import TTSModel, load_weights
+from .portable.voice_state import VoiceSource
 
 
 def export(
@@ -56,22 +50,18 @@ def export(
     tokenizer_name = "tokenizer.json" if files.tokenizer.endswith(".json") else "tokenizer.model"
     cfg = dict(files.config.to_dict(), weights_path=None, weights_path_without_voice_cloning=None)
     cfg["flow_lm"]["lookup_table"]["tokenizer_path"] = tokenizer_name
-    manifest = {
-        "format": sources.BUNDLE_FORMAT,
-        "version": sources.BUNDLE_VERSION,
-        "name": files.name,
-        "config": "config.json",
-        "weights": {part: f"{part}.safetensors" for part in parts},
-        "tokenizer": tokenizer_name,
-        "quantization": "int8" if int8 else "float32",
-        "voice_cloning": keep_cloning,
-        "voices": {name: f"voices/{name}.safetensors" for name in states},
-        "default_voice": next(iter(states), None),
-        "sample_rate": files.config.mimi.sample_rate,
-    }
+    manifest = bundle.manifest(
+        files.name,
+        parts,
+        tokenizer_name,
+        int8,
+        keep_cloning,
+        list(states),
+        files.config.mimi.sample_rate,
+    )
 
     parent = os.path.dirname(os.path.abspath(out_dir))
-    if os.path.exists(out_dir) and os.listdir(out_dir) and not os.path.isfile(os.path.join(out_dir, "bundle.json")):
+    if os.path.exists(out_dir) and os.listdir(out_dir) and not bundle.is_bundle(out_dir):
         raise PocketTTSError(f"{out_dir} exists and is not a bundle: choose an empty or new folder")
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".bundle-", dir=parent)
@@ -79,16 +69,15 @@ def export(
     os.umask(umask)
     os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes it private; a bundle is meant to be served
     try:
-        metadata_out = {"format": quantize.FORMAT, "version": quantize.VERSION} if int8 else {}
         for part in parts:
             part_tensors = {k: v for k, v in stored.items() if params.part_of(k) == part}
-            safetensors_file.save(os.path.join(staging, f"{part}.safetensors"), part_tensors, metadata_out)
+            save_tensors(os.path.join(staging, bundle.weights_file(part)), part_tensors, bundle.weights_metadata(int8))
         shutil.copyfile(files.tokenizer, os.path.join(staging, tokenizer_name))
-        os.makedirs(os.path.join(staging, "voices"))
+        os.makedirs(os.path.join(staging, bundle.VOICES))
         for name, state in states.items():
-            voice.save(state, os.path.join(staging, "voices", f"{name}.safetensors"))
-        _write_json(os.path.join(staging, "config.json"), cfg)
-        _write_json(os.path.join(staging, "bundle.json"), manifest)
+            save_tensors(os.path.join(staging, bundle.voice_file(name)), voice_state.to_tensors(state))
+        _write_json(os.path.join(staging, bundle.CONFIG), cfg)
+        _write_json(os.path.join(staging, bundle.MANIFEST), manifest)
         _replace_dir(staging, out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -96,10 +85,15 @@ def export(
     return {
         "bundle": out_dir,
         "voices": list(states),
-        "weights_bytes": sum(os.path.getsize(os.path.join(out_dir, f"{part}.safetensors")) for part in parts),
+        "weights_bytes": sum(os.path.getsize(os.path.join(out_dir, bundle.weights_file(part))) for part in parts),
         "source_weights_bytes": sum(os.path.getsize(path) for path in set(files.weights.values())),
         "total_bytes": sum(os.path.getsize(p) for p in _files(out_dir)),
     }
+
+
+def export_voice(model: TTSModel, source: VoiceSource, path: str, sample_rate: Optional[int] = None) -> None:
+    """Save a voice in the official voice-state format (loads in `pocket-tts` too)."""
+    save_tensors(os.fspath(path), voice_state.to_tensors(model.voice_state(source, sample_rate)))
 
 
 def _voice_name(source: str) -> str:
@@ -108,8 +102,7 @@ def _voice_name(source: str) -> str:
 
 
 def _write_json(path: str, data: object) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, ensure_ascii=False)
+    write_atomically(path, json.dumps(data, indent=1, ensure_ascii=False).encode("utf-8"))
 
 
 def _replace_dir(staging: str, out_dir: str) -> None:

@@ -1,4 +1,4 @@
-"""The compiled kernels of core/kernels.c as a core.ops backend.
+"""The compiled kernels of core/portable/kernels.c as a core.portable.ops backend.
 
 The kernels take raw pointers: in the browser they run inside Pyodide's own WebAssembly memory, so
 Python hands them NumPy data pointers and nothing is copied; natively they are the same C compiled
@@ -21,7 +21,8 @@ import numpy as np
 from . import ops
 from .quantize import Int8Matrix, Weight
 
-# Each kernel's arguments in order (kernels.c): "p" a pointer, "i" an int, "f" a float.
+# Each kernel's arguments in order: "p" a pointer, "i" an int, "f" a float. The C prototypes are the
+# truth (kernels.c): scripts/build_kernels.py reads them and fails the build where this table differs.
 SIGNATURES = {
     "pk_linear_f32": "ppppiii",
     "pk_linear_i8": "pppppiiiip",
@@ -245,7 +246,7 @@ class KernelBinding:
 
 
 class CompiledKernels:
-    """A core.ops backend on the compiled kernels (int8 linear layers stay int8).
+    """A core.portable.ops backend on the compiled kernels (int8 linear layers stay int8).
 
     A call through a JS bridge costs about what NumPy needs for a product of SMALL multiply-adds
     (measured in Pyodide 0.17), so float32 products smaller than that stay with NumPy, and int8
@@ -254,9 +255,10 @@ class CompiledKernels:
 
     SMALL = 16384
 
-    def __init__(self, functions: Mapping[str, Callable[..., Any]], name: str):
+    def __init__(self, functions: Mapping[str, Callable[..., Any]], name: str, description: str):
         self.binding = KernelBinding(functions)
         self.name = name
+        self.description = description
 
     def keeps_int8(self, shape: Tuple[int, ...]) -> bool:
         return shape[0] * shape[1] >= self.SMALL
@@ -275,10 +277,10 @@ class CompiledKernels:
         return out.reshape(x.shape[:-1] + (weight.shape[0],))
 
     def conv(
-        self, weight: np.ndarray, x: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]
+        self, x: np.ndarray, weight: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]
     ) -> np.ndarray:
         if x.ndim == 2:
-            return self.conv(weight, x[None], n, stride, dilation, bias)[0]
+            return self.conv(x[None], weight, n, stride, dilation, bias)[0]
         out = np.empty((x.shape[0], weight.shape[0], n), dtype=np.float32)  # [B, M, n]
         for stream, y in zip(x, out):  # streams one by one, each written in place
             taps, stream, spacing = weight, np.ascontiguousarray(stream, dtype=np.float32), dilation
@@ -303,6 +305,9 @@ class CompiledKernels:
         out = np.empty((t, h, d), np.float32)
         scores = np.empty(keys.shape[1], np.float32)  # the call's own, as the int8 scratch
         q = np.ascontiguousarray(q, dtype=np.float32)
+        if not (_rows_contiguous(keys) and _rows_contiguous(values) and keys.strides == values.strides):
+            # The kernel reads a cache's rows in place; other layouts (a transposed view) are copied.
+            keys, values = np.ascontiguousarray(keys, np.float32), np.ascontiguousarray(values, np.float32)
         self.binding.attention(q, keys, values, lead, context or 0, out, scores)
         return out.reshape(t, h * d)
 
@@ -317,6 +322,18 @@ class CompiledKernels:
         out = np.empty_like(x)
         self.binding.gelu_tanh(x, out)
         return out
+
+
+def _rows_contiguous(array: np.ndarray) -> bool:
+    """Whether each head of a float32 [H, L, D] array is L contiguous rows of D, the heads after
+    their rows (as KernelBinding.attention reads keys and values)."""
+    heads, rows, d = array.shape
+    return (
+        array.dtype == np.float32
+        and array.strides[2] == 4
+        and (rows < 2 or array.strides[1] == 4 * d)
+        and (heads < 2 or array.strides[0] >= 4 * rows * d)
+    )
 
 
 def _polyphase(weight: np.ndarray, x: np.ndarray, n: int, stride: int, dilation: int):

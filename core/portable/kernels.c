@@ -3,7 +3,7 @@
 // the same source natively (GCC/Clang vector extensions; the compiler picks the vector instructions).
 //
 // The WebAssembly module runs inside Pyodide's own memory: it imports that memory, and every pointer
-// is a NumPy array's data pointer handed over by core/kernels.py, which checks dtype, contiguity,
+// is a NumPy array's data pointer handed over by core/portable/kernels.py, which checks dtype, contiguity,
 // shapes and writability before each call. So the code must not own any memory: no globals, no
 // static data, no local arrays or address-taken locals (they would need a shadow stack at a fixed
 // address inside Pyodide's heap), no libc. The build fails if the module has globals or data.

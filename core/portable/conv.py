@@ -37,7 +37,7 @@ def conv1d_step(p: Params, x: np.ndarray, previous: np.ndarray, stride: int = 1,
     is updated."""
     context = previous.shape[-1]
     padded = np.concatenate([previous, x], axis=-1) if context else np.ascontiguousarray(x)  # [(B,) C_in, P + T]
-    y = ops.conv(p["weight"], padded, x.shape[-1] // stride, stride, dilation, p.get("bias"))  # [(B,) C_out, T / S]
+    y = ops.conv(padded, p["weight"], x.shape[-1] // stride, stride, dilation, p.get("bias"))  # [(B,) C_out, T / S]
     if context:
         previous[...] = padded[..., padded.shape[-1] - context :]
     return y
@@ -85,7 +85,7 @@ def conv_transpose1d_step(p: Params, x: np.ndarray, previous: np.ndarray, stride
     m = previous.shape[-1] + 1
     padded = np.concatenate([previous, x], axis=-1) if m > 1 else np.ascontiguousarray(x)  # [(B,) C_in, m - 1 + T]
     if groups == 1:
-        out = ops.conv(kernel[0].reshape(rows, c_in, m), padded, t)  # [(B,) C_out * S, T]
+        out = ops.conv(padded, kernel[0].reshape(rows, c_in, m), t)  # [(B,) C_out * S, T]
     else:
         step = padded.strides[-1]
         windows = as_strided(padded, shape=lead + (c_in, m, t), strides=padded.strides[:-1] + (step, step))

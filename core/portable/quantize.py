@@ -9,9 +9,9 @@ LayerScale and other small tensors stay float32. The file's metadata names the f
 What is quantized was chosen by measurement (README, "int8 bundles"): on the fixture weights, finer
 groups measured no better than one scale per row (those weights have no outliers; trained ones may:
 `core.cli export --int8-group`), tensors under MIN_ELEMENTS cost much error for little size, and
-the bundles keep the Mimi decoder in float32 (core.bundle).
+the bundles keep the Mimi decoder in float32 (core.export).
 
-At load, a runtime with int8 kernels (core.ops) keeps the matrices of linear layers as `Int8Matrix`
+At load, a runtime with int8 kernels (core.portable.ops) keeps the matrices of linear layers as `Int8Matrix`
 (a quarter of the memory); everywhere else the weights are dequantized once, to exactly the float32
 values the kernels compute with (NumPy has no int8 matrix product).
 """

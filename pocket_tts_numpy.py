@@ -1,0 +1,29 @@
+"""`pocket-tts-numpy`, the command pip installs: `pocket-tts-numpy serve ...` is `python -m server ...`;
+every other command (generate, export-voice, export, batch, models, voices) is `python -m core.cli`'s.
+It sits above both, so that neither imports the other."""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+PROG = "pocket-tts-numpy"
+
+
+def serve(argv: List[str]) -> int:
+    from server.__main__ import main as server_main
+
+    return server_main(argv, prog=f"{PROG} serve")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    from core.cli import main as cli_main
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:  # before argparse, which would take the server's options for its own
+        return serve(argv[1:])
+    return cli_main(argv, prog=PROG, serve=serve)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

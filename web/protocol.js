@@ -1,0 +1,76 @@
+// The messages of the in-browser engine and of the audio player, named once. Every message is a plain
+// object {type, ...fields}; `type` is one of the names below. Three channels:
+//
+// engine: the page (web/browser-engine.js) and an engine worker (browser/worker.js). A worker has a
+// role given at boot: "flow" (text -> latent frames, voice cloning), "decoder" (frames -> audio) or
+// "both". Requests carry an `id` the page chose; the replies to it carry the same `id`.
+//   page -> worker
+//     BOOT     {site, role, cached, port?}   site: site.json; cached: a service worker already keeps
+//                                            what the worker fetches; port: the MessagePort to the
+//                                            other worker (two workers), transferred
+//     SPEAK    {id, text, voice, options}    (flow, both) voice: "" for the default
+//     VOICE    {id, samples, sampleRate}     (flow, both) a recording to clone (Float32Array, mono,
+//                                            transferred)
+//     STOP     {id}                          (all) drop request `id`: nothing more comes for it
+//     CHECK    {id}                          (all) the kernels against NumPy (browser/kernel_check.py)
+//     HEAP     {id}                          (all) the size of the WebAssembly heap
+//   worker -> page
+//     PROGRESS {stage, loaded, total}        while booting (model bytes received of total)
+//     READY    {info, timings}               booted: the model's info, and how long each stage took
+//     CHUNK    {id, chunk}                   (decoder, both) audio: Float32Array, transferred
+//     DONE     {id}                          (decoder, both) the last chunk of `id` has been sent
+//     VOICE    {id, voice}                   (flow, both) the cloned voice's name, for SPEAK
+//     CHECK    {id, report}                  the kernel check's report
+//     HEAP     {id, bytes}                   the heap's size (it only grows: the peak so far)
+//     ERROR    {id, message}                 any failure; no `id` when booting failed. The page
+//                                            never waits on a silent worker.
+//
+// frames: the flow worker -> the decoder worker, through the boot's MessagePort (two workers).
+//     FRAME    {id, frame}                   one latent frame of request `id` (a JSON string)
+//     END      {id}                          request `id` has no more frames
+//
+// audio: the page (web/player.js) and the AudioWorklet processor (web/worklet.js).
+//   page -> worklet
+//     RESET    {}                            drop everything queued (Stop, or a new run)
+//     CHUNK    {chunk}                       audio to queue: Float32Array, transferred
+//     END      {}                            the run has no more audio
+//   worklet -> page
+//     FIRST_AUDIO {time}                     the first non-zero sample is rendered (time: on the
+//                                            audio clock, in seconds)
+//     DRAINED  {time, rendered, audible, stalls}  an ended run has played out: samples rendered,
+//                                            how many were not silent, and how often the queue ran
+//                                            dry before the end (each a gap the listener heard)
+//
+// A classic script with no import or export, so that all three kinds of scope can load it: the
+// classic worker with importScripts("../protocol.js"), the page's modules and the worklet's module
+// with `import "./protocol.js"`. It sets globalThis.PocketProtocol (an AudioWorkletGlobalScope has
+// no `self`).
+
+"use strict";
+
+globalThis.PocketProtocol = Object.freeze({
+  engine: Object.freeze({
+    BOOT: "boot",
+    SPEAK: "speak",
+    VOICE: "voice",
+    STOP: "stop",
+    CHECK: "check",
+    HEAP: "heap",
+    PROGRESS: "progress",
+    READY: "ready",
+    CHUNK: "chunk",
+    DONE: "done",
+    ERROR: "error",
+  }),
+  frames: Object.freeze({
+    FRAME: "frame",
+    END: "end",
+  }),
+  audio: Object.freeze({
+    RESET: "reset",
+    CHUNK: "chunk",
+    END: "end",
+    FIRST_AUDIO: "first-audio",
+    DRAINED: "drained",
+  }),
+});
