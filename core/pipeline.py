@@ -2,7 +2,7 @@
 the caller's thread decodes them, as the server's scheduler (server/scheduler.py) does for many
 streams at once. NumPy and the compiled kernels let go of the GIL inside their products, so the two
 halves run on two cores, each with one BLAS thread (as the server's): on english int8 the command
-line's real-time factor went from 0.34 to 0.22, the server's single stream (README, "Speed"); with
+line's real-time factor went from 0.31 to 0.21, the server's single stream (README, "Speed"); with
 BLAS's own threads beside the flow thread it stayed at 0.33. The audio is `TTSModel.stream`'s under
 one BLAS thread, sample for sample.
 """

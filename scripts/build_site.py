@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List
 
+from core.portable.bundle import MANIFEST
 from scripts.vendor_pyodide import vendor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +70,7 @@ def build_wheel(out: Path) -> Path:
 
 def model_roles(bundle: Path) -> Dict[str, List[str]]:
     """Each file of the bundle -> the worker roles that load it."""
-    manifest = json.loads((bundle / "bundle.json").read_text())
+    manifest = json.loads((bundle / MANIFEST).read_text())
     by_file = {name: PART_ROLES[part] for part, name in manifest["weights"].items()}
     by_file.update({path: PART_ROLES["flow_lm"] for path in manifest["voices"].values()})
     files = sorted(str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file())

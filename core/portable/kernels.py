@@ -70,14 +70,22 @@ def _checked(
 def _head_rows(name: str, array: np.ndarray, head_stride: int) -> int:
     """The data pointer of a float32 [H, L, D] array whose heads are each L contiguous rows of D,
     `head_stride` bytes apart (a view of a cache that holds more rows than L is fine)."""
+    problem = _head_layout_problem(array, head_stride)
+    if problem is not None:
+        raise KernelArgumentError(f"{name}: {problem}")
+    return _pointer(array)
+
+
+def _head_layout_problem(array: np.ndarray, head_stride: int) -> Optional[str]:
+    """What keeps `array` from the layout `_head_rows` accepts; None when it has it."""
     if array.dtype != np.float32:
-        raise KernelArgumentError(f"{name}: expected float32, got {array.dtype}")
+        return f"expected float32, got {array.dtype}"
     heads, rows, d = array.shape
     if array.strides[2] != 4 or (rows > 1 and array.strides[1] != 4 * d):
-        raise KernelArgumentError(f"{name}: each head's rows must be contiguous")
+        return "each head's rows must be contiguous"
     if array.strides[0] != head_stride or head_stride % 4 or (heads > 1 and head_stride < 4 * rows * d):
-        raise KernelArgumentError(f"{name}: heads must lie {head_stride} bytes apart, after their rows")
-    return _pointer(array)
+        return f"heads must lie {head_stride} bytes apart, after their rows"
+    return None
 
 
 def _length(array: np.ndarray, minimum: int) -> int:
@@ -305,7 +313,8 @@ class CompiledKernels:
         out = np.empty((t, h, d), np.float32)
         scores = np.empty(keys.shape[1], np.float32)  # the call's own, as the int8 scratch
         q = np.ascontiguousarray(q, dtype=np.float32)
-        if not (_rows_contiguous(keys) and _rows_contiguous(values) and keys.strides == values.strides):
+        stride = keys.strides[0]
+        if _head_layout_problem(keys, stride) is not None or _head_layout_problem(values, stride) is not None:
             # The kernel reads a cache's rows in place; other layouts (a transposed view) are copied.
             keys, values = np.ascontiguousarray(keys, np.float32), np.ascontiguousarray(values, np.float32)
         self.binding.attention(q, keys, values, lead, context or 0, out, scores)
@@ -322,18 +331,6 @@ class CompiledKernels:
         out = np.empty_like(x)
         self.binding.gelu_tanh(x, out)
         return out
-
-
-def _rows_contiguous(array: np.ndarray) -> bool:
-    """Whether each head of a float32 [H, L, D] array is L contiguous rows of D, the heads after
-    their rows (as KernelBinding.attention reads keys and values)."""
-    heads, rows, d = array.shape
-    return (
-        array.dtype == np.float32
-        and array.strides[2] == 4
-        and (rows < 2 or array.strides[1] == 4 * d)
-        and (heads < 2 or array.strides[0] >= 4 * rows * d)
-    )
 
 
 def _polyphase(weight: np.ndarray, x: np.ndarray, n: int, stride: int, dilation: int):
