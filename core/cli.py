@@ -3,6 +3,7 @@
     generate      speak a text to a WAV file, a WAV on stdout (-o -), or raw PCM as it is made (--stream)
     export-voice  save a voice (audio file or name) as an official .safetensors voice state
     export        write a model bundle (int8 weights, config, tokenizer, voices) for offline/browser use
+    normalize     print a text as it will be spoken (numbers, dates, currency, ... read as words)
     batch         speak every line of a JSONL file (worker processes, or a Ray cluster), resumable
     models        list the catalog models (* = in the local cache)
     voices        list a model's predefined voices (* = in the local cache)
@@ -25,13 +26,13 @@ import numpy as np
 
 from . import hub, pipeline
 from .files import write_atomically
-from .portable import catalog, ops, sources
+from .portable import catalog, normalize, ops, sources
 from .portable.audio import pcm16, wav_bytes, wav_header
 from .portable.errors import PocketTTSError
 from .portable.model import TTSModel
 from .portable.options import GenerationOptions
 from .portable.options import names as option_names
-from .portable.text import check_text
+from .portable.text import check_text, normalized
 
 
 def write_wav(path: str, pcm: np.ndarray, sample_rate: int) -> None:
@@ -104,6 +105,11 @@ def _generate(args: argparse.Namespace) -> None:
     pcm = list(chunks)
     write_wav(output, np.concatenate(pcm) if pcm else np.zeros(0, np.float32), model.sample_rate)
     _say(args, chunks.report(model.sample_rate, f"wrote {output}"))
+
+
+def _normalize(args: argparse.Namespace) -> None:
+    text = check_text(sys.stdin.read() if args.text == "-" else args.text)
+    print(normalized(text, args.language or normalize.language_of(args.model)))
 
 
 def _export_voice(args: argparse.Namespace) -> None:
@@ -206,8 +212,28 @@ def parser(
         "--stream", action="store_true", help="write raw 16-bit little-endian mono PCM to stdout as it is generated"
     )
     for field in dataclasses.fields(GenerationOptions):  # one flag per option, documented where they are defined
+        flag = "--" + field.name.replace("_", "-")
+        if "bool" in str(field.type):
+            on_by_default = field.default is True
+            gen.add_argument(
+                "--no-" + field.name.replace("_", "-") if on_by_default else flag,
+                dest=field.name,
+                action="store_const",
+                const=not on_by_default,
+                help=("do not " if on_by_default else "") + field.metadata["doc"],
+            )
+            continue
         kind = float if "float" in str(field.type) else int
-        gen.add_argument("--" + field.name.replace("_", "-"), type=kind, help=field.metadata["doc"])
+        gen.add_argument(flag, type=kind, help=field.metadata["doc"])
+
+    no = command("normalize", _normalize, "print a text as it will be spoken (numbers, dates, ... as words)")
+    no.add_argument("--text", required=True, help="text to normalize, or - to read stdin")
+    no.add_argument(
+        "--language",
+        choices=normalize.LANGUAGES,
+        help="language of the words (default: the language of --model)",
+    )
+    model_option(no)
 
     ev = command("export-voice", _export_voice, "save a voice as an official .safetensors voice state")
     ev.add_argument("audio", help="audio file (or predefined voice name)")

@@ -15,6 +15,7 @@ from typing import Any, Iterator, NamedTuple, Optional
 
 import numpy as np
 
+from .portable.generation import Generation
 from .portable.model import TTSModel
 from .portable.options import GenerationOptions
 from .portable.voice_state import VoiceSource
@@ -35,12 +36,12 @@ def stream(
 ) -> Iterator[np.ndarray]:
     """`model.stream(text, voice, options)` with the flow LM on a second thread: the same float32
     chunks, sooner. Options are checked now; closing the iterator stops the flow LM within a frame."""
-    frames = model.frames(text, voice, options, **overrides)
-    return _decoded(model, frames)
+    return _decoded(model, model.generation(text, voice, options, **overrides))
 
 
-def _decoded(model: TTSModel, frames: Iterator[Any]) -> Iterator[np.ndarray]:
-    decoder = model.decoder()
+def _decoded(model: TTSModel, generation: Generation) -> Iterator[np.ndarray]:
+    frames = model.step(generation)
+    decoder = model.decoder(generation.speed)
     handoff: queue.Queue = queue.Queue(AHEAD)
     stop = threading.Event()
     one_thread = _one_blas_thread()
@@ -61,6 +62,9 @@ def _decoded(model: TTSModel, frames: Iterator[Any]) -> Iterator[np.ndarray]:
         while True:
             item = handoff.get()
             if item is _END:
+                tail = decoder.finish()
+                if tail.shape[0]:
+                    yield tail
                 return
             if isinstance(item, _Failed):
                 raise item.error

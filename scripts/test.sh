@@ -55,7 +55,7 @@ for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.8*/bin/python3.8 pytho
 done
 if [ -n "$py38" ]; then
     [ -x .venv-py38/bin/python ] || "$py38" -m venv .venv-py38
-    .venv-py38/bin/pip install -q --disable-pip-version-check numpy==1.17.5 pyyaml pytest
+    .venv-py38/bin/pip install -q --disable-pip-version-check numpy==1.17.5 num2words==0.5.14 pyyaml pytest
     PYTHONPATH=. .venv-py38/bin/python -m pytest -q -p no:cacheprovider --reference-dir /nonexistent \
         tests/test_parity.py tests/test_streaming.py tests/test_generation.py tests/test_kernels.py \
         -k "tiny or streaming or generation or kernels"

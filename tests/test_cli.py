@@ -131,3 +131,32 @@ def test_models_lists_the_catalog() -> None:
 def test_pause_markup_errors_on_the_command_line(tmp_path) -> None:
     done = cli("generate", *TINY, "--text", "Hello [pause:forever] there", "-o", str(tmp_path / "x.wav"))
     assert done.returncode == 1 and "malformed pause" in done.stderr and done.stderr.count("\n") == 2
+
+
+def test_speed_and_normalization_on_the_command_line(tmp_path) -> None:
+    def frames(*args: str) -> np.ndarray:
+        out = tmp_path / "x.wav"
+        common = ("--temperature", "0", "--max-frames", "10", "--eos-threshold", "inf", "-q", "-o", str(out))
+        done = cli("generate", *TINY, *common, *args)
+        assert done.returncode == 0, done.stderr
+        return soundfile.read(str(out), dtype="int16")[0]
+
+    normal = frames("--text", "It is 5 past 3.")
+    assert abs(frames("--text", "It is 5 past 3.", "--speed", "2").shape[0] - normal.shape[0] / 2) <= 0.02 * 9600
+    # At temperature 0 the audio follows the text the model reads: the digits, or the same words spelled out.
+    assert np.array_equal(frames("--text", "It is five past three."), normal)
+    assert not np.array_equal(frames("--text", "It is 5 past 3.", "--no-normalize"), normal)
+    bad = cli("generate", *TINY, "--text", "Hi.", "--speed", "9", "-o", str(tmp_path / "never.wav"))
+    assert bad.returncode == 1 and bad.stderr.splitlines()[-1].startswith("error: speed must be from 0.25 to 4.0")
+
+
+def test_normalize_prints_what_will_be_spoken() -> None:
+    done = cli("normalize", "--text", "It costs $5 [pause:300ms] on May 3.")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "It costs five dollars [pause:300ms] on May third.\n"
+    french = cli("normalize", "--text", "Il a 21 ans.", "--language", "french")
+    assert french.stdout == "Il a vingt et un ans.\n"
+    by_model = cli("normalize", "--text", "Er ist 21.", "--model", "german")
+    assert by_model.stdout == "Er ist einundzwanzig.\n"
+    empty = cli("normalize", "--text", "  ")
+    assert empty.returncode == 1 and empty.stderr.startswith("error: ") and "Traceback" not in empty.stderr

@@ -39,8 +39,8 @@ def test_the_server_takes_every_option_by_name() -> None:
 def test_unknown_options_and_values_out_of_range_are_clear_errors(model, voice) -> None:
     with pytest.raises(PocketTTSError, match="unknown option 'temprature'"):
         GenerationOptions.of({"temprature": 0.5})
-    with pytest.raises(PocketTTSError, match="unknown option 'speed'"):
-        model.generate("Hi.", voice, speed=2)
+    with pytest.raises(PocketTTSError, match="unknown option 'sped'"):
+        model.generate("Hi.", voice, sped=2)
     for bad, name in [({"max_tokens": 0}, "max_tokens"), ({"seed": -1}, "seed"), ({"noise_clamp": 0.0}, "noise_clamp")]:
         with pytest.raises(PocketTTSError, match=name):
             GenerationOptions(**bad).check()

@@ -74,6 +74,7 @@ class Generation:
         fixed_length: bool,
         noise: Callable[[], np.ndarray],
         times: List[np.ndarray],
+        speed: float = 1.0,
     ):
         self.model = model
         self.plan = plan
@@ -84,6 +85,7 @@ class Generation:
         self.fixed_length = fixed_length
         self.noise = noise
         self.times = times
+        self.speed = speed  # of its audio: the frames are made at 1, the decoder stretches them
         self.done = False
         self._next = 0  # index of the next plan item
         self._silence = 0  # samples of silence left in the current pause

@@ -12,7 +12,7 @@ import dataclasses
 import math
 import os
 import statistics
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -22,17 +22,20 @@ from . import (
     config,
     flow_lm,
     mimi,
+    normalize,
     ops,
     params,
     quantize,
     safetensors_file,
     sources,
     transformer,
+    tsm,
     voice_state,
 )
 from .errors import ConfigError, LimitError, PocketTTSError, VoiceError
 from .generation import Chunk, Frame, Generation, Plan, advance, planned_frames
 from .options import GenerationOptions
+from .segmenter import Segmenter
 from .text import TextOptions, check_text, prepare_text_prompt, split_into_chunks, split_pauses
 from .tokenizer import Tokenizer
 from .voice_state import VoiceSource, VoiceState
@@ -49,21 +52,29 @@ FADE_IN_SECONDS = 1 / 200
 
 class FrameDecoder:
     """Decodes frames to audio in order, one text chunk after another (each chunk, as in the
-    official package, on a fresh decoder state with a 5 ms fade-in against its start click)."""
+    official package, on a fresh decoder state with a 5 ms fade-in against its start click), at
+    the generation's speed."""
 
-    def __init__(self, model: TTSModel):
+    def __init__(self, model: TTSModel, speed: float = 1.0):
         self.model = model
         self.state: Optional[mimi.DecoderState] = None
         self.fade = np.linspace(0, 1, int(model.sample_rate * FADE_IN_SECONDS), dtype=np.float32)
+        # The audio at `speed` (core.portable.tsm): it holds back a few ms, given out by `finish`.
+        self.stretch = tsm.TimeStretch(speed, model.sample_rate)
 
     def decode(self, frames: Sequence[Frame]) -> np.ndarray:
         """Audio of consecutive frames: one silence, or latents where only the first may be `first`."""
         if frames[0].latent is None:
-            return np.zeros(frames[0].silence, np.float32)
+            return self.stretch.push(np.zeros(frames[0].silence, np.float32))
         model = self.model
         self.begin(frames[0])
         latents = np.stack([frame.latent for frame in frames])  # [N, latent_dim]
-        return self.faded(mimi.decode_step(model.mimi_spec, model.params["mimi"], latents, self.state), frames[0])
+        pcm = mimi.decode_step(model.mimi_spec, model.params["mimi"], latents, self.state)  # [N * frame_size]
+        return self.stretch.push(self.faded(pcm, frames[0]))
+
+    def finish(self) -> np.ndarray:
+        """The audio still held back by the speed change (none at speed 1): once, at the end."""
+        return self.stretch.finish()
 
     def begin(self, frame: Frame) -> None:
         if frame.first or self.state is None:
@@ -89,7 +100,7 @@ def decode_together(decoders: Sequence[FrameDecoder], frames: Sequence[Frame]) -
         audio = mimi.decode_streams(model.mimi_spec, model.params["mimi"], latents, states)  # [B, frame_size]
         for j, i in enumerate(speaking):
             pcm[i] = decoders[i].faded(audio[j], frames[i])
-    return pcm
+    return [decoder.stretch.push(samples) for decoder, samples in zip(decoders, pcm)]
 
 
 class TTSModel:
@@ -131,6 +142,8 @@ class TTSModel:
         if params.DECODER in self.parts:
             self.params["mimi"] = mimi.prepare(self.mimi_spec, self.params["mimi"])
         self.text_options = TextOptions.from_config(cfg)
+        # Of the words that numbers, dates, ... are read as (core.portable.normalize).
+        self.language = normalize.language_of(name)
         self.voices = dict(voices or {})
         self.default_voice = default_voice
         self._time_terms: Dict[int, List[np.ndarray]] = {}
@@ -212,16 +225,70 @@ class TTSModel:
     def stream(
         self, text: str, voice: VoiceSource, options: Optional[GenerationOptions] = None, **overrides: Any
     ) -> Iterator[np.ndarray]:
-        """Yield float32 PCM chunks (`frame_size` samples) as each frame is decoded; options as for
-        `generation`, checked now (bad input fails before any work)."""
-        decoder = self.decoder()
-        return (decoder.decode([frame]) for frame in self.frames(text, voice, options, **overrides))
+        """Yield float32 PCM chunks as the frames are decoded (`frame_size` samples each at speed 1);
+        options as for `generation`, checked now (bad input fails before any work)."""
+        return self.audio(self.generation(text, voice, options, **overrides))
+
+    def stream_text(
+        self,
+        pieces: Iterable[str],
+        voice: VoiceSource,
+        options: Optional[GenerationOptions] = None,
+        rng: Optional[np.random.Generator] = None,
+        **overrides: Any,
+    ) -> Iterator[np.ndarray]:
+        """Speak text that arrives in pieces (an LLM's tokens: any split): yield float32 PCM chunks of
+        each segment as soon as it is complete (core.portable.segmenter), the rest at the end. The
+        audio equals `stream` of the whole text whenever the segments are the whole text's chunks
+        (one noise generator runs through them). Voice and options are checked now; `pieces` is
+        read lazily, so a generation starts before the last piece exists."""
+        text = self.text_stream(voice, options, rng, **overrides)
+
+        def spoken() -> Iterator[np.ndarray]:
+            for piece in pieces:
+                for generation in text.push(piece):
+                    yield from self.audio(generation)
+            for generation in text.flush():
+                yield from self.audio(generation)
+
+        return spoken()
+
+    def text_stream(
+        self,
+        voice: VoiceSource,
+        options: Optional[GenerationOptions] = None,
+        rng: Optional[np.random.Generator] = None,
+        max_seconds: float = MAX_SECONDS,
+        **overrides: Any,
+    ) -> TextStream:
+        """Text arriving in pieces, as one generation per segment to run one after another (for
+        callers that push: the server's WebSocket, the browser worker); see `stream_text`."""
+        options = _options(options, overrides)
+        return TextStream(self, self.voice_state(voice), options, rng, max_seconds)
+
+    def audio(self, generation: Generation) -> Iterator[np.ndarray]:
+        """A generation run alone to its end: its decoded audio at its speed, chunk by chunk."""
+        decoder = self.decoder(generation.speed)
+        for frame in self.step(generation):
+            yield decoder.decode([frame])
+        tail = decoder.finish()
+        if tail.shape[0]:
+            yield tail
 
     def frames(
         self, text: str, voice: VoiceSource, options: Optional[GenerationOptions] = None, **overrides: Any
     ) -> Iterator[Frame]:
         """The flow LM half of `stream`: the generated frames, not yet decoded (see `decoder`)."""
-        return _one_by_one(self, self.generation(text, voice, options, **overrides))
+        return self.step(self.generation(text, voice, options, **overrides))
+
+    def step(self, generation: Generation) -> Iterator[Frame]:
+        """The frames of a generation stepped alone (core.portable.generation.advance steps several)."""
+        while True:
+            frame = advance(self, [generation])[0]
+            if frame is not None:
+                yield frame
+            elif generation.done:
+                return
 
     def generation(
         self,
@@ -241,31 +308,37 @@ class TTSModel:
         max_frames or the pauses alone ask for more; speech that could run longer stops there.
         """
         self._require(params.FLOW_LM)
-        options = GenerationOptions.of({**dataclasses.asdict(options or GenerationOptions()), **overrides})
-        options.check()
+        options = _options(options, overrides)
         cfg = self.config
         temperature = cfg.default_temperature if options.temperature is None else options.temperature
         eos_threshold = cfg.default_eos_threshold if options.eos_threshold is None else options.eos_threshold
         frames_after_eos = options.frames_after_eos
         if frames_after_eos is None:
             frames_after_eos = cfg.model_recommended_frames_after_eos
-        plan = self.plan(text, options.max_tokens)
+        plan = self.plan(text, options.max_tokens, options.normalize)
         budget = self._budget(plan, options.max_frames, max_seconds)
         state = self.voice_state(voice)
         noise = _noise_source(self.flow_spec.latent_dim, temperature, options.noise_clamp, options.seed, rng)
         times = self._times(options.lsd_decode_steps)
         fixed = options.max_frames is not None
-        return Generation(self, plan, state, eos_threshold, frames_after_eos, budget, fixed, noise, times)
+        return Generation(
+            self, plan, state, eos_threshold, frames_after_eos, budget, fixed, noise, times, options.speed
+        )
 
-    def plan(self, text: str, max_tokens: int) -> Plan:
-        """The text as the generation reads it: chunks of at most `max_tokens` tokens, prepared and
-        tokenized, and the pauses of its markup as samples of silence."""
+    def plan(self, text: str, max_tokens: int, normalize_words: bool = True) -> Plan:
+        """The text as the generation reads it: normalized (unless `normalize_words` is false: the
+        official behaviour), in chunks of at most `max_tokens` tokens, prepared and tokenized, and
+        the pauses of its markup as samples of silence."""
         check_text(text)
         plan: Plan = []
         for part in split_pauses(text):
             if isinstance(part, float):
                 plan.append(int(round(part * self.sample_rate)))
                 continue
+            if normalize_words:
+                part = normalize.normalize_text(part, self.language)
+                if not part.strip():
+                    continue
             for chunk in split_into_chunks(self.tokenizer, part, max_tokens, self.text_options):
                 prepared, guess = prepare_text_prompt(chunk, self.text_options)
                 tokens = self.tokenizer.encode(prepared)
@@ -293,10 +366,14 @@ class TTSModel:
             )
         return min(planned, limit)
 
-    def decoder(self) -> FrameDecoder:
-        """The Mimi half of `stream`: turns frames into audio, keeping the decoder's state."""
+    def decoder(self, speed: float = 1.0) -> FrameDecoder:
+        """The Mimi half of `stream`: turns frames into audio at `speed`, keeping the decoder's state."""
         self._require(params.DECODER)
-        return FrameDecoder(self)
+        return FrameDecoder(self, speed)
+
+    def segmenter(self, max_tokens: int = GenerationOptions.max_tokens) -> Segmenter:
+        """Cuts text arriving in pieces into segments to speak as soon as each is complete."""
+        return Segmenter(self.tokenizer, max_tokens, self.text_options)
 
     def _require(self, part: str) -> None:
         if part not in self.parts:
@@ -313,13 +390,65 @@ class TTSModel:
         return self._time_terms[steps]
 
 
-def _one_by_one(model: TTSModel, generation: Generation) -> Iterator[Frame]:
-    while True:
-        frame = advance(model, [generation])[0]
-        if frame is not None:
-            yield frame
-        elif generation.done:
-            return
+class TextStream:
+    """Text arriving in pieces (`push`, `flush`), as the generations of its segments, to run one
+    after another: the same voice and options for all, and one noise generator through them (the
+    options' seed: a rerun with the same segments is the same audio). All of them make at most
+    `max_seconds` of audio: a segment past it is a LimitError."""
+
+    def __init__(
+        self,
+        model: TTSModel,
+        voice: VoiceState,
+        options: GenerationOptions,
+        rng: Optional[np.random.Generator],
+        max_seconds: float,
+    ):
+        self.model = model
+        self.voice = voice
+        self.options = options
+        self.rng = rng if rng is not None else np.random.default_rng(options.seed)
+        self.segmenter = model.segmenter(options.max_tokens)
+        self.segments: List[str] = []
+        self.max_seconds = max_seconds
+        self._frames_left = int(max_seconds * model.config.mimi.frame_rate)
+        self._generations: List[Generation] = []
+
+    @property
+    def pending(self) -> str:
+        """Text received but not yet part of a segment."""
+        return self.segmenter.pending
+
+    def push(self, text: str) -> List[Generation]:
+        """A generation for each segment this piece of text completes."""
+        return [self._generation(segment) for segment in self.segmenter.push(text)]
+
+    def flush(self) -> List[Generation]:
+        """Generations for all the text still buffered (at the end of the text, or to speak it now)."""
+        return [self._generation(segment) for segment in self.segmenter.flush()]
+
+    def _generation(self, segment: str) -> Generation:
+        # What earlier segments may still make is held for them; what they did not use comes back.
+        for earlier in [g for g in self._generations if g.done]:
+            self._frames_left += earlier.budget
+            self._generations.remove(earlier)
+        rate = self.model.config.mimi.frame_rate
+        if self._frames_left <= 0:
+            raise LimitError(f"this text stream has made the {self.max_seconds:g} s of audio it may make")
+        generation = self.model.generation(
+            segment, self.voice, self.options, rng=self.rng, max_seconds=self._frames_left / rate
+        )
+        self._frames_left -= generation.budget
+        self._generations.append(generation)
+        self.segments.append(segment)
+        return generation
+
+
+def _options(options: Optional[GenerationOptions], overrides: Dict[str, Any]) -> GenerationOptions:
+    """`options` with the keyword `overrides`, checked."""
+    options = GenerationOptions.of({**dataclasses.asdict(options or GenerationOptions()), **overrides})
+    options.check()
+    return options
 
 
 def _resolve_voice(model: TTSModel, source: VoiceSource, sample_rate: Optional[int]) -> VoiceState:

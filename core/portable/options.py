@@ -11,6 +11,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from .errors import PocketTTSError
+from .tsm import MAX_SPEED, MIN_SPEED, check_speed
 
 # What a request may ask for where requests come from others (the server's requests, the batch
 # command's lines): the audio it may make, pauses included, and each option's range. The command
@@ -26,6 +27,8 @@ REQUEST_RANGES: Dict[str, Tuple[float, float]] = {
     "max_tokens": (1, 500),
     "noise_clamp": (0.0, 100.0),  # above the low end
 }
+# Speed is a property of the audio, not of who asks: the same range for every caller.
+SPEED_RANGE = (MIN_SPEED, MAX_SPEED)
 
 
 def _option(default: Any, doc: str) -> Any:
@@ -52,6 +55,10 @@ class GenerationOptions:
     seed: Optional[int] = _option(None, "seed of the sampling noise (none: fresh randomness)")
     max_tokens: int = _option(50, "tokens per text chunk (50): long texts are split on sentences, then commas")
     noise_clamp: Optional[float] = _option(None, "truncate the sampling noise to ±clamp")
+    speed: float = _option(1.0, "speaking rate, 0.25 to 4 (1: as generated, bit for bit); the pitch is kept")
+    normalize: bool = _option(
+        True, "read numbers, dates, currency, units and abbreviations as words (false: the text as given, as official)"
+    )
 
     @classmethod
     def of(cls, values: Dict[str, Any]) -> GenerationOptions:
@@ -88,6 +95,9 @@ class GenerationOptions:
             count("seed", self.seed, 0)
         if self.noise_clamp is not None and not 0 < number("noise_clamp", self.noise_clamp) < math.inf:
             raise PocketTTSError(f"noise_clamp must be > 0, got {self.noise_clamp!r}")
+        check_speed(self.speed)
+        if not isinstance(self.normalize, (bool, np.bool_)):
+            raise PocketTTSError(f"normalize must be true or false, got {self.normalize!r}")
 
     def check_request(self) -> None:
         """`check`, and the ranges a request may ask for (REQUEST_RANGES)."""

@@ -13,6 +13,7 @@ from typing import Dict, List, Tuple, Union
 
 from .config import Config
 from .errors import TextError
+from .normalize import normalize_text
 from .tokenizer import Tokenizer
 
 # Pause markup (not in the official package): [pause:500ms], [pause:1.5s], <break time="300ms"/>.
@@ -65,6 +66,17 @@ def split_pauses(text: str) -> List[Union[str, float]]:
         position = match.end()
     _add_text(parts, text[position:])
     return parts
+
+
+def normalized(text: str, language: str) -> str:
+    """The text as it will be spoken: normalized (core.portable.normalize) between its pause markup,
+    which is kept as written."""
+    pieces = []
+    position = 0
+    for match in _PAUSE.finditer(text):
+        pieces += [normalize_text(text[position : match.start()], language), match.group(0)]
+        position = match.end()
+    return "".join(pieces + [normalize_text(text[position:], language)])
 
 
 def _add_text(parts: List[Union[str, float]], segment: str) -> None:

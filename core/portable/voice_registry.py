@@ -93,6 +93,10 @@ class VoiceRegistry:
             return lambda: self.model.clone_voice(prompt, self.model.sample_rate, "the uploaded voice")
         return lambda: self.model.voice_state(key)
 
+    def has_recording(self, key: str) -> bool:
+        """Whether the recording `key` is still kept (asking is not a use)."""
+        return key in self._recordings
+
     def keep(self, key: str, state: VoiceState) -> VoiceState:
         self._states.put(key, state, _state_bytes(state))
         return state
@@ -138,6 +142,10 @@ class SizedCache:
         self.capacity = capacity
         self._items: OrderedDict[str, Tuple[Any, int]] = OrderedDict()
         self._size = 0
+
+    def __contains__(self, key: str) -> bool:
+        """Whether `key` is kept (not a use: the order of dropping stays)."""
+        return key in self._items
 
     def get(self, key: str) -> Any:
         if key not in self._items:

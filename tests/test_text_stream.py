@@ -1,0 +1,137 @@
+"""Text streaming in, speed and normalization through the model's own entries (core.portable.model):
+`stream_text` speaks pieces as their segments complete and equals `stream` of the whole text when
+the segments are its chunks; `speed` stretches every entry's audio (1 untouched); `normalize`
+changes what the model reads, and only when asked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core import LimitError, PocketTTSError, TTSModel, pipeline
+from core.portable.options import GenerationOptions
+from core.portable.text import split_into_chunks
+
+from conftest import TINY_CONFIG, VOICE_24K
+
+# Sentences of 9 to 12 tokens with max_tokens 12: no two fit in one chunk, so the whole text's
+# chunks are its sentences, which is what the segmenter gives out as the pieces arrive.
+TEXT = "The first sentence has a few words. Then a second one follows it. And the third ends here."
+OPTIONS = {"temperature": 0.7, "seed": 11, "max_tokens": 12, "eos_threshold": 1e9, "normalize": False}
+
+
+@pytest.fixture(scope="module")
+def model():
+    return TTSModel.load(str(TINY_CONFIG))
+
+
+@pytest.fixture(scope="module")
+def voice(model):
+    return model.voice_state(str(VOICE_24K))
+
+
+def _words(text: str) -> list:
+    """The text as an LLM streams it: words with their leading space, and a word cut in two."""
+    words = text.split(" ")
+    pieces = [words[0]] + [" " + word for word in words[1:]]
+    return pieces[:3] + [pieces[3][:2], pieces[3][2:]] + pieces[4:]
+
+
+def test_stream_text_equals_the_whole_text_when_the_segments_are_its_chunks(model, voice) -> None:
+    chunks = split_into_chunks(model.tokenizer, TEXT, OPTIONS["max_tokens"], model.text_options)
+    text = model.text_stream(voice, **OPTIONS)
+    made = [g for piece in _words(TEXT) for g in text.push(piece)] + text.flush()
+    assert len(chunks) == 3 and text.segments == chunks and len(made) == 3
+
+    whole = np.concatenate(list(model.stream(TEXT, voice, **OPTIONS)))
+    streamed = np.concatenate(list(model.stream_text(_words(TEXT), voice, **OPTIONS)))
+    assert np.array_equal(streamed, whole)
+    again = np.concatenate(list(model.stream_text(iter(_words(TEXT)), voice, **OPTIONS)))
+    assert np.array_equal(again, streamed)
+
+
+def test_stream_text_speaks_a_sentence_before_the_next_piece_arrives(model, voice) -> None:
+    received = []
+
+    def pieces():
+        for piece in _words(TEXT):
+            received.append(piece)
+            yield piece
+
+    audio = model.stream_text(pieces(), voice, **OPTIONS)
+    next(audio)
+    # The first sentence ends with "words." and is complete once the space after it arrives.
+    assert "".join(received) == "The first sentence has a few words. Then"
+
+
+def test_a_text_stream_keeps_to_its_seconds(model, voice) -> None:
+    text = model.text_stream(voice, max_seconds=4.0, **dict(OPTIONS, normalize=True))
+    first = text.push("Short one. ")[0]
+    list(model.audio(first))
+    # What the first did not use comes back; the budget of the next is what is left.
+    second = text.push("Another one. ")[0]
+    assert second.budget <= 4.0 * model.config.mimi.frame_rate - (first.budget == 0)
+    list(model.audio(second))
+    with pytest.raises(LimitError):
+        while True:
+            for generation in text.push("More words to say here. "):
+                list(model.audio(generation))
+
+
+def test_bad_options_and_pieces_fail_early(model, voice) -> None:
+    with pytest.raises(PocketTTSError, match="speed"):
+        model.stream_text(["Hi. "], voice, speed=5.0)
+    with pytest.raises(PocketTTSError, match="unknown option"):
+        model.text_stream(voice, sped=2.0)
+    with pytest.raises(PocketTTSError):
+        list(model.stream_text([b"bytes "], voice, **OPTIONS))
+
+
+@pytest.mark.parametrize("speed", [0.5, 2.0])
+def test_speed_stretches_the_audio_of_every_entry(model, voice, speed) -> None:
+    options = dict(OPTIONS, max_frames=25)
+    normal = np.concatenate(list(model.stream("A steady sentence.", voice, **options)))
+    fast = model.generate("A steady sentence.", voice, **dict(options, speed=speed))
+    assert abs(fast.shape[0] - normal.shape[0] / speed) <= 0.02 * normal.shape[0] / speed
+    piped = np.concatenate(list(pipeline.stream(model, "A steady sentence.", voice, **dict(options, speed=speed))))
+    assert np.array_equal(piped, fast)
+    streamed = np.concatenate(list(model.stream_text(["A steady ", "sentence."], voice, **dict(options, speed=speed))))
+    assert np.array_equal(streamed, fast)
+
+
+def test_speed_one_is_the_generated_audio_bit_for_bit(model, voice) -> None:
+    options = dict(OPTIONS, max_frames=6)
+    decoder = model.decoder()
+    frames = list(model.frames("Untouched.", voice, **options))
+    plain = [decoder.decode([frame]) for frame in frames]
+    assert decoder.finish().shape[0] == 0
+    got = list(model.stream("Untouched.", voice, **dict(options, speed=1.0)))
+    assert len(got) == len(plain) and all(np.array_equal(a, b) for a, b in zip(got, plain))
+
+
+def test_normalization_changes_what_the_model_reads_only_when_asked(model) -> None:
+    said = model.plan("It costs $5.", 50, True)
+    spelled = model.plan("It costs five dollars.", 50, False)
+    raw = model.plan("It costs $5.", 50, False)
+    assert [c.tokens for c in said] == [c.tokens for c in spelled]
+    assert [c.tokens for c in raw] != [c.tokens for c in said]
+    assert GenerationOptions().normalize is True
+    plain = model.plan("Nothing to change here.", 50, True)
+    assert [c.tokens for c in plain] == [c.tokens for c in model.plan("Nothing to change here.", 50, False)]
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"speed": 0.2}, "speed must be from 0.25 to 4.0"),
+        ({"speed": 4.5}, "speed must be from 0.25 to 4.0"),
+        ({"speed": float("nan")}, "speed must be from 0.25 to 4.0"),
+        ({"speed": "fast"}, "speed must be a number from"),
+        ({"speed": True}, "speed must be a number from"),
+        ({"normalize": "yes"}, "normalize must be true or false"),
+        ({"normalize": 1}, "normalize must be true or false"),
+    ],
+)
+def test_speed_and_normalize_are_checked(values, message) -> None:
+    with pytest.raises(PocketTTSError, match=message):
+        GenerationOptions.of(values).check()
