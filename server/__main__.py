@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import List, Optional
 
-from server.engine import DEFAULT_MODEL, MAX_CONCURRENT
+from server.engine import CLIENT_TIMEOUT, DEFAULT_MODEL, MAX_CONCURRENT
 
 
 def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> int:
@@ -41,9 +41,10 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
     parser.add_argument(
         "--client-timeout",
         type=float,
-        default=30.0,
+        default=CLIENT_TIMEOUT,
         help="seconds a client may take to send a request's headers, between pieces of its body, and to "
-        "take each piece of an answer, before its connection is closed (default: %(default)s)",
+        "take each piece of an answer, and a WebSocket client may stay silent while nothing is spoken, "
+        "before its connection is closed (default: %(default)s)",
     )
     parser.add_argument(
         "--allow-origin",
@@ -68,6 +69,7 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
     from server import connections
     from server.app import create_app
     from server.engine import load_engine
+    from server.text_stream import MAX_FRAME
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.WARNING)
     print(f"products on: {backend()}", file=sys.stderr)
@@ -87,7 +89,12 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
     if web is not None and not (web / "site.json").exists():
         print(f"error: {web} is not a site built by scripts.build_site (no site.json)", file=sys.stderr)
         return 1
-    app = create_app(engine, allowed_origins=args.allow_origin, **({} if web is None else {"web": web}))
+    app = create_app(
+        engine,
+        allowed_origins=args.allow_origin,
+        client_timeout=args.client_timeout,
+        **({} if web is None else {"web": web}),
+    )
     try:
         uvicorn.run(
             app,
@@ -98,6 +105,9 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
             limit_concurrency=args.max_connections,
             timeout_keep_alive=5,
             h11_max_incomplete_event_size=16 * 1024,
+            # A WebSocket frame past this is cut by uvicorn (close 1009); one past text_stream's
+            # MAX_FRAME, and under this, gets an error frame first.
+            ws_max_size=4 * MAX_FRAME,
         )
     finally:
         engine.close()

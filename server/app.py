@@ -5,7 +5,9 @@
 
 Routes: GET /health, GET /voices, POST /voices (upload), POST /generate (WAV), POST /stream
 (raw 16-bit PCM as it is generated), POST /tts (the official server's form), POST /v1/audio/speech
-(OpenAI's). OpenAPI at /schema. Every error is a JSON body in OpenAI's shape.
+(OpenAI's), GET /v1/audio/voices and GET /v1/models (OpenAI-style listings), and the WebSocket
+/v1/audio/speech/stream (text spoken as it arrives: server/text_stream.py). OpenAPI at /schema.
+Every error is a JSON body in OpenAI's shape.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import os
 import socket
 import sys
@@ -25,26 +28,30 @@ import anyio
 import numpy as np
 from litestar import Litestar, MediaType, Request, Response, get, post
 from litestar.config.cors import CORSConfig
-from litestar.datastructures import UploadFile
+from litestar.datastructures import State, UploadFile
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi import OpenAPIConfig
-from litestar.params import JSONBody
+from litestar.params import FromPath, JSONBody
 from litestar.response import Stream
 from litestar.static_files import create_static_files_router
 
 import core
 from core import PocketTTSError, TextError, VoiceError
 from core.portable.audio import MAX_PROMPT_SECONDS, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, pcm16, wav_header
-from core.portable.options import GenerationOptions
+from core.portable.options import SPEED_RANGE, GenerationOptions
 from core.portable.text import check_text
-from server import audio_out, boundary
-from server.engine import DEFAULT_MODEL, MAX_CONCURRENT, ServerEngine, load_engine
+from server import audio_out, boundary, text_stream
+from server.engine import CLIENT_TIMEOUT, DEFAULT_MODEL, MAX_CONCURRENT, ServerEngine, load_engine
 from server.schemas import (
     MAX_TEXT,
     GenerateRequest,
     Health,
+    ModelCard,
+    ModelList,
     SpeechRequest,
     UploadedVoice,
+    VoiceEntry,
+    VoiceList,
     Voices,
     error_json,
 )
@@ -57,6 +64,9 @@ MAX_JSON = 256 * 1024  # bytes of a JSON request: 5000 characters, each escaped,
 PCM_HEADERS = {"X-Sample-Format": "s16le", "X-Channels": "1"}
 STREAM_HEADERS = ("X-Sample-Rate", "X-Sample-Format", "X-Channels")
 PIECE = 64 * 1024  # bytes of a whole file sent at a time
+FORM_BOOLEANS = {**dict.fromkeys(("true", "1", "yes", "on"), True), **dict.fromkeys(("false", "0", "no", "off"), False)}
+# The names OpenAI clients send as `model` (POST /v1/audio/speech takes any): each is the loaded model.
+OPENAI_MODELS = ("pocket-tts", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 log = logging.getLogger("pocket_tts.server")
 
 
@@ -160,6 +170,32 @@ async def _cloned(engine: ServerEngine, upload: UploadFile) -> str:
     return await anyio.to_thread.run_sync(engine.upload, content, upload.filename or "upload")
 
 
+def _form_options(data: Any) -> GenerationOptions:
+    """The options the official form lacks, as optional fields of ours: `speed` (a number) and
+    `normalize` (true/false)."""
+    values: Dict[str, Any] = {}
+    if data.get("speed") is not None:
+        values["speed"] = _form_speed(data.get("speed"))
+    normalize = data.get("normalize")
+    if normalize is not None:
+        flag = normalize.strip().lower() if isinstance(normalize, str) else ""
+        if flag not in FORM_BOOLEANS:
+            raise ApiError(400, "normalize must be true or false", "normalize", "invalid_value")
+        values["normalize"] = FORM_BOOLEANS[flag]
+    return GenerationOptions(**values)
+
+
+def _form_speed(value: Any) -> float:
+    low, high = SPEED_RANGE
+    try:
+        speed = float(value) if isinstance(value, str) else math.nan
+    except ValueError:
+        speed = math.nan
+    if not low <= speed <= high:  # NaN too
+        raise ApiError(400, f"speed must be a number from {low:g} to {high:g}", "speed", "invalid_value")
+    return speed
+
+
 async def _form(request: Request) -> Any:
     try:
         return await request.form()
@@ -189,6 +225,37 @@ async def health(request: Request) -> Health:
 async def voices(request: Request) -> Voices:
     engine = _engine(request)
     return Voices(default=engine.default_voice_name, voices=engine.voice_names(), openai_voices=engine.openai_voices())
+
+
+@get("/v1/audio/voices", summary="Every voice a request may name (OpenAI-style listing, as Kokoro-FastAPI's path)")
+async def openai_voices(request: Request) -> VoiceList:
+    engine = _engine(request)
+    entries = [VoiceEntry(id="default", name=engine.default_voice_name, kind="default")]
+    entries += [VoiceEntry(id=name, name=name, kind="predefined") for name in engine.voice_names()]
+    entries += [
+        VoiceEntry(id=name, name=name, kind="alias", voice=voice) for name, voice in engine.openai_voices().items()
+    ]
+    uploads = await anyio.to_thread.run_sync(engine.uploaded_voices)  # the engine's lock: not on the event loop
+    entries += [VoiceEntry(id=key, name=key, kind="uploaded") for key in uploads]
+    return VoiceList(voices=entries)
+
+
+def _model_cards(engine: ServerEngine) -> List[ModelCard]:
+    return [ModelCard(id=name, created=engine.loaded_at) for name in (engine.name,) + OPENAI_MODELS]
+
+
+@get("/v1/models", summary="The loaded model under each name OpenAI clients send (OpenAI's list)")
+async def models(request: Request) -> ModelList:
+    return ModelList(data=_model_cards(_engine(request)))
+
+
+@get("/v1/models/{model_id:path}", summary="One model of /v1/models (OpenAI's)")
+async def model(request: Request, model_id: FromPath[str]) -> ModelCard:
+    name = model_id.lstrip("/")  # a path parameter starts with its "/"; a path's own "/" is lost in the URL
+    for card in _model_cards(_engine(request)):
+        if card.id.lstrip("/") == name:
+            return card
+    raise ApiError(404, f"The model '{name}' does not exist", "model", "model_not_found")
 
 
 @post(
@@ -270,7 +337,7 @@ async def tts(request: Request) -> Stream:
                     "unknown_voice",
                 )
             voice = voice_url
-        chunks = await engine.speak(answer.slot, text, voice, GenerationOptions())
+        chunks = await engine.speak(answer.slot, text, voice, _form_options(data))
         return Stream(
             answer.body(_wav_stream(chunks, engine.sample_rate)),
             media_type="audio/wav",
@@ -297,13 +364,11 @@ async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Resp
             "response_format",
             "unsupported_value",
         )
-    if data.speed != 1.0:
-        raise ApiError(400, "speed other than 1.0 is not supported by Pocket TTS", "speed", "unsupported_value")
     text = _text_to_speak(data.input, "input")
     voice = data.voice if isinstance(data.voice, str) else data.voice.id
     with _answering(engine) as answer:
         try:
-            chunks = await engine.speak(answer.slot, text, voice, GenerationOptions())
+            chunks = await engine.speak(answer.slot, text, voice, data.options())
         except VoiceError as e:
             raise ApiError(400, str(e), "voice", "unknown_voice") from None
         rate = engine.sample_rate
@@ -348,14 +413,14 @@ async def _sse(chunks: AsyncIterator[np.ndarray], sample_rate: int, frame_size: 
         yield event({"type": "speech.audio.delta", "audio": base64.b64encode(wav_header(sample_rate)).decode()})
     async for chunk in chunks:
         samples += chunk.shape[0]
-        if fmt in ("pcm", "wav"):
+        if fmt in ("pcm", "wav") and chunk.shape[0]:  # a speed change holds back its first few ms
             yield event({"type": "speech.audio.delta", "audio": base64.b64encode(pcm16(chunk)).decode()})
         else:
             kept.append(chunk)
     if kept:
         data = await anyio.to_thread.run_sync(audio_out.encode, np.concatenate(kept), sample_rate, fmt)
         yield event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
-    frames = samples // frame_size
+    frames = -(-samples // frame_size)  # audio of 80 ms frames (at a speed other than 1, not those generated)
     usage = {"input_tokens": 0, "output_tokens": frames, "total_tokens": frames}
     yield event({"type": "speech.audio.done", "usage": usage})
 
@@ -455,12 +520,19 @@ def _unexpected(request: Request, error: Exception) -> Response:
 # The app
 
 
-def create_app(engine: Optional[ServerEngine] = None, web: Path = WEB, allowed_origins: Sequence[str] = ()) -> Litestar:
+def create_app(
+    engine: Optional[ServerEngine] = None,
+    web: Path = WEB,
+    allowed_origins: Sequence[str] = (),
+    client_timeout: float = CLIENT_TIMEOUT,
+) -> Litestar:
     """The app over `engine`, serving the page from `web` (web/, or a site from scripts.build_site);
     without an engine, the lifespan loads the model the environment names (POCKET_TTS_MODEL,
     POCKET_TTS_VOICE, POCKET_TTS_MAX_CONCURRENT, POCKET_TTS_SITE), as `uvicorn server.app:app` does.
     `allowed_origins`: web pages of other origins that may use the API (server/boundary.py; CORS
-    headers for them), beside the server's own page."""
+    headers for them), beside the server's own page. `client_timeout`: the seconds a WebSocket
+    client may stay silent while nothing is spoken, or leave a frame untaken (server/text_stream.py;
+    python -m server gives the HTTP connections the same, server/connections.py)."""
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -478,12 +550,25 @@ def create_app(engine: Optional[ServerEngine] = None, web: Path = WEB, allowed_o
                 if engine is None:  # the app's own engine: its scheduler's threads end with it
                     app.state.engine.close()
 
-    handlers: List[Any] = [health, voices, upload_voice, generate, stream, tts, openai_speech]
+    handlers: List[Any] = [
+        health,
+        voices,
+        openai_voices,
+        models,
+        model,
+        upload_voice,
+        generate,
+        stream,
+        tts,
+        openai_speech,
+        text_stream.speech_stream,
+    ]
     if (web / "index.html").exists():  # the built site (both engines), or the UI's sources (server mode)
         handlers.append(create_static_files_router(path="/", directories=[web], html_mode=True, name="web"))
     return Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],
+        state=State({"client_timeout": client_timeout}),
         openapi_config=OpenAPIConfig(title="Pocket TTS in NumPy", version="0.1.0", path="/schema"),
         request_max_body_size=MAX_UPLOAD,
         middleware=[boundary.middleware(allowed_origins)],

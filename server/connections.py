@@ -7,7 +7,9 @@ audio and never reads it, holds its connection (and, for the second, its generat
 long as it likes. uvicorn has a keep-alive timeout between requests and a cap on connections, but
 no timeout for a request in progress or an answer not taken. This is uvicorn's own HTTP/1.1
 protocol (h11) with timers added where uvicorn's flow control already looks: a closed connection
-reaches the app as a client that went away (its generation stops, its slot is freed).
+reaches the app as a client that went away (its generation stops, its slot is freed). A connection
+upgraded to a WebSocket leaves these timers: the WebSocket's handler applies the same timeout to
+its frames (server/text_stream.py).
 """
 
 from __future__ import annotations
@@ -35,17 +37,27 @@ class _Timed(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._reading: Optional[asyncio.TimerHandle] = None
         self._writing: Optional[asyncio.TimerHandle] = None
+        self._upgraded = False
         super().connection_made(transport)
         self._arm_reading()
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
+        if self._upgraded:
+            return
         if self.conn.their_state is h11.SEND_BODY:  # a body on its way: keep it coming
             self._arm_reading()
         elif self._receiving_headers():
             pass  # the headers' deadline counts from the start of the request, not the last byte
         else:
             self._cancel_reading()
+
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        """A WebSocket keeps its own time (server/text_stream.py): the request's timer ends here, or
+        it would drop the connection mid-conversation."""
+        self._upgraded = True
+        self._cancel_reading()
+        super().handle_websocket_upgrade(event)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()

@@ -35,6 +35,8 @@ from server.slots import Slot, Slots
 # What a server starts with unless told otherwise, whichever way it starts (load_engine's callers).
 DEFAULT_MODEL = catalog.default_model()
 MAX_CONCURRENT = 4  # requests served at once (each a generation, or an upload); more get 503
+# Seconds a client may leave the server waiting (server/connections.py; WebSockets: server/text_stream.py).
+CLIENT_TIMEOUT = 30.0
 # How long a predefined voice that could not be prepared (a failed download) is not tried again.
 FAILURE_SECONDS = 30.0
 # OpenAI's voice names, each mapped to a predefined voice of the same register when the model has
@@ -99,7 +101,9 @@ class ServerEngine:
         self._failures: Dict[str, Tuple[BaseException, float]] = {}
         aliases = {name: mapped if mapped in model.voices else "default" for name, mapped in OPENAI_VOICES.items()}
         self.voices = VoiceRegistry(model, default_voice, aliases)
+        self._uploads: Dict[str, None] = {}  # ids of the recordings uploaded here, oldest first
         self.scheduler = Scheduler(model)
+        self.loaded_at = int(time.time())
 
     # What the app asks
 
@@ -131,6 +135,18 @@ class ServerEngine:
     def openai_voices(self) -> Dict[str, str]:
         """Each OpenAI voice name and the voice it stands for here (a predefined name, or "default")."""
         return dict(self.voices.aliases)
+
+    def uploaded_voices(self) -> List[str]:
+        """Ids of the recordings uploaded here that are still kept, oldest first."""
+        with self._lock:
+            self._forget_dropped_uploads()
+            return list(self._uploads)
+
+    def _forget_dropped_uploads(self) -> None:
+        """Drop the ids whose recording the registry no longer keeps."""
+        for key in list(self._uploads):
+            if not self.voices.has_recording(key):
+                del self._uploads[key]
 
     @property
     def active(self) -> int:
@@ -168,6 +184,9 @@ class ServerEngine:
         self._prepared(key)
         if self.recordings is not None:
             self.recordings[key] = data
+        with self._lock:
+            self._uploads[key] = None
+            self._forget_dropped_uploads()
         return key
 
     def _keep_recording(self, data: bytes, where: str) -> str:

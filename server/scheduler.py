@@ -72,7 +72,7 @@ class Scheduler:
         """Run a generation, handing its chunks to `relay` (whose consumer must `wake` this scheduler
         as it takes them); `release` is called once the scheduler has dropped the stream."""
         with self._lock:
-            self._joining.append(_Stream(generation, self.model.decoder(), relay, release))
+            self._joining.append(_Stream(generation, self.model.decoder(generation.speed), relay, release))
             self._lock.notify()
 
     def wake(self) -> None:
@@ -138,5 +138,18 @@ class Scheduler:
             for (stream, _), chunk in zip(made, pcm):
                 stream.relay.put(chunk)
             for stream in finished:
-                stream.relay.close()
-                stream.release()
+                self._finish(stream)
+
+    def _finish(self, stream: _Stream) -> None:
+        """A stream's end: the audio its speed change held back (none at speed 1), then the close."""
+        if stream.generation.done and not stream.relay.abandoned.is_set():
+            try:
+                tail = stream.decoder.finish()
+            except Exception as error:
+                stream.relay.fail(error)
+            else:
+                if tail.shape[0]:
+                    stream.relay.reserve()  # the flow thread has let go of the stream: counted here
+                    stream.relay.put(tail)
+        stream.relay.close()
+        stream.release()

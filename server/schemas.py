@@ -9,7 +9,7 @@ import msgspec
 from msgspec import Meta
 from typing_extensions import Annotated
 
-from core.portable.options import REQUEST_RANGES, GenerationOptions
+from core.portable.options import REQUEST_RANGES, SPEED_RANGE, GenerationOptions
 from core.portable.options import names as option_names
 
 MAX_TEXT = 5000  # characters per request
@@ -35,13 +35,13 @@ DecodeSteps = _ranged(int, "lsd_decode_steps")
 Seed = _ranged(int, "seed")
 MaxTokens = _ranged(int, "max_tokens")
 NoiseClamp = _ranged(float, "noise_clamp", low="gt")
+Speed = Annotated[float, Meta(ge=SPEED_RANGE[0], le=SPEED_RANGE[1], description=_doc("speed"))]
+Normalize = Annotated[bool, Meta(description=_doc("normalize"))]
 
 
-class GenerateRequest(msgspec.Struct, forbid_unknown_fields=True):
-    """Body of POST /generate and POST /stream: the text, a voice, and any generation option."""
+class OptionFields(msgspec.Struct, forbid_unknown_fields=True):
+    """Every generation option by name, each in the range a request may ask for (None: its default)."""
 
-    text: Text
-    voice: Optional[str] = None
     temperature: Optional[Temperature] = None
     eos_threshold: Optional[EosThreshold] = None
     max_frames: Optional[Frames] = None
@@ -50,11 +50,20 @@ class GenerateRequest(msgspec.Struct, forbid_unknown_fields=True):
     seed: Optional[Seed] = None
     max_tokens: Optional[MaxTokens] = None
     noise_clamp: Optional[NoiseClamp] = None
+    speed: Optional[Speed] = None
+    normalize: Optional[Normalize] = None
 
     def options(self) -> GenerationOptions:
         """The options this request sets (the others keep their defaults)."""
         chosen = {name: getattr(self, name) for name in option_names()}
         return GenerationOptions.of({name: value for name, value in chosen.items() if value is not None})
+
+
+class GenerateRequest(OptionFields, kw_only=True):
+    """Body of POST /generate and POST /stream: the text, a voice, and any generation option."""
+
+    text: Text
+    voice: Optional[str] = None
 
 
 class VoiceRef(msgspec.Struct):
@@ -68,9 +77,14 @@ class SpeechRequest(msgspec.Struct):
     input: Text
     voice: Union[str, VoiceRef]
     response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
-    speed: Annotated[float, Meta(ge=0.25, le=4.0)] = 1.0
+    speed: Speed = 1.0
     stream_format: Literal["audio", "sse"] = "audio"
     instructions: Optional[str] = None
+    # Not OpenAI's: numbers, dates, ... read as words unless false (as every other entry of ours).
+    normalize: Normalize = True
+
+    def options(self) -> GenerationOptions:
+        return GenerationOptions(speed=self.speed, normalize=self.normalize)
 
 
 class Health(msgspec.Struct):
@@ -94,6 +108,38 @@ class UploadedVoice(msgspec.Struct):
     voice: str
 
 
+class VoiceEntry(msgspec.Struct, omit_defaults=True):
+    """A voice a request may name: `id` is what to send as `voice`. Kinds: "default" (the voice of a
+    request that names none; `name` says which it is), "predefined" (the model's), "alias" (an
+    OpenAI name; `voice` says which of ours it stands for) and "uploaded" (a recording POST /voices
+    cloned, while the server keeps it)."""
+
+    id: str
+    name: str
+    kind: Literal["default", "predefined", "alias", "uploaded"]
+    voice: Optional[str] = None
+
+
+class VoiceList(msgspec.Struct):
+    """GET /v1/audio/voices: the default, the predefined voices, OpenAI's names, the uploads kept."""
+
+    voices: List[VoiceEntry]
+
+
+class ModelCard(msgspec.Struct, kw_only=True):
+    """A model in OpenAI's shape (GET /v1/models)."""
+
+    id: str
+    object: Literal["model"] = "model"
+    created: int  # when this server loaded it (unix seconds)
+    owned_by: str = "kyutai"
+
+
+class ModelList(msgspec.Struct, kw_only=True):
+    object: Literal["list"] = "list"
+    data: List[ModelCard]
+
+
 class ErrorDetail(msgspec.Struct):
     message: str
     type: str
@@ -108,6 +154,40 @@ class ErrorBody(msgspec.Struct):
 
 
 def error_json(status: int, message: str, param: Optional[str] = None, code: Optional[str] = None) -> bytes:
-    """The JSON of an error in OpenAI's shape (a server_error from 500 on, else invalid_request_error)."""
+    """The JSON of an error in OpenAI's shape."""
+    return msgspec.json.encode(ErrorBody(error_detail(status, message, param, code)))
+
+
+def error_detail(status: int, message: str, param: Optional[str] = None, code: Optional[str] = None) -> ErrorDetail:
+    """An error in OpenAI's shape (a server_error from 500 on, else invalid_request_error)."""
     kind = "server_error" if status >= 500 else "invalid_request_error"
-    return msgspec.json.encode(ErrorBody(ErrorDetail(message=message, type=kind, param=param, code=code)))
+    return ErrorDetail(message=message, type=kind, param=param, code=code)
+
+
+# The WebSocket's client frames (server/text_stream.py), JSON text frames told apart by "type"
+
+
+class StreamStart(OptionFields, tag="start", tag_field="type"):
+    """The first frame (optional): the voice and any generation option, for the whole connection."""
+
+    voice: Optional[str] = None
+
+
+class StreamText(msgspec.Struct, tag="text", tag_field="type", forbid_unknown_fields=True):
+    text: str  # a piece of text, any split (inside a word too)
+
+
+class StreamFlush(msgspec.Struct, tag="flush", tag_field="type", forbid_unknown_fields=True):
+    """Speak what is buffered now, complete or not."""
+
+
+class StreamEnd(msgspec.Struct, tag="end", tag_field="type", forbid_unknown_fields=True):
+    """No more text: speak the rest, answer `done`, close."""
+
+
+class StreamCancel(msgspec.Struct, tag="cancel", tag_field="type", forbid_unknown_fields=True):
+    """Stop speaking now (barge-in) and drop the text buffered; answered by `done`."""
+
+
+ClientFrame = Union[StreamStart, StreamText, StreamFlush, StreamEnd, StreamCancel]
+CLIENT_FRAMES = ("start", "text", "flush", "end", "cancel")

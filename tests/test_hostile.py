@@ -62,7 +62,7 @@ def serving(engine: ServerEngine, client_timeout: float = 30.0, **app_options) -
     test can hold the engine's work where it likes); yields its URL."""
     port = free_port()
     config = uvicorn.Config(
-        create_app(engine, **app_options),
+        create_app(engine, client_timeout=client_timeout, **app_options),
         host="127.0.0.1",
         port=port,
         log_level="warning",

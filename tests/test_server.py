@@ -200,11 +200,42 @@ def test_openai_pcm_and_sse(client) -> None:
     assert len(audio) % (2 * 1920) == 0 and len(audio) > 0
 
 
+def test_speed_and_normalize_on_every_http_entry(app_client, engine) -> None:
+    """Speed stretches the audio (the chunks then come in other sizes than a frame's: the streamed
+    WAV, PCM and SSE bodies carry them as they come); normalize is the core's."""
+    client, voice = app_client, engine.voice("default")
+    body = {"text": "Hello world, 3 times.", **QUIET}
+    for speed in (0.5, 2.0):
+        for normalize in (True, False):
+            expected = expected_pcm(engine.model, body["text"], voice, speed=speed, normalize=normalize)
+            streamed = client.post("/stream", json=dict(body, speed=speed, normalize=normalize))
+            assert streamed.status_code == 200 and streamed.content == expected
+            assert abs(len(expected) / 2 - 6 * 1920 / speed) <= 1
+    spoken = client.post("/generate", json=dict(body, normalize=False)).content[44:]
+    assert spoken == expected_pcm(engine.model, body["text"], voice, normalize=False)
+    assert spoken != expected_pcm(engine.model, body["text"], voice)  # "3" read as "three"
+    form = client.post("/tts", data={"text": "Hello.", "speed": "2", "normalize": "false"})
+    assert form.status_code == 200 and form.content[:4] == b"RIFF"
+    for field, value in (("speed", "fast"), ("speed", "nan"), ("speed", "5"), ("normalize", "maybe")):
+        refused = client.post("/tts", data={"text": "Hello.", field: value})
+        assert refused.status_code == 400 and error_of(refused)["param"] == field
+    openai = {"model": "tts-1", "input": "Hello there.", "voice": "alloy", "response_format": "pcm"}
+    events = client.post("/v1/audio/speech", json=dict(openai, speed=1.5, stream_format="sse"))
+    parsed = [json.loads(line[len("data: ") :]) for line in events.text.splitlines() if line.startswith("data: ")]
+    deltas = [base64.b64decode(e["audio"]) for e in parsed if e["type"] == "speech.audio.delta"]
+    assert parsed[-1]["type"] == "speech.audio.done" and all(deltas)  # no empty delta
+    wav = client.post("/v1/audio/speech", json=dict(openai, response_format="wav", speed=0.25, normalize=False))
+    samples, rate = soundfile.read(io.BytesIO(wav.content), dtype="int16")
+    assert wav.status_code == 200 and rate == 24000 and samples.size > 0
+
+
 @pytest.mark.parametrize(
     "body, param",
     [
         ({"response_format": "aac"}, "response_format"),
-        ({"speed": 2.0}, "speed"),
+        ({"speed": 4.5}, "speed"),
+        ({"speed": 0.2}, "speed"),
+        ({"normalize": "no"}, "normalize"),
         ({"voice": "nobody"}, "voice"),
         ({"response_format": "ogg-vorbis"}, "response_format"),
         ({"input": ""}, "input"),

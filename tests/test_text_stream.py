@@ -40,8 +40,9 @@ def _words(text: str) -> list:
 def test_stream_text_equals_the_whole_text_when_the_segments_are_its_chunks(model, voice) -> None:
     chunks = split_into_chunks(model.tokenizer, TEXT, OPTIONS["max_tokens"], model.text_options)
     text = model.text_stream(voice, **OPTIONS)
-    made = [g for piece in _words(TEXT) for g in text.push(piece)] + text.flush()
-    assert len(chunks) == 3 and text.segments == chunks and len(made) == 3
+    made = [segment for piece in _words(TEXT) for segment in text.push(piece)] + text.flush()
+    assert len(chunks) == 3 and [segment.text for segment in made] == chunks
+    assert [segment.spoken for segment in made] == chunks
 
     whole = np.concatenate(list(model.stream(TEXT, voice, **OPTIONS)))
     streamed = np.concatenate(list(model.stream_text(_words(TEXT), voice, **OPTIONS)))
@@ -66,16 +67,16 @@ def test_stream_text_speaks_a_sentence_before_the_next_piece_arrives(model, voic
 
 def test_a_text_stream_keeps_to_its_seconds(model, voice) -> None:
     text = model.text_stream(voice, max_seconds=4.0, **dict(OPTIONS, normalize=True))
-    first = text.push("Short one. ")[0]
+    first = text.push("Short one. ")[0].generation
     list(model.audio(first))
     # What the first did not use comes back; the budget of the next is what is left.
-    second = text.push("Another one. ")[0]
+    second = text.push("Another one. ")[0].generation
     assert second.budget <= 4.0 * model.config.mimi.frame_rate - (first.budget == 0)
     list(model.audio(second))
     with pytest.raises(LimitError):
         while True:
-            for generation in text.push("More words to say here. "):
-                list(model.audio(generation))
+            for segment in text.push("More words to say here. "):
+                list(model.audio(segment.generation))
 
 
 def test_bad_options_and_pieces_fail_early(model, voice) -> None:
@@ -113,6 +114,8 @@ def test_normalization_changes_what_the_model_reads_only_when_asked(model) -> No
     said = model.plan("It costs $5.", 50, True)
     spelled = model.plan("It costs five dollars.", 50, False)
     raw = model.plan("It costs $5.", 50, False)
+    assert model.spoken("It costs $5 [pause:1s] now.") == "It costs five dollars [pause:1s] now."
+    assert model.spoken("It costs $5.", normalize_words=False) == "It costs $5."
     assert [c.tokens for c in said] == [c.tokens for c in spelled]
     assert [c.tokens for c in raw] != [c.tokens for c in said]
     assert GenerationOptions().normalize is True

@@ -12,7 +12,7 @@ import dataclasses
 import math
 import os
 import statistics
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from .errors import ConfigError, LimitError, PocketTTSError, VoiceError
 from .generation import Chunk, Frame, Generation, Plan, advance, planned_frames
 from .options import GenerationOptions
 from .segmenter import Segmenter
-from .text import TextOptions, check_text, prepare_text_prompt, split_into_chunks, split_pauses
+from .text import TextOptions, check_text, normalized, prepare_text_prompt, split_into_chunks, split_pauses
 from .tokenizer import Tokenizer
 from .voice_state import VoiceSource, VoiceState
 
@@ -246,10 +246,10 @@ class TTSModel:
 
         def spoken() -> Iterator[np.ndarray]:
             for piece in pieces:
-                for generation in text.push(piece):
-                    yield from self.audio(generation)
-            for generation in text.flush():
-                yield from self.audio(generation)
+                for segment in text.push(piece):
+                    yield from self.audio(segment.generation)
+            for segment in text.flush():
+                yield from self.audio(segment.generation)
 
         return spoken()
 
@@ -325,6 +325,11 @@ class TTSModel:
             self, plan, state, eos_threshold, frames_after_eos, budget, fixed, noise, times, options.speed
         )
 
+    def spoken(self, text: str, normalize_words: bool = True) -> str:
+        """`text` as the model reads it: normalized in its language around its pause markup (unless
+        `normalize_words` is false), before the official cleaning."""
+        return normalized(text, self.language) if normalize_words else text
+
     def plan(self, text: str, max_tokens: int, normalize_words: bool = True) -> Plan:
         """The text as the generation reads it: normalized (unless `normalize_words` is false: the
         official behaviour), in chunks of at most `max_tokens` tokens, prepared and tokenized, and
@@ -390,6 +395,14 @@ class TTSModel:
         return self._time_terms[steps]
 
 
+class Segment(NamedTuple):
+    """A segment of a text stream: the text as received, as the model reads it, and its generation."""
+
+    text: str
+    spoken: str
+    generation: Generation
+
+
 class TextStream:
     """Text arriving in pieces (`push`, `flush`), as the generations of its segments, to run one
     after another: the same voice and options for all, and one noise generator through them (the
@@ -409,39 +422,37 @@ class TextStream:
         self.options = options
         self.rng = rng if rng is not None else np.random.default_rng(options.seed)
         self.segmenter = model.segmenter(options.max_tokens)
-        self.segments: List[str] = []
         self.max_seconds = max_seconds
         self._frames_left = int(max_seconds * model.config.mimi.frame_rate)
-        self._generations: List[Generation] = []
+        self._running: List[Generation] = []
 
     @property
     def pending(self) -> str:
         """Text received but not yet part of a segment."""
         return self.segmenter.pending
 
-    def push(self, text: str) -> List[Generation]:
-        """A generation for each segment this piece of text completes."""
-        return [self._generation(segment) for segment in self.segmenter.push(text)]
+    def push(self, text: str) -> List[Segment]:
+        """The segments this piece of text completes, each with its generation."""
+        return [self._segment(text) for text in self.segmenter.push(text)]
 
-    def flush(self) -> List[Generation]:
-        """Generations for all the text still buffered (at the end of the text, or to speak it now)."""
-        return [self._generation(segment) for segment in self.segmenter.flush()]
+    def flush(self) -> List[Segment]:
+        """All the text still buffered, as segments (at the end of the text, or to speak it now)."""
+        return [self._segment(text) for text in self.segmenter.flush()]
 
-    def _generation(self, segment: str) -> Generation:
+    def _segment(self, text: str) -> Segment:
         # What earlier segments may still make is held for them; what they did not use comes back.
-        for earlier in [g for g in self._generations if g.done]:
+        for earlier in [g for g in self._running if g.done]:
             self._frames_left += earlier.budget
-            self._generations.remove(earlier)
+            self._running.remove(earlier)
         rate = self.model.config.mimi.frame_rate
         if self._frames_left <= 0:
             raise LimitError(f"this text stream has made the {self.max_seconds:g} s of audio it may make")
         generation = self.model.generation(
-            segment, self.voice, self.options, rng=self.rng, max_seconds=self._frames_left / rate
+            text, self.voice, self.options, rng=self.rng, max_seconds=self._frames_left / rate
         )
         self._frames_left -= generation.budget
-        self._generations.append(generation)
-        self.segments.append(segment)
-        return generation
+        self._running.append(generation)
+        return Segment(text, self.model.spoken(text, self.options.normalize), generation)
 
 
 def _options(options: Optional[GenerationOptions], overrides: Dict[str, Any]) -> GenerationOptions:

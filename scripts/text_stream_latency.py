@@ -1,0 +1,156 @@
+"""Latency of speaking text as it arrives (the WebSocket /v1/audio/speech/stream), as a voice agent
+meets it: a reply sent a piece at a time at an LLM's pace.
+
+    python -m scripts.text_stream_latency                                  # english and english_2m, 30 tokens/s
+    python -m scripts.text_stream_latency --model english --rate 50
+    python -m scripts.text_stream_latency --url http://127.0.0.1:8000      # a server already running
+
+For each model it starts `python -m server` on the fixture (build/reference, scripts/test.sh
+makes it; or uses --url), warms it up with one short utterance, then sends REPLY in pieces of
+--chars characters (about a token each) at --rate pieces a second, `end` after the last, and reports:
+
+- first audio: the time from sending the piece that completes the first sentence (the one that
+  brings the space after its period: the segment is complete then) to the first audio byte;
+- per segment, against a playback clock that starts at the first audio byte and plays in real time:
+  how late its audio arrived when it was due (the worst of its chunks; 0: no gap), and the total of
+  such gaps (underruns) over the reply.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List
+
+REPLY = (
+    "Sure, here is a quick summary of your day. You have three meetings, the first one at ten with "
+    "the design team. After lunch, Maria wants to go over the budget, which should not take long. "
+    "Finally, remember to call the garage about the car before they close. Anything else I can do?"
+)
+MODELS = ("english", "english_2m_2026-10")
+PATH = "/v1/audio/speech/stream"
+
+
+def pieces(text: str, size: int) -> List[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def completing_piece(parts: List[str]) -> int:
+    """The index of the piece that brings the whitespace after the first sentence's end."""
+    end = re.search(r"[.!?]\s", "".join(parts)).end() - 1  # the whitespace's position
+    position = 0
+    for index, part in enumerate(parts):
+        position += len(part)
+        if position > end:
+            return index
+    raise ValueError("no sentence end")
+
+
+async def speak(url: str, text: str, size: int, rate: float, options: Dict[str, Any]) -> Dict[str, Any]:
+    """One reply over the WebSocket: when each piece was sent, and when each frame arrived."""
+    from websockets.asyncio.client import connect
+
+    parts = pieces(text, size)
+    sent: List[float] = []
+    arrivals: List[Any] = []  # (time, JSON frame) or (time, samples)
+    async with connect(url.replace("http", "ws", 1) + PATH, max_size=None) as connection:
+        await connection.send(json.dumps({"type": "start", **options}))
+
+        async def send_text() -> None:
+            start = time.perf_counter()
+            for index, part in enumerate(parts):
+                await asyncio.sleep(max(0.0, start + index / rate - time.perf_counter()))
+                sent.append(time.perf_counter())
+                await connection.send(json.dumps({"type": "text", "text": part}))
+            await connection.send(json.dumps({"type": "end"}))
+
+        sender = asyncio.create_task(send_text())
+        async for message in connection:
+            now = time.perf_counter()
+            arrivals.append((now, len(message) // 2 if isinstance(message, bytes) else json.loads(message)))
+        await sender
+    return {"parts": parts, "sent": sent, "arrivals": arrivals}
+
+
+def analyse(run: Dict[str, Any]) -> Dict[str, Any]:
+    rate = next(m["sample_rate"] for _, m in run["arrivals"] if isinstance(m, dict) and m["type"] == "started")
+    completed = run["sent"][completing_piece(run["parts"])]
+    audio = [(t, n) for t, n in run["arrivals"] if isinstance(n, int)]
+    first = audio[0][0]
+    segments: List[Dict[str, Any]] = []
+    samples = 0
+    for when, message in run["arrivals"]:
+        if isinstance(message, dict):
+            if message["type"] == "segment":
+                segments.append({"text": message["text"], "start_sample": message["start_sample"], "late": 0.0})
+            elif message["type"] == "error":
+                raise RuntimeError(message["error"]["message"])
+            continue
+        due = first + samples / rate  # when this chunk's first sample plays on a real-time clock
+        segments[-1]["late"] = max(segments[-1]["late"], when - due)
+        samples += message
+    # A gap delays everything after it: the clock is the client's, which waits while it has nothing.
+    gaps, shift = [], 0.0
+    for segment in segments:
+        gap = max(0.0, segment["late"] - shift)
+        gaps.append(gap)
+        shift += gap
+    return {
+        "first_audio_ms": 1000 * (first - completed),
+        "segments": [dict(s, gap_ms=1000 * g) for s, g in zip(segments, gaps)],
+        "underrun_ms": 1000 * sum(gaps),
+        "audio_s": samples / rate,
+        "text_s": run["sent"][-1] - run["sent"][0],
+    }
+
+
+@contextmanager
+def served(model: str, url: str) -> Iterator[str]:
+    if url:
+        yield url
+        return
+    from e2e import harness
+
+    with harness.model_server(model) as started:
+        yield started
+
+
+def measure(model: str, url: str, size: int, rate: float, seed: int) -> Dict[str, Any]:
+    with served(model, url) as address:
+        print(f"{model}: server at {address}; warming up", file=sys.stderr, flush=True)
+        asyncio.run(speak(address, "Hello there. ", 50, 1000.0, {"seed": seed}))
+        print(f"{model}: sending {len(REPLY)} characters at {rate:g} pieces/s", file=sys.stderr, flush=True)
+        return analyse(asyncio.run(speak(address, REPLY, size, rate, {"seed": seed})))
+
+
+def report(model: str, result: Dict[str, Any], rate: float) -> str:
+    lines = [
+        f"{model} ({rate:g} tokens/s): first sentence complete -> first audio {result['first_audio_ms']:.0f} ms; "
+        f"underruns {result['underrun_ms']:.0f} ms in all over {result['audio_s']:.1f} s of audio "
+        f"(text sent over {result['text_s']:.1f} s)"
+    ]
+    for segment in result["segments"]:
+        lines.append(f"  gap {segment['gap_ms']:6.0f} ms  {segment['text']}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", nargs="+", default=list(MODELS), help="fixture models (default: %(default)s)")
+    parser.add_argument("--url", default="", help="a running server instead (then --model only names it)")
+    parser.add_argument("--rate", type=float, default=30.0, help="pieces (tokens) a second (default: %(default)s)")
+    parser.add_argument("--chars", type=int, default=4, help="characters a piece (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    for model in args.model:
+        result = measure(model, args.url, args.chars, args.rate, args.seed)
+        print(report(model, result, args.rate), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""OpenAI's listings against a real `python -m server`: GET /v1/models through the official openai
+SDK (models.list, models.retrieve), GET /v1/audio/voices (the SDK has no call for it) through httpx;
+and /v1/audio/speech's speed and normalize, through the SDK."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import httpx
+import pytest
+from openai import NotFoundError, OpenAI
+
+from conftest import TINY_CONFIG, VOICE_22K, VOICE_24K, tiny_server
+
+NAMES = [str(TINY_CONFIG), "pocket-tts", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[str]:
+    with tiny_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def client(live) -> OpenAI:
+    return OpenAI(base_url=live + "/v1", api_key="not-needed")
+
+
+def test_models_lists_the_loaded_model_under_the_names_clients_send(client) -> None:
+    models = client.models.list()
+    assert [model.id for model in models] == NAMES
+    assert all(model.object == "model" and model.owned_by == "kyutai" and model.created > 0 for model in models)
+    assert client.models.retrieve("tts-1").id == "tts-1"
+    assert client.models.retrieve(str(TINY_CONFIG)).id == str(TINY_CONFIG)  # a path: slashes and all
+    with pytest.raises(NotFoundError) as missing:
+        client.models.retrieve("whisper-1")
+    assert missing.value.body["code"] == "model_not_found"
+
+
+def test_each_listed_model_speaks(client) -> None:
+    for name in NAMES[1:]:
+        spoken = client.audio.speech.create(model=name, voice="alloy", input="Hi.", response_format="pcm")
+        assert len(spoken.content) > 0
+
+
+def test_voices_lists_the_default_the_predefined_the_aliases_and_the_uploads_kept(live) -> None:
+    voices = httpx.get(live + "/v1/audio/voices", timeout=60).json()["voices"]
+    assert voices[0] == {"id": "default", "name": str(VOICE_24K), "kind": "default"}
+    aliases = {v["id"]: v["voice"] for v in voices if v["kind"] == "alias"}
+    assert aliases["alloy"] == "default" and len(aliases) == 11  # the tiny model has no predefined voices
+    assert not [v for v in voices if v["kind"] in ("predefined", "uploaded")]
+    uploaded = httpx.post(live + "/voices", files={"voice_wav": ("me.wav", VOICE_22K.read_bytes())}, timeout=60)
+    key = uploaded.json()["voice"]
+    voices = httpx.get(live + "/v1/audio/voices", timeout=60).json()["voices"]
+    assert voices[-1] == {"id": key, "name": key, "kind": "uploaded"}
+    assert all(httpx.get(live + "/v1/audio/voices").status_code == 200 for _ in range(2))
+
+
+def test_speech_takes_speed_and_normalize(client) -> None:
+    """OpenAI's speed (0.25-4), and our `normalize` as an extra field; the SDK checks neither."""
+    body = {"model": "tts-1", "voice": "alloy", "response_format": "pcm"}
+    fast = client.audio.speech.create(input="Hello there.", speed=4.0, extra_body={"normalize": False}, **body)
+    assert len(fast.content) > 0
+    with pytest.raises(Exception) as refused:
+        client.audio.speech.create(input="Hello.", speed=4.5, **body)
+    assert refused.value.status_code == 400 and refused.value.body["param"] == "speed"
