@@ -1,17 +1,23 @@
 """The Python half of the in-browser engine, run by worker.js inside Pyodide.
 
 A worker has one role: "flow" (the flow LM and voice cloning: text to latent frames), "decoder"
-(the Mimi decoder: frames to audio), or "both". It keeps its part of one model warm (and, for the
-flow side, the voices), and does one frame per call, so that the worker hands each frame or chunk on
-as soon as it exists and can stop between frames. Data crosses the JS boundary as JSON strings and
-files in Pyodide's file system, which every Pyodide version handles the same way; a frame's latent
-is a few dozen floats, exact through JSON.
+(the Mimi decoder: frames to audio at the generation's speed), or "both". It keeps its part of one
+model warm (and, for the flow side, the voices), and does one frame per call, so that the worker
+hands each frame or chunk on as soon as it exists and can stop between frames.
+
+The flow side speaks a queue of generations, one after another: a request's text is one
+generation; a text stream (text arriving in pieces: an LLM's reply, a user typing) adds one per
+segment as each is complete (core.portable.model.TextStream). Each generation starts with a
+segment event (its text, the text it is read as, its speed), then its frames. Data crosses the JS
+boundary as JSON strings and files in Pyodide's file system, which every Pyodide version handles
+the same way; a frame's latent is a few dozen floats, exact through JSON.
 """
 
 from __future__ import annotations
 
+import collections
 import json
-from typing import Any, Iterator, Optional
+from typing import Any, Deque, Iterator, List, Optional
 
 import numpy as np
 
@@ -19,6 +25,7 @@ from core import TTSModel
 from core.portable import kernels, ops, params
 from core.portable.errors import PocketTTSError
 from core.portable.generation import Frame
+from core.portable.model import FrameDecoder, Segment, TextStream
 from core.portable.options import GenerationOptions
 from core.portable.voice_registry import VoiceRegistry
 
@@ -43,9 +50,15 @@ class BrowserEngine:
         self.model = TTSModel.load(bundle_dir, parts=ROLES[role])
         speaks = params.FLOW_LM in self.model.parts and self.model.default_voice is not None
         self.voices = VoiceRegistry(self.model) if speaks else None  # the default voice prepared now
+        if speaks:  # normalization's rules are compiled on first use: now, not in the first request
+            self.model.spoken("")
+        # The flow side: what is left to say (each generation with its text), the frames of the one
+        # being said, and the text stream that adds to the queue (None for a single request).
+        self.queue: Deque[Segment] = collections.deque()
         self.frames: Optional[Iterator[Frame]] = None
-        self.decoder = self.model.decoder() if params.DECODER in self.model.parts else None
-        self.chunks: Optional[Iterator[np.ndarray]] = None
+        self.text: Optional[TextStream] = None
+        # The decoder side: the decoder of the generation being decoded.
+        self.decoder: Optional[FrameDecoder] = None
 
     def info(self) -> str:
         return json.dumps(
@@ -54,6 +67,7 @@ class BrowserEngine:
                 "role": self.role,
                 "sample_rate": self.model.sample_rate,
                 "frame_size": self.model.frame_size,
+                "language": self.model.language,
                 "voices": self.voices.names() if self.voices else [],
                 "default_voice": self.model.default_voice,
                 "can_clone_voices": self.model.can_clone_voices,
@@ -70,6 +84,10 @@ class BrowserEngine:
 
         return json.dumps(kernel_check.run(backend))
 
+    def normalize(self, text: str) -> str:
+        """JSON {text}: `text` as the model will speak it with normalization on (or {error})."""
+        return _result("text", lambda: self.model.spoken(text))
+
     # The flow side
 
     def add_voice(self, samples_path: str, sample_rate: int) -> str:
@@ -77,49 +95,82 @@ class BrowserEngine:
         return _result("voice", lambda: self.voices.add(np.fromfile(samples_path, dtype="<f4"), int(sample_rate)))
 
     def start(self, text: str, voice: str, options_json: str) -> str:
-        """Begin a generation -> JSON {started} or {error} (bad input fails now, before any audio)."""
+        """Begin saying `text` -> JSON {started} or {error} (bad input fails now, before any audio)."""
 
         def begin() -> bool:
             options = GenerationOptions.of(json.loads(options_json))
-            self.frames = self.model.frames(text, self.voices.get(voice or None), options)
-            if self.decoder is not None:
-                decoder = self.model.decoder()
-                self.chunks = (decoder.decode([frame]) for frame in self.frames)
+            generation = self.model.generation(text, self.voices.get(voice or None), options)
+            self.cancel()
+            self.queue.append(Segment(text, self.model.spoken(text, options.normalize), generation))
             return True
 
         return _result("started", begin)
 
+    def open_stream(self, voice: str, options_json: str) -> str:
+        """Begin a text stream: nothing to say until `push` or `flush` completes a segment ->
+        JSON {started} or {error} (a bad voice or option fails now)."""
+
+        def begin() -> bool:
+            options = GenerationOptions.of(json.loads(options_json))
+            text = self.model.text_stream(self.voices.get(voice or None), options)
+            self.cancel()
+            self.text = text
+            return True
+
+        return _result("started", begin)
+
+    def push(self, text: str) -> str:
+        """More text of the stream -> JSON {segments: how many it completed} or {error}."""
+        return _result("segments", lambda: self._queue(self.text.push(text)))
+
+    def flush(self) -> str:
+        """Say the text buffered now (at the end of the text, or when the writer pauses) -> as `push`."""
+        return _result("segments", lambda: self._queue(self.text.flush()))
+
+    def _queue(self, segments: List[Segment]) -> int:
+        self.queue.extend(segments)
+        return len(segments)
+
     def next_frame(self) -> Optional[str]:
-        """The next frame of the current generation as JSON {latent, silence, first}, or None at the end."""
+        """What to hand on next, as JSON: {segment, spoken, speed} when a generation begins (the text
+        as given, the text it is read as, the speed of its audio), then its frames {latent, silence,
+        first}; None when nothing is queued (a text stream: until more text completes a segment)."""
         frame = next(self.frames, None) if self.frames is not None else None
-        if frame is None:
-            self.frames = None
+        if frame is not None:
+            latent = None if frame.latent is None else frame.latent.tolist()
+            return json.dumps({"latent": latent, "silence": frame.silence, "first": frame.first})
+        self.frames = None
+        if not self.queue:
             return None
-        latent = None if frame.latent is None else frame.latent.tolist()
-        return json.dumps({"latent": latent, "silence": frame.silence, "first": frame.first})
+        segment = self.queue.popleft()
+        self.frames = self.model.step(segment.generation)
+        return json.dumps({"segment": segment.text, "spoken": segment.spoken, "speed": segment.generation.speed})
 
     def cancel(self) -> None:
-        for stream in (self.chunks, self.frames):
-            if stream is not None:
-                stream.close()
-        self.frames = self.chunks = None
+        """Drop what is being said and what is queued (the text stream too)."""
+        if self.frames is not None:
+            self.frames.close()
+        self.frames = self.text = None
+        self.queue.clear()
 
     # The decoder side
 
+    def begin(self, speed: float) -> None:
+        """The next frames are a new generation's, at `speed`."""
+        self.decoder = self.model.decoder(float(speed))
+
     def decode(self, frame_json: str) -> np.ndarray:
-        """A frame from the flow side (see next_frame) -> its audio, float32."""
+        """A frame from the flow side (see next_frame) -> its audio, float32 (empty while the speed
+        change gathers its first few ms)."""
         frame = json.loads(frame_json)
         latent = None if frame["latent"] is None else np.array(frame["latent"], dtype=np.float32)
         return self.decoder.decode([Frame(latent, int(frame["silence"]), bool(frame["first"]))])
 
-    # Both in one worker
-
-    def step(self) -> Optional[np.ndarray]:
-        """The next chunk of the current generation (float32), or None when it is over."""
-        chunk = next(self.chunks, None) if self.chunks is not None else None
-        if chunk is None:
-            self.cancel()
-        return chunk
+    def finish(self) -> np.ndarray:
+        """The end of the generation's audio: what the speed change held back (none at speed 1)."""
+        tail = self.decoder.finish() if self.decoder is not None else np.zeros(0, np.float32)
+        self.decoder = None
+        return tail
 
 
 def _result(key: str, run: Any) -> str:

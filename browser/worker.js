@@ -1,12 +1,18 @@
 // The in-browser engine: a classic Web Worker that boots Pyodide, links the WebAssembly SIMD kernels
-// to Pyodide's own memory, installs `core` from the site's wheel with micropip, loads its part of the
-// model bundle and runs the very same core.TTSModel the server uses (browser/engine.py).
+// to Pyodide's own memory, installs `core` (and num2words, for its text normalization) from the
+// site's wheels with micropip, loads its part of the model bundle and runs the very same
+// core.TTSModel the server uses (browser/engine.py).
 //
 // A worker has one role, given at boot: "flow" (the flow LM and voice cloning: text -> latent frames),
 // "decoder" (the Mimi decoder: frames -> audio), or "both". With two workers (the page's choice), the
 // flow worker sends each frame (a few dozen floats) straight to the decoder worker through a
 // MessagePort, so the two halves of every frame run on two cores, as the server's scheduler runs them
 // on two threads (server/scheduler.py).
+//
+// A request is a text to say (SPEAK) or a text stream (STREAM, then TEXT pieces, FLUSH, END: text
+// arriving as an LLM writes it or a user types), said one generation after another: the whole text,
+// or each segment once core's segmenter finds it complete. Every generation's audio is announced
+// by a SEGMENT message (its text, the text it is read as, the sample it starts at).
 //
 // The messages (to and from the page, and between the two workers) are named and described in
 // protocol.js, which the site serves from its root (this file is browser/worker.js there). Every
@@ -23,7 +29,7 @@ let role = null;
 let port = null; // to the decoder worker, or from the flow worker
 let cacheName = null;
 let useCacheApi = true; // false when a service worker already caches what this worker fetches
-let running = null; // the flow side's current request: {id, stopped}
+let running = null; // the flow side's current request (see pump)
 const stopped = new Set(); // requests the decoder side drops
 const decodeQueue = []; // frames and ends the decoder side has yet to handle
 let decoding = false;
@@ -42,8 +48,16 @@ self.onmessage = async (event) => {
         return await boot(message);
       case EngineMessage.SPEAK:
         return await speak(message);
+      case EngineMessage.STREAM:
+        return openStream(message);
+      case EngineMessage.TEXT:
+      case EngineMessage.FLUSH:
+      case EngineMessage.END:
+        return await streamText(message);
       case EngineMessage.STOP:
         return stop(message.id);
+      case EngineMessage.NORMALIZE:
+        return normalizeText(message);
       case EngineMessage.VOICE:
         return addVoice(message);
       case EngineMessage.CHECK:
@@ -109,7 +123,9 @@ async function boot({ site, role: myRole, cached, port: myPort }) {
   await pyodide.loadPackage(["numpy", "micropip"]);
   // loadPackage reports failures on the console only: check that the imports really work.
   const numpyVersion = pyodide.runPython("import numpy, micropip\nnumpy.__version__");
-  await pyodide.runPythonAsync(`import micropip\nawait micropip.install(${JSON.stringify(url(site.wheel))})`);
+  // One install for every wheel (core's and num2words's): micropip fetches them at once.
+  const wheels = JSON.stringify(site.wheels.map(url));
+  await pyodide.runPythonAsync(`import micropip\nawait micropip.install(${wheels})`);
   pyodide.runPython("import browser.engine");
   const kernels = await linkKernels(memory, url(site.kernels));
   timings.numpy_ms = performance.now() - start;
@@ -208,7 +224,7 @@ async function fetchBytes(url, onProgress) {
   return bytes;
 }
 
-// A zero-delay pause that lets queued messages (a Stop) in between two frames.
+// A zero-delay pause that lets queued messages (a Stop, more text) in between two frames.
 function yieldToEvents() {
   return new Promise((resolve) => {
     const channel = new MessageChannel();
@@ -218,48 +234,81 @@ function yieldToEvents() {
 }
 
 function stop(id) {
-  if (running && running.id === id) running.stopped = true;
   stopped.add(id);
+  if (!running || running.id !== id) return;
+  running.stopped = true;
+  if (!running.pumping) {
+    engine.cancel(); // a text stream waiting for text: nothing else would drop it
+    running = null;
+  }
 }
 
-// The flow side: frames to the decoder worker (or, in "both", decoded here).
+// The flow side. A request is {id, stopped, ended, pumping}: `ended` once no more text can come
+// (at once for SPEAK; at END for a text stream). Its frames go to the decoder side: the other
+// worker, or this one ("both").
+function toDecoder(message) {
+  if (role === "both") decodeNow(message);
+  else port.postMessage(message);
+}
+
+function begin(id, answer, ended) {
+  const started = JSON.parse(answer);
+  if (started.error) throw new Error(started.error);
+  running = { id, stopped: false, ended, pumping: false }; // a newer request replaces this one
+  return running;
+}
+
 async function speak({ id, text, voice, options }) {
   if (!engine) throw new Error("the model is not loaded yet");
-  const started = JSON.parse(engine.start(text, voice || "", JSON.stringify(options || {})));
-  if (started.error) throw new Error(started.error);
-  const mine = { id, stopped: false };
-  running = mine; // a newer request replaces this one: the loop below then ends quietly
+  await pump(begin(id, engine.start(text, voice || "", JSON.stringify(options || {})), true));
+}
+
+function openStream({ id, voice, options }) {
+  if (!engine) throw new Error("the model is not loaded yet");
+  begin(id, engine.open_stream(voice || "", JSON.stringify(options || {})), false);
+}
+
+// TEXT, FLUSH and END of the running text stream: new segments join the queue that pump() says.
+async function streamText({ type, id, text }) {
+  const request = running;
+  if (!request || request.id !== id || request.stopped || request.ended) return; // stopped, or replaced
+  const answer = JSON.parse(type === EngineMessage.TEXT ? engine.push(text) : engine.flush());
+  if (answer.error) {
+    request.stopped = true;
+    engine.cancel();
+    throw new Error(answer.error);
+  }
+  if (type === EngineMessage.END) request.ended = true;
+  await pump(request);
+}
+
+// Hands on the request's segments and frames, one frame per turn of the event loop (so that a
+// Stop or more text gets in), until nothing is queued: then, once the text has ended, its END.
+async function pump(request) {
+  if (request.pumping) return; // the loop under way takes what was just queued
+  request.pumping = true;
   try {
     for (;;) {
-      if (running !== mine) return;
-      if (mine.stopped) {
+      if (running !== request) return;
+      if (request.stopped) {
         engine.cancel();
         return;
       }
-      if (role === "both") {
-        const proxy = engine.step();
-        if (proxy === undefined || proxy === null) break;
-        postChunk(id, proxy);
-      } else {
-        const frame = engine.next_frame();
-        if (frame === undefined || frame === null) break;
-        port.postMessage({ type: FrameMessage.FRAME, id, frame });
-      }
+      const item = engine.next_frame();
+      if (item === undefined || item === null) break;
+      const parsed = JSON.parse(item);
+      if ("segment" in parsed) {
+        const { segment: text, spoken, speed } = parsed;
+        toDecoder({ type: FrameMessage.SEGMENT, id: request.id, text, spoken, speed });
+      } else toDecoder({ type: FrameMessage.FRAME, id: request.id, frame: item });
       await yieldToEvents();
     }
   } finally {
-    if (running === mine) running = null;
+    request.pumping = false;
   }
-  if (role === "both") post({ type: EngineMessage.DONE, id });
-  else port.postMessage({ type: FrameMessage.END, id });
-}
-
-function postChunk(id, proxy) {
-  const buffer = proxy.getBuffer("f32");
-  const chunk = buffer.data.slice(); // a copy: buffer.data views the whole wasm heap
-  buffer.release();
-  proxy.destroy();
-  post({ type: EngineMessage.CHUNK, id, chunk }, [chunk.buffer]);
+  if (!request.ended) return; // until more text comes
+  running = null;
+  toDecoder({ type: FrameMessage.END, id: request.id });
 }
 
 // The decoder side: frames in order, one per turn of the event loop, so that a Stop gets in.
@@ -272,20 +321,55 @@ async function decodeAll() {
   decoding = true;
   try {
     while (decodeQueue.length > 0) {
-      const { type, id, frame } = decodeQueue.shift();
-      if (stopped.has(id)) continue;
-      try {
-        if (type === FrameMessage.END) post({ type: EngineMessage.DONE, id });
-        else postChunk(id, engine.decode(frame));
-      } catch (error) {
-        stopped.add(id);
-        fail(id, error);
-      }
+      decodeNow(decodeQueue.shift());
       await yieldToEvents();
     }
   } finally {
     decoding = false;
   }
+}
+
+// One message of the flow side: a generation begins (its segment is announced with its first
+// audio), one of its frames, or the request's end. `decoded` is the request being decoded:
+// {id, samples (sent so far), segment (announced with the next audio, or null)}.
+let decoded = null;
+
+function decodeNow({ type, id, frame, text, spoken, speed }) {
+  if (stopped.has(id)) return;
+  try {
+    if (decoded && decoded.id !== id) decoded = null; // a request replaced by a newer one
+    if (type === FrameMessage.SEGMENT || type === FrameMessage.END) {
+      if (decoded) sendAudio(engine.finish()); // the previous generation's held-back end
+      if (type === FrameMessage.END) {
+        decoded = null;
+        post({ type: EngineMessage.DONE, id });
+        return;
+      }
+      engine.begin(speed);
+      decoded = decoded || { id, samples: 0 };
+      decoded.segment = { text, spoken };
+    } else sendAudio(engine.decode(frame));
+  } catch (error) {
+    stopped.add(id);
+    decoded = null;
+    fail(id, error);
+  }
+}
+
+function sendAudio(proxy) {
+  const buffer = proxy.getBuffer("f32");
+  const chunk = buffer.data.slice(); // a copy: buffer.data views the whole wasm heap
+  buffer.release();
+  proxy.destroy();
+  if (chunk.length === 0) return; // a speed change gathers its first few ms
+  const { id, segment } = decoded;
+  if (segment) {
+    const { text, spoken } = segment;
+    post({ type: EngineMessage.SEGMENT, id, text, spoken, start_sample: decoded.samples });
+    decoded.segment = null;
+  }
+  decoded.samples += chunk.length;
+  post({ type: EngineMessage.CHUNK, id, chunk }, [chunk.buffer]);
 }
 
 function addVoice({ id, samples, sampleRate }) {
@@ -294,4 +378,11 @@ function addVoice({ id, samples, sampleRate }) {
   const result = JSON.parse(engine.add_voice("/tmp/voice.f32", sampleRate));
   if (result.error) throw new Error(result.error);
   post({ type: EngineMessage.VOICE, id, voice: result.voice });
+}
+
+function normalizeText({ id, text }) {
+  if (!engine) throw new Error("the model is not loaded yet");
+  const result = JSON.parse(engine.normalize(text));
+  if (result.error) throw new Error(result.error);
+  post({ type: EngineMessage.NORMALIZE, id, text: result.text });
 }

@@ -4,8 +4,9 @@
 
 Writes to OUT: the web UI (web/), the worker (browser/worker.js), the service worker (sw.js: a
 reload downloads nothing, and the site works offline), Pyodide (vendored from npm,
-scripts/vendor_pyodide.py), this package as the pure-Python wheel `pip wheel` builds (the worker
-installs it with micropip), the WebAssembly kernels (core/portable/kernels.wasm), the model as an int8 bundle
+scripts/vendor_pyodide.py), this package as the pure-Python wheel `pip wheel` builds and the wheel
+of num2words, which core's text normalization imports (the worker installs both with micropip, in
+one call: it fetches them at once), the WebAssembly kernels (core/portable/kernels.wasm), the model as an int8 bundle
 in model/ (core.export.export: a weights file per part, config JSON, tokenizer, voice states), and
 site.json, which tells the page where everything is and which worker needs which model file.
 `python -m server --site OUT` serves the same folder, so one page offers both engines.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import importlib.metadata
 import json
 import shutil
 import subprocess
@@ -38,6 +40,7 @@ SHELL = [
     "worklet.js",
     "server-engine.js",
     "browser-engine.js",
+    "waveform.js",
     "style.css",
 ]
 # Which worker roles (browser/worker.js) need a file of the bundle; the rest need them all.
@@ -66,6 +69,25 @@ def build_wheel(out: Path) -> Path:
         target = out / wheels[0].name
         shutil.copy(wheels[0], target)
     return target
+
+
+def build_dependency_wheels(out: Path) -> List[Path]:
+    """The wheels of what core imports beyond NumPy (num2words, pure Python), at the version this
+    environment runs, so that the page normalizes text as the server does. num2words declares
+    docopt, which only its command-line script imports; Pyodide 0.17's micropip installs a wheel
+    from a URL without its declared dependencies, so the site carries num2words alone."""
+    requirement = f"num2words=={importlib.metadata.version('num2words')}"
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", tmp, requirement],
+            capture_output=True,
+            text=True,
+        )
+        wheels = list(Path(tmp).glob("*-py3-none-any.whl"))
+        if done.returncode != 0 or len(wheels) != 1:
+            raise SystemExit(f"pip wheel {requirement} failed: {done.stderr.strip()[-1000:]}")
+        shutil.copy(wheels[0], out / wheels[0].name)
+        return [out / wheels[0].name]
 
 
 def model_roles(bundle: Path) -> Dict[str, List[str]]:
@@ -100,10 +122,10 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
     shutil.copy(ROOT / "core" / "portable" / "kernels.wasm", out / "kernels.wasm")
     print("[2/5] Pyodide 0.17.1 with NumPy and micropip", file=sys.stderr)
     pyodide_bytes = vendor(out / "pyodide")
-    print("[3/5] the package's wheel (pip wheel)", file=sys.stderr)
+    print("[3/5] the package's wheel and num2words's (pip wheel)", file=sys.stderr)
     for old in out.glob("*.whl"):
         old.unlink()
-    wheel = build_wheel(out)
+    wheels = build_dependency_wheels(out) + [build_wheel(out)]
     print(f"[4/5] model bundle of {model} ({'int8' if int8 else 'float32'})", file=sys.stderr)
     report = export(model, str(out / "model"), voices, int8=int8)
     roles = model_roles(out / "model")
@@ -120,7 +142,7 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
         "format": "pocket-tts-numpy-site",
         "version": version,
         "pyodide": "pyodide/",
-        "wheel": wheel.name,
+        "wheels": [wheel.name for wheel in wheels],
         "kernels": "kernels.wasm",
         "model": {"path": "model/", "name": report["bundle"], "files": files, "roles": roles},
     }

@@ -1,24 +1,44 @@
-// The page: text, voice, Generate/Stop, playback as audio arrives, a download link, and the TTFA
-// panel. Two engines with one contract (speak, uploadVoice): the server (POST /stream; its voices
-// from GET /voices) and the browser (Pyodide in workers; its voices from the model's info at boot).
+// The page: text, voice, speed, normalization, Generate/Stop, "speak as I type", playback as audio
+// arrives with its waveform and the segment sounding, a download link, and the TTFA panel. Two
+// engines with one contract (speak, textStream, uploadVoice): the server (POST /stream and the
+// WebSocket /v1/audio/speech/stream; its voices from GET /voices) and the browser (Pyodide in
+// workers; its voices from the model's info at boot).
 // Every finished run is appended to window.pocketTTS.runs as {mode, ttfc_ms, ttfa_ms, total_ms,
 // audio_ms}, every run that played out to window.pocketTTS.played as {samples, audible, stalls}
-// (samples the worklet rendered, how many not silent, how often playback waited for audio), and
-// every voice upload to window.pocketTTS.uploads as {mode, ms} (until the voice was ready).
-// Automation reads them (tests/test_web_ui.py, e2e/).
+// (samples the worklet rendered, how many not silent, how often playback waited for audio), every
+// voice upload to window.pocketTTS.uploads as {mode, ms} (until the voice was ready), and every text
+// stream that ended to window.pocketTTS.streams (see textStream). Automation reads them
+// (tests/test_web_ui.py, tests/test_text_stream_page.py, e2e/).
 
 import * as browser from "./browser-engine.js";
 import { Player, wavBlob } from "./player.js";
 import "./protocol.js";
 import * as server from "./server-engine.js";
+import { Waveform } from "./waveform.js";
 
 const { audio: AudioMessage } = globalThis.PocketProtocol;
 
 const $ = (id) => document.getElementById(id);
 const player = new Player();
-// sampleRate: of the engine in use (its /health, or the in-browser model's info).
-const state = { controller: null, run: null, site: null, sampleRate: null };
-window.pocketTTS = { runs: [], played: [], uploads: [], ready: false, load: null, collect };
+const waveform = new Waveform($("wave"));
+// sampleRate: of the engine in use (its /health, or the in-browser model's info). run: what the
+// player plays (a Generate run or a text stream); live: the "speak as I type" stream.
+const state = {
+  controller: null, run: null, site: null, sampleRate: null, live: null, liveRun: null, liveText: "", livePause: null,
+};
+window.pocketTTS = {
+  runs: [],
+  played: [],
+  uploads: [],
+  streams: [],
+  ready: false,
+  load: null,
+  collect,
+  textStream,
+  normalize,
+};
+// After this long without typing, "speak as I type" says what it holds (an unfinished sentence).
+const TYPING_PAUSE_MS = 1500;
 
 function status(message, isError = false) {
   $("status").textContent = message;
@@ -68,6 +88,7 @@ function fillVoices(list) {
 }
 
 async function useMode(name) {
+  stop();
   $("generate").disabled = true;
   if (name === "server") {
     state.sampleRate = (await server.health()).sample_rate;
@@ -103,6 +124,7 @@ async function generate() {
   const run = {
     mode: mode(), sampleRate: state.sampleRate, t0: performance.now(), ttfc: null, ttfa: null, end: null, chunks: [], samples: 0,
   };
+  showRun(run);
   state.controller = controller;
   state.run = run;
   $("generate").disabled = true;
@@ -114,11 +136,13 @@ async function generate() {
     await engines[run.mode].speak({
       text,
       voice: $("voice").value,
+      options: pageOptions(),
       signal: controller.signal,
       onChunk: (chunk) => {
         if (run.ttfc === null) run.ttfc = performance.now() - run.t0;
         run.samples += chunk.length;
         run.chunks.push(chunk.slice());
+        waveform.add(chunk);
         player.push(chunk);
       },
     });
@@ -140,6 +164,7 @@ function finish(run) {
   const audioMs = (1000 * run.samples) / run.sampleRate;
   $("download").href = URL.createObjectURL(wavBlob(run.chunks, run.sampleRate));
   $("download").hidden = false;
+  if (run.record) return; // a text stream: its record is in pocketTTS.streams
   const record = () => {
     window.pocketTTS.runs.push({
       mode: run.mode, ttfc_ms: run.ttfc, ttfa_ms: run.ttfa, total_ms: run.end, audio_ms: audioMs,
@@ -154,11 +179,20 @@ function finish(run) {
 
 function stop() {
   if (state.controller) state.controller.abort();
+  if (state.run && state.run.stream) state.run.stream.cancel();
   state.controller = null;
   state.run = null;
+  state.live = null;
+  clearTimeout(state.livePause);
   player.stop();
   $("generate").disabled = false;
   $("stop").disabled = true;
+  $("finish").disabled = true;
+}
+
+// The options of every generation, from the page's controls.
+function pageOptions() {
+  return { speed: Number($("speed").value), normalize: $("normalize").checked };
 }
 
 // All the audio of one generation, without playing it (for automated comparisons).
@@ -168,14 +202,184 @@ async function collect({ mode: name, text, voice, options }) {
   return chunks.flatMap((c) => Array.from(c));
 }
 
+// What normalization makes of `text` in the in-browser engine (numbers, dates, currency... as words).
+function normalize(text) {
+  return browser.normalize(text);
+}
+
+// A text stream: text arriving in pieces (an LLM's reply, a user typing), spoken segment by segment
+// as each is complete, with the same calls in both modes (the server's WebSocket, or the workers):
+//   const s = pocketTTS.textStream({mode, voice, options, play, onSegment, onChunk});   // all optional
+//   s.append("Hello wor"); s.append("ld. How are"); s.flush(); s.end(); await s.done;  // or s.cancel()
+// mode: the page's engine by default (another must have been selected once: the browser's boots
+// then); voice: the page's; options (any generation option: speed, normalize, seed, ...) on top of
+// the page's controls (speed, normalize).
+// With play (the default) the page plays it, draws it and shows the segment sounding; without, it
+// only collects. onSegment({text, spoken, start_sample}) before each segment's first audio;
+// onChunk(Float32Array) for each piece of audio. `done` resolves, once everything has been received
+// (and played out, with play), with the stream's record, also appended to pocketTTS.streams:
+// {mode, sample_rate, opened_at, appends: [{at, text}], segments: [{text, spoken, start_sample,
+// received_at, heard_at, shown_at}], first_audio_at, ended_at, done_at, samples, played} where `*_at` are
+// performance.now() times: when each piece was appended, when each segment's first audio arrived,
+// left the speakers (audio clock) and was highlighted, when the first audible sample left the
+// speakers, when end() was called and when the last audio arrived; played: {samples, audible,
+// stalls, starved} from the worklet (stalls: the gaps where playback waited for audio; starved:
+// the samples of silence they lasted). cancel() stops at once (barge-in); `done` then rejects
+// with an AbortError, as it rejects with the engine's error. Playing needs a user gesture on the
+// page before (browsers keep audio off until one).
+function textStream({ mode: name = mode(), voice = $("voice").value, options, play = true, onSegment, onChunk } = {}) {
+  const record = {
+    mode: name, sample_rate: state.sampleRate, opened_at: performance.now(), appends: [], segments: [],
+    first_audio_at: null, ended_at: null, done_at: null, samples: 0, played: null,
+  };
+  const run = { mode: name, sampleRate: state.sampleRate, record, chunks: [], samples: 0, stream: null, drained: null };
+  const playedOut = new Promise((resolve) => {
+    run.drained = resolve; // by the worklet's DRAINED: {samples, audible, stalls, starved}
+  });
+  if (play) {
+    stop();
+    state.run = run;
+    showRun(run);
+    $("stop").disabled = false;
+  }
+  // Audio may come before the AudioContext has resumed: it is queued behind that.
+  const ready = play ? player.start(run.sampleRate) : Promise.resolve();
+  const stream = engines[name].textStream({
+    voice,
+    options: { ...pageOptions(), ...options },
+    onSegment: (event) => {
+      const segment = { ...event, received_at: performance.now(), heard_at: null, shown_at: null };
+      record.segments.push(segment);
+      if (play) showSegment(run, segment);
+      if (onSegment) onSegment(event);
+    },
+    onChunk: (chunk) => {
+      run.samples += chunk.length;
+      if (onChunk) onChunk(chunk);
+      if (!play) return;
+      run.chunks.push(chunk.slice());
+      waveform.add(chunk);
+      const copy = chunk.slice(); // the player takes its buffer
+      ready.then(() => state.run === run && player.push(copy));
+    },
+  });
+  const done = (async () => {
+    await ready;
+    try {
+      await stream.done;
+    } catch (error) {
+      if (state.run === run) {
+        state.run = null;
+        $("stop").disabled = true;
+      }
+      throw error;
+    }
+    record.done_at = performance.now();
+    record.samples = run.samples;
+    if (play && state.run === run) {
+      player.end();
+      if (run.samples > 0) record.played = await playedOut;
+      finish(run);
+      $("stop").disabled = true;
+    }
+    window.pocketTTS.streams.push(record);
+    return record;
+  })();
+  done.catch(() => {}); // the caller's to handle; this only keeps the console quiet
+  const handle = {
+    append(text) {
+      record.appends.push({ at: performance.now(), text });
+      stream.append(text);
+    },
+    flush: () => stream.flush(),
+    end() {
+      if (record.ended_at === null) record.ended_at = performance.now();
+      stream.end();
+    },
+    cancel() {
+      stream.cancel();
+      if (state.run === run) {
+        state.run = null;
+        player.stop();
+        $("stop").disabled = true;
+      }
+    },
+    done,
+    record,
+  };
+  run.stream = handle;
+  return handle;
+}
+
+// The waveform and the segment list start over for a run that plays.
+function showRun(run) {
+  waveform.reset();
+  $("segments").replaceChildren();
+  $("download").hidden = true;
+  run.items = [];
+}
+
+// A segment whose audio begins: listed now, highlighted when it sounds.
+function showSegment(run, segment) {
+  const item = document.createElement("li");
+  item.textContent = segment.text;
+  if (segment.spoken && segment.spoken !== segment.text) {
+    const spoken = document.createElement("span");
+    spoken.className = "spoken-as";
+    spoken.textContent = segment.spoken;
+    item.append(" ", spoken);
+  }
+  $("segments").append(item);
+  run.items.push(item);
+  waveform.mark(segment.start_sample);
+}
+
+// The segment whose first sample leaves the speakers now.
+function highlight(run, index) {
+  if (state.run !== run) return;
+  run.items.forEach((item, i) => {
+    item.classList.toggle("sounding", i === index);
+    item.classList.toggle("said", i < index);
+  });
+  run.record.segments[index].shown_at = performance.now();
+}
+
+player.on(AudioMessage.POSITION, ({ rendered, time }) => {
+  const run = state.run;
+  if (!run) return;
+  const now = performance.now();
+  const later = (at, work) => setTimeout(work, Math.max(0, at - now));
+  later(player.toPerformanceTime(time), () => state.run === run && waveform.position(rendered));
+  if (!run.record) return;
+  run.record.segments.forEach((segment, index) => {
+    if (segment.heard_at !== null || rendered < segment.start_sample) return;
+    segment.heard_at = player.toPerformanceTime(time - (rendered - segment.start_sample) / run.sampleRate);
+    later(segment.heard_at, () => highlight(run, index));
+  });
+});
+
 player.on(AudioMessage.FIRST_AUDIO, ({ time }) => {
   const run = state.run;
-  if (!run || run.ttfa !== null) return;
+  if (!run) return;
+  if (run.record) {
+    if (run.record.first_audio_at === null) run.record.first_audio_at = player.toPerformanceTime(time);
+    return;
+  }
+  if (run.ttfa !== null) return;
   run.ttfa = player.toPerformanceTime(time) - run.t0;
   if (run.onFirstAudio) run.onFirstAudio();
 });
 
-player.on(AudioMessage.DRAINED, ({ rendered, audible, stalls }) => {
+player.on(AudioMessage.DRAINED, ({ rendered, audible, stalls, starved }) => {
+  const run = state.run;
+  if (run && run.record) {
+    run.items.forEach((item) => {
+      item.classList.remove("sounding");
+      item.classList.add("said");
+    });
+    run.drained({ samples: rendered, audible, stalls, starved });
+    return;
+  }
   window.pocketTTS.played.push({ samples: rendered, audible, stalls });
   if (stalls > 0) {
     status(`${$("status").textContent} Playback waited for audio ${stalls === 1 ? "once" : `${stalls} times`} ` +
@@ -183,10 +387,79 @@ player.on(AudioMessage.DRAINED, ({ rendered, audible, stalls }) => {
   }
 });
 
+// "Speak as I type": one text stream while the box is being typed in. Words are sent as they are
+// finished (a word ends with whitespace, so one being corrected is not sent yet), each sentence is
+// spoken once it is complete, a pause in the typing says what is left (flush), and Finish (or
+// switching the mode off) sends the rest and ends the stream. state.liveText is the text of the
+// box up to where it has been sent (or was there before); text edited there is sent again from the
+// first change.
+function typed() {
+  if (!$("live").checked) return;
+  const text = $("text").value;
+  let common = 0;
+  while (common < state.liveText.length && text[common] === state.liveText[common]) common++;
+  state.liveText = state.liveText.slice(0, common);
+  const words = /^[\s\S]*\S\s+/.exec(text);
+  sendTyped(text, words ? words[0].length : 0);
+  clearTimeout(state.livePause);
+  state.livePause = setTimeout(() => {
+    sendTyped($("text").value, $("text").value.length);
+    if (state.live) state.live.flush();
+  }, TYPING_PAUSE_MS);
+}
+
+function sendTyped(text, end) {
+  const from = state.liveText.length;
+  if (end <= from) return;
+  const piece = text.slice(from, end);
+  state.liveText = text.slice(0, end);
+  if (!state.live || state.run !== state.liveRun) {
+    if (!piece.trim()) return;
+    openLive();
+  }
+  state.live.append(piece);
+}
+
+function openLive() {
+  const stream = textStream();
+  state.live = stream;
+  state.liveRun = state.run;
+  $("finish").disabled = false;
+  status("Speaking as you type…");
+  stream.done.then(
+    (record) => status(`Done: ${record.segments.length} segment${record.segments.length === 1 ? "" : "s"} spoken.`),
+    (error) => {
+      if (error.name !== "AbortError") status(error.message, true);
+    },
+  );
+}
+
+function finishLive() {
+  clearTimeout(state.livePause);
+  $("live").checked = false;
+  $("finish").disabled = true;
+  if (!state.live) return;
+  sendTyped($("text").value, $("text").value.length);
+  state.live.end();
+  state.live = null;
+}
+
 $("generate").addEventListener("click", generate);
 $("stop").addEventListener("click", () => {
   stop();
+  state.liveText = $("text").value; // what was typed so far is not said after a Stop
   status("Stopped.");
+});
+$("finish").addEventListener("click", finishLive);
+$("text").addEventListener("input", typed);
+$("live").addEventListener("change", () => {
+  if (!$("live").checked) return finishLive();
+  state.liveText = $("text").value; // only what is typed from now on is spoken
+  $("text").focus();
+  status("Type: each sentence is spoken as soon as you finish it.");
+});
+$("speed").addEventListener("input", () => {
+  $("speed-value").textContent = `${Number($("speed").value).toFixed(2)}×`;
 });
 $("mode").addEventListener("change", () => useMode(mode()).catch((error) => status(error.message, true)));
 $("voice-file").addEventListener("change", async (event) => {

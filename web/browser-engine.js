@@ -12,7 +12,7 @@ const { engine: EngineMessage } = globalThis.PocketProtocol;
 let workers = null; // {flow, decoder}: the same Worker twice with one worker
 let booted = null; // Promise of {info, timings}
 let nextId = 1;
-const pending = new Map(); // id -> {onChunk, resolve, reject}
+const pending = new Map(); // id -> {onChunk, onSegment, resolve, reject}
 
 // The site's description (site.json, written by scripts/build_site.py), or null when this page is
 // served without the in-browser engine.
@@ -98,12 +98,18 @@ function route(message) {
     request.onChunk(message.chunk);
     return;
   }
+  if (message.type === EngineMessage.SEGMENT) {
+    const { text, spoken, start_sample: startSample } = message;
+    if (request.onSegment) request.onSegment({ text, spoken, start_sample: startSample });
+    return;
+  }
   pending.delete(message.id); // every other reply is the request's last
   if (message.type === EngineMessage.ERROR) {
     stopEverywhere(message.id);
     request.reject(new Error(message.message));
   } else if (message.type === EngineMessage.DONE) request.resolve();
   else if (message.type === EngineMessage.VOICE) request.resolve(message.voice);
+  else if (message.type === EngineMessage.NORMALIZE) request.resolve(message.text);
   else if (message.type === EngineMessage.CHECK) request.resolve(message.report);
   else if (message.type === EngineMessage.HEAP) request.resolve(message.bytes);
 }
@@ -122,6 +128,46 @@ export function speak({ text, voice, signal, onChunk, options }) {
       reject(new DOMException("stopped", "AbortError"));
     });
     workers.flow.postMessage({ type: EngineMessage.SPEAK, id, text, voice, options: options || {} });
+  });
+}
+
+// A text stream: text that arrives in pieces (an LLM's reply, a user typing), said segment by
+// segment as core's segmenter finds each complete, in the flow worker. The same contract in both
+// engines (server-engine.js speaks it over the server's WebSocket):
+//   append(text)  a piece of text (any split, inside words too)
+//   flush()       say what is buffered now (the writer paused)
+//   end()         no more text: say the rest; `done` resolves once all the audio has been sent
+//   cancel()      stop now (barge-in): nothing more comes; `done` rejects with an AbortError
+// onSegment({text, spoken, start_sample}) comes before each segment's first chunk: the segment as
+// given, as read (normalized), and the samples sent before it.
+export function textStream({ voice, options, onChunk, onSegment }) {
+  const id = nextId++;
+  const done = new Promise((resolve, reject) => pending.set(id, { onChunk, onSegment, resolve, reject }));
+  const send = (message) => {
+    if (pending.has(id)) workers.flow.postMessage({ ...message, id });
+  };
+  send({ type: EngineMessage.STREAM, voice, options: options || {} });
+  return {
+    append: (text) => send({ type: EngineMessage.TEXT, text }),
+    flush: () => send({ type: EngineMessage.FLUSH }),
+    end: () => send({ type: EngineMessage.END }),
+    cancel: () => {
+      const request = pending.get(id);
+      if (!request) return;
+      pending.delete(id);
+      stopEverywhere(id);
+      request.reject(new DOMException("cancelled", "AbortError"));
+    },
+    done,
+  };
+}
+
+// What normalization makes of `text` (numbers, dates, currency... as words), in the flow worker.
+export function normalize(text) {
+  const id = nextId++;
+  return new Promise((resolve, reject) => {
+    pending.set(id, { resolve, reject });
+    workers.flow.postMessage({ type: EngineMessage.NORMALIZE, id, text });
   });
 }
 

@@ -9,23 +9,36 @@
 //                                            what the worker fetches; port: the MessagePort to the
 //                                            other worker (two workers), transferred
 //     SPEAK    {id, text, voice, options}    (flow, both) voice: "" for the default
+//     STREAM   {id, voice, options}          (flow, both) a text stream: its text comes in pieces
+//     TEXT     {id, text}                    (flow, both) a piece of stream `id` (any split)
+//     FLUSH    {id}                          (flow, both) say the text buffered now
+//     END      {id}                          (flow, both) no more text: say the rest, then DONE
+//     NORMALIZE {id, text}                   (flow, both) what normalization makes of `text`
 //     VOICE    {id, samples, sampleRate}     (flow, both) a recording to clone (Float32Array, mono,
 //                                            transferred)
 //     STOP     {id}                          (all) drop request `id`: nothing more comes for it
+//                                            (a text stream's cancel)
 //     CHECK    {id}                          (all) the kernels against NumPy (browser/kernel_check.py)
 //     HEAP     {id}                          (all) the size of the WebAssembly heap
 //   worker -> page
 //     PROGRESS {stage, loaded, total}        while booting (model bytes received of total)
 //     READY    {info, timings}               booted: the model's info, and how long each stage took
+//     SEGMENT  {id, text, spoken, start_sample}  (decoder, both) a generation's first audio is the
+//                                            next CHUNK: its text (a segment of a stream, or the
+//                                            whole text), the text it is read as (normalized), and
+//                                            the samples of the request sent before it
 //     CHUNK    {id, chunk}                   (decoder, both) audio: Float32Array, transferred
 //     DONE     {id}                          (decoder, both) the last chunk of `id` has been sent
 //     VOICE    {id, voice}                   (flow, both) the cloned voice's name, for SPEAK
+//     NORMALIZE {id, text}                   (flow, both) the normalized text
 //     CHECK    {id, report}                  the kernel check's report
 //     HEAP     {id, bytes}                   the heap's size (it only grows: the peak so far)
 //     ERROR    {id, message}                 any failure; no `id` when booting failed. The page
 //                                            never waits on a silent worker.
 //
 // frames: the flow worker -> the decoder worker, through the boot's MessagePort (two workers).
+//     SEGMENT  {id, text, spoken, speed}     a generation of request `id` begins: its frames
+//                                            follow (a new decoder at `speed`)
 //     FRAME    {id, frame}                   one latent frame of request `id` (a JSON string)
 //     END      {id}                          request `id` has no more frames
 //
@@ -35,11 +48,14 @@
 //     CHUNK    {chunk}                       audio to queue: Float32Array, transferred
 //     END      {}                            the run has no more audio
 //   worklet -> page
+//     POSITION {rendered, time}              while playing, every few ms: the sample `rendered`
+//                                            (of the run) plays at `time` (audio clock, s)
 //     FIRST_AUDIO {time}                     the first non-zero sample is rendered (time: on the
 //                                            audio clock, in seconds)
-//     DRAINED  {time, rendered, audible, stalls}  an ended run has played out: samples rendered,
-//                                            how many were not silent, and how often the queue ran
-//                                            dry before the end (each a gap the listener heard)
+//     DRAINED  {time, rendered, audible, stalls, starved}  an ended run has played out: samples
+//                                            rendered, how many were not silent, how often the
+//                                            queue ran dry before the end (each a gap the listener
+//                                            heard) and the samples of silence those gaps lasted
 //
 // A classic script with no import or export, so that all three kinds of scope can load it: the
 // classic worker with importScripts("../protocol.js"), the page's modules and the worklet's module
@@ -52,17 +68,24 @@ globalThis.PocketProtocol = Object.freeze({
   engine: Object.freeze({
     BOOT: "boot",
     SPEAK: "speak",
+    STREAM: "stream",
+    TEXT: "text",
+    FLUSH: "flush",
+    END: "end",
+    NORMALIZE: "normalize",
     VOICE: "voice",
     STOP: "stop",
     CHECK: "check",
     HEAP: "heap",
     PROGRESS: "progress",
     READY: "ready",
+    SEGMENT: "segment",
     CHUNK: "chunk",
     DONE: "done",
     ERROR: "error",
   }),
   frames: Object.freeze({
+    SEGMENT: "segment",
     FRAME: "frame",
     END: "end",
   }),
@@ -71,6 +94,7 @@ globalThis.PocketProtocol = Object.freeze({
     CHUNK: "chunk",
     END: "end",
     FIRST_AUDIO: "first-audio",
+    POSITION: "position",
     DRAINED: "drained",
   }),
 });

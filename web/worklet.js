@@ -1,10 +1,13 @@
-// AudioWorklet processor: plays float32 chunks as they arrive, and reports the first audible sample
-// and, once a run has ended, how it played out. Its messages are named in protocol.js (audio):
+// AudioWorklet processor: plays float32 chunks as they arrive, and reports the first audible sample,
+// where playback is (so that the page shows what is sounding by this clock, not by when the audio
+// was made) and, once a run has ended, how it played out. Its messages are named in protocol.js (audio):
 // importing it sets globalThis.PocketProtocol in the worklet's own scope.
 
 import "./protocol.js";
 
 const { audio: AudioMessage } = globalThis.PocketProtocol;
+// POSITION every this many render quanta (128 samples each: about 43 ms at 24 kHz).
+const POSITION_QUANTA = 8;
 
 class StreamPlayer extends AudioWorkletProcessor {
   constructor() {
@@ -31,7 +34,9 @@ class StreamPlayer extends AudioWorkletProcessor {
     this.rendered = 0;
     this.audible = 0;
     this.stalls = 0;
+    this.starvedSamples = 0; // of silence played while the queue was dry
     this.starved = false; // the queue is dry now (counted once per gap)
+    this.quanta = 0;
   }
 
   process(inputs, outputs) {
@@ -60,6 +65,10 @@ class StreamPlayer extends AudioWorkletProcessor {
       }
     }
     out.fill(0, written);
+    if (this.playing && this.quanta++ % POSITION_QUANTA === 0) {
+      const time = currentTime + written / sampleRate;
+      this.port.postMessage({ type: AudioMessage.POSITION, rendered: this.rendered, time });
+    }
     if (this.playing && this.queue.length === 0) {
       if (this.ended) {
         this.playing = false;
@@ -69,10 +78,12 @@ class StreamPlayer extends AudioWorkletProcessor {
           rendered: this.rendered,
           audible: this.audible,
           stalls: this.stalls,
+          starved: this.starvedSamples,
         });
-      } else if (written < out.length && !this.starved) {
+      } else if (written < out.length) {
+        this.starvedSamples += out.length - written;
+        if (!this.starved) this.stalls++;
         this.starved = true;
-        this.stalls++;
       }
     }
     return true;
