@@ -13,7 +13,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import httpx
 
@@ -180,6 +180,20 @@ def chromium() -> Iterator[Any]:
 
 # Lets a test hold the workers' "done" messages (window.pocketTTSHold.done = true), so that a generation
 # cannot finish before the test clicks Stop, however fast it runs; release() delivers them.
+def save(name: str, result: Dict[str, Any], markdown: Callable[[List[Dict[str, Any]]], str]) -> str:
+    """Add one model's result to build/e2e/NAME.json (replacing that model's earlier one) and rewrite
+    NAME.md, the table `markdown` makes of them all; returns the table."""
+    SITES.mkdir(parents=True, exist_ok=True)
+    path = SITES / f"{name}.json"
+    results = [r for r in (json.loads(path.read_text()) if path.exists() else []) if r["model"] != result["model"]]
+    results.append(result)
+    results.sort(key=lambda r: r["model"])
+    path.write_text(json.dumps(results, indent=1))
+    table = markdown(results)
+    (SITES / f"{name}.md").write_text(table + "\n")
+    return table
+
+
 HOLD_DONE = """
 window.pocketTTSHold = {
   done: false,

@@ -22,7 +22,6 @@ Writes build/e2e/text_stream.json and text_stream.md and prints the table; progr
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any, Dict, List
 
@@ -33,7 +32,6 @@ from core.portable.tokenizer import Tokenizer
 from e2e import harness
 from e2e.ttfa import stats
 
-OUT = harness.ROOT / "build" / "e2e"
 REPLY = (
     "Sure, here is a short summary of the plan. The meeting moved to Thursday morning, in the small room "
     "on the second floor. Please bring the budget numbers and the latest draft of the report. "
@@ -170,19 +168,6 @@ def markdown(results: List[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def save(result: Dict[str, Any]) -> str:
-    """Add one model's result to build/e2e/text_stream.json and rewrite text_stream.md; returns the table."""
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / "text_stream.json"
-    results = [r for r in (json.loads(path.read_text()) if path.exists() else []) if r["model"] != result["model"]]
-    results.append(result)
-    results.sort(key=lambda r: r["model"])
-    path.write_text(json.dumps(results, indent=1))
-    table = markdown(results)
-    (OUT / "text_stream.md").write_text(table + "\n")
-    return table
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["english", "english_2m_2026-10"])
@@ -192,7 +177,9 @@ def main() -> None:
     table = ""
     for model in args.models:
         print(f"{model}: building the site, starting the servers", file=sys.stderr)
-        table = save(measure(model, args.rates, args.runs, lambda m: print(m, file=sys.stderr)))
+        table = harness.save(
+            "text_stream", measure(model, args.rates, args.runs, lambda m: print(m, file=sys.stderr)), markdown
+        )
     print(table)
 
 

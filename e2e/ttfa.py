@@ -12,7 +12,6 @@ model cached, and the download sizes. Writes build/e2e/ttfa.json and ttfa.md and
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -20,7 +19,6 @@ from typing import Any, Dict, List
 
 from e2e import harness
 
-OUT = harness.ROOT / "build" / "e2e"
 METRICS = [
     ("ttfc_ms", "TTFC (ms)"),
     ("ttfa_ms", "TTFA (ms)"),
@@ -132,19 +130,6 @@ def markdown(results: List[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def save(result: Dict[str, Any]) -> str:
-    """Add one model's result to build/e2e/ttfa.json and rewrite ttfa.md; returns the table."""
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / "ttfa.json"
-    results = [r for r in (json.loads(path.read_text()) if path.exists() else []) if r["model"] != result["model"]]
-    results.append(result)
-    results.sort(key=lambda r: r["model"])
-    path.write_text(json.dumps(results, indent=1))
-    table = markdown(results)
-    (OUT / "ttfa.md").write_text(table + "\n")
-    return table
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["english", "english_2m_2026-10"])
@@ -153,7 +138,7 @@ def main() -> None:
     table = ""
     for model in args.models:
         print(f"{model}: building the site, starting the servers", file=sys.stderr)
-        table = save(measure(model, args.runs, lambda m: print(m, file=sys.stderr)))
+        table = harness.save("ttfa", measure(model, args.runs, lambda m: print(m, file=sys.stderr)), markdown)
     print(table)
 
 

@@ -34,7 +34,7 @@ def test_ttfa_runs_in_both_modes(request, model: str) -> None:
     assert result["download"]["cached_bytes"] == 0  # the service worker serves every file
     model_bytes = sum(json.loads((harness.site(model) / "site.json").read_text())["model"]["files"].values())
     assert result["download"]["cold_bytes"] - result["download"]["cached_bytes"] >= model_bytes  # model cached
-    ttfa.save(result)
+    harness.save("ttfa", result, ttfa.markdown)
 
 
 def test_the_table_keeps_results_measured_before_a_metric_existed() -> None:
