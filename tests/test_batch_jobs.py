@@ -26,13 +26,16 @@ LINES = [
     {"id": "seeded", "text": "A seeded line.", "seed": 7, "max_frames": 8},
     {"id": "derived-seed", "text": "No seed given here.", "max_frames": 8},
     {"id": "other.voice", "text": "Another voice.", "voice": "voice_22050.wav", "temperature": 0, "max_frames": 8},
+    {"id": "fast", "text": "Read 2 times faster.", "speed": 2.0, "temperature": 0, "max_frames": 8},
+    {"id": "as-written", "text": "Read 2 as written.", "normalize": False, "temperature": 0, "max_frames": 8},
 ]
 BAD = [
     "not json at all",
     json.dumps({"id": "hello", "text": "The same id again."}),
     json.dumps({"id": "../escape", "text": "A path for an id."}),
     json.dumps({"id": "no-text"}),
-    json.dumps({"id": "odd-option", "text": "Hi.", "speed": 2}),
+    json.dumps({"id": "odd-option", "text": "Hi.", "sped": 2}),
+    json.dumps({"id": "too-fast", "text": "Hi.", "speed": 9}),
     json.dumps({"id": "bad-range", "text": "Hi.", "temperature": -1}),
     json.dumps({"id": "ghost", "text": "Hi.", "voice": "nobody"}),
 ]
@@ -90,13 +93,15 @@ def test_each_line_is_the_models_audio_and_bad_lines_are_errors_in_the_manifest(
             pcm = model.generate(line["text"], voice, GenerationOptions.of(entry["options"]))
         assert (tmp_path / "out" / entry["file"]).read_bytes() == wav_bytes(pcm, model.sample_rate), line["id"]
         assert entry["duration_s"] == round(pcm.shape[0] / model.sample_rate, 3)
+    assert entries[4]["duration_s"] == 8 * 0.08 / 2  # speed 2: half the frames' audio
     errors = [e["error"] for e in entries[len(LINES) :]]
     expected = [
         "not JSON",
         "used twice",
         "id must be",
         "text must be",
-        "unknown option 'speed'",
+        "unknown option 'sped'",
+        "speed must be from 0.25 to 4.0",
         "temperature",
         "voice not found: 'nobody'",
     ]
