@@ -13,7 +13,8 @@ makes it; or uses --url), warms it up with one short utterance, then sends REPLY
   brings the space after its period: the segment is complete then) to the first audio byte;
 - per segment, against a playback clock that starts at the first audio byte and plays in real time:
   how late its audio arrived when it was due (the worst of its chunks; 0: no gap), and the total of
-  such gaps (underruns) over the reply.
+  such gaps (underruns) over the reply; a gap before a segment whose text was not yet complete when
+  its audio was due is the writer's (text slower than speech), the others the generation's.
 """
 
 from __future__ import annotations
@@ -40,15 +41,15 @@ def pieces(text: str, size: int) -> List[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def completing_piece(parts: List[str]) -> int:
-    """The index of the piece that brings the whitespace after the first sentence's end."""
-    end = re.search(r"[.!?]\s", "".join(parts)).end() - 1  # the whitespace's position
+def completing_piece(parts: List[str], end: int) -> int:
+    """The index of the piece that brings the character at `end` (the whitespace after a segment;
+    the last piece for the end of the text, which `end` completes)."""
     position = 0
     for index, part in enumerate(parts):
         position += len(part)
         if position > end:
             return index
-    raise ValueError("no sentence end")
+    return len(parts) - 1
 
 
 async def speak(url: str, text: str, size: int, rate: float, options: Dict[str, Any]) -> Dict[str, Any]:
@@ -79,7 +80,9 @@ async def speak(url: str, text: str, size: int, rate: float, options: Dict[str, 
 
 def analyse(run: Dict[str, Any]) -> Dict[str, Any]:
     rate = next(m["sample_rate"] for _, m in run["arrivals"] if isinstance(m, dict) and m["type"] == "started")
-    completed = run["sent"][completing_piece(run["parts"])]
+    text = "".join(run["parts"])
+    first_end = re.search(r"[.!?]\s", text).end() - 1  # the whitespace after the first sentence
+    completed = run["sent"][completing_piece(run["parts"], first_end)]
     audio = [(t, n) for t, n in run["arrivals"] if isinstance(n, int)]
     first = audio[0][0]
     segments: List[Dict[str, Any]] = []
@@ -87,7 +90,10 @@ def analyse(run: Dict[str, Any]) -> Dict[str, Any]:
     for when, message in run["arrivals"]:
         if isinstance(message, dict):
             if message["type"] == "segment":
+                end = text.index(message["text"], segments[-1]["end"] if segments else 0) + len(message["text"])
+                ready = run["sent"][completing_piece(run["parts"], end)]
                 segments.append({"text": message["text"], "start_sample": message["start_sample"], "late": 0.0})
+                segments[-1].update(end=end, ready=ready)
             elif message["type"] == "error":
                 raise RuntimeError(message["error"]["message"])
             continue
@@ -95,15 +101,18 @@ def analyse(run: Dict[str, Any]) -> Dict[str, Any]:
         segments[-1]["late"] = max(segments[-1]["late"], when - due)
         samples += message
     # A gap delays everything after it: the clock is the client's, which waits while it has nothing.
-    gaps, shift = [], 0.0
+    # A gap is the writer's when the segment's text was not complete when its audio was due.
+    gaps, writers, shift = [], [], 0.0
     for segment in segments:
         gap = max(0.0, segment["late"] - shift)
         gaps.append(gap)
+        writers.append(segment["ready"] > first + segment["start_sample"] / rate + shift)
         shift += gap
     return {
         "first_audio_ms": 1000 * (first - completed),
-        "segments": [dict(s, gap_ms=1000 * g) for s, g in zip(segments, gaps)],
+        "segments": [dict(s, gap_ms=1000 * g, writer=w) for s, g, w in zip(segments, gaps, writers)],
         "underrun_ms": 1000 * sum(gaps),
+        "generation_underrun_ms": 1000 * sum(g for g, w in zip(gaps, writers) if not w),
         "audio_s": samples / rate,
         "text_s": run["sent"][-1] - run["sent"][0],
     }
@@ -132,10 +141,12 @@ def report(model: str, result: Dict[str, Any], rate: float) -> str:
     lines = [
         f"{model} ({rate:g} tokens/s): first sentence complete -> first audio {result['first_audio_ms']:.0f} ms; "
         f"underruns {result['underrun_ms']:.0f} ms in all over {result['audio_s']:.1f} s of audio "
-        f"(text sent over {result['text_s']:.1f} s)"
+        f"(text sent over {result['text_s']:.1f} s), {result['generation_underrun_ms']:.0f} ms of them with the "
+        "segment's text complete (generation late)"
     ]
     for segment in result["segments"]:
-        lines.append(f"  gap {segment['gap_ms']:6.0f} ms  {segment['text']}")
+        whose = " (text not yet complete)" if segment["gap_ms"] and segment["writer"] else ""
+        lines.append(f"  gap {segment['gap_ms']:6.0f} ms{whose}  {segment['text']}")
     return "\n".join(lines)
 
 
