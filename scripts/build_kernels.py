@@ -1,15 +1,19 @@
-"""Build the compiled kernels (core/portable/kernels.c): the WebAssembly module the browser runs, and the same
-source as a native shared library.
+"""Build the compiled kernels (core/portable/kernels.c): the two WebAssembly modules the browser runs, and the
+same source as a native shared library.
 
-    python -m scripts.build_kernels              # core/portable/kernels.wasm (committed) and build/kernels/*.so
-    python -m scripts.build_kernels --check      # rebuild the .wasm and fail unless it equals the committed one
+    python -m scripts.build_kernels              # core/portable/kernels*.wasm (committed) and build/kernels/*.so
+    python -m scripts.build_kernels --check      # rebuild both .wasm and fail unless they equal the committed ones
 
-The WebAssembly module imports Pyodide's memory and must own none of it, so the build fails if the
-module has a global in use, a shadow stack, data segments, or anything imported or exported besides
-the memory and the `pk_*` functions. wasm-ld always defines a stack-pointer global and a function
-table; when nothing uses them (checked), they are cut from the binary, so the module carries no
-global at all. Needs Debian's `clang`, `lld` and `wabt` (apt-get install -y clang lld wabt); clang
-14 gives the same bytes on every machine.
+Two WebAssembly builds of the one source: `kernels.wasm`, WebAssembly SIMD (Debian's clang 14, for
+every browser with SIMD), and `kernels-relaxed.wasm`, relaxed SIMD (Debian's clang-19 with
+-mrelaxed-simd: fused multiply-adds in the products; the page links it where the browser validates
+it). Each module imports Pyodide's memory and must own none of it, so the build fails if a module
+has a global in use, a shadow stack, data segments, or anything imported or exported besides the
+memory and the `pk_*` functions; the SIMD build must also validate without relaxed SIMD. wasm-ld
+always defines a stack-pointer global and a function table; when nothing uses them (checked), they
+are cut from the binary, so the module carries no global at all. Needs Debian 12's `clang`, `lld`,
+`clang-19`, `lld-19` and `wabt` (apt-get install -y clang lld clang-19 lld-19 wabt), which give the
+same bytes on every machine.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, NamedTuple, Optional
 
 from core.portable.kernels import NAMES, SIGNATURES
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "core" / "portable" / "kernels.c"
 WASM = ROOT / "core" / "portable" / "kernels.wasm"
+RELAXED_WASM = ROOT / "core" / "portable" / "kernels-relaxed.wasm"
 NATIVE_DIR = ROOT / "build" / "kernels"
 WASM_FLAGS = [
     "--target=wasm32",
@@ -44,6 +49,22 @@ WASM_FLAGS = [
     "-Wl,-z,stack-size=0",
     "-Wl,--strip-all",
 ]
+
+
+class WasmBuild(NamedTuple):
+    """One WebAssembly build of the source: its committed file, compiler, linker (None: the compiler's
+    own), extra flags, and the wasm-validate options that accept its instructions (none: SIMD only)."""
+
+    path: Path
+    compiler: str
+    linker: Optional[str]
+    flags: List[str]
+    features: List[str]
+
+
+SIMD = WasmBuild(WASM, "clang", None, [], [])
+RELAXED = WasmBuild(RELAXED_WASM, "clang-19", "wasm-ld-19", ["-mrelaxed-simd"], ["--enable-relaxed-simd"])
+BUILDS = (SIMD, RELAXED)
 NATIVE_FLAGS = ["-O3", "-fno-math-errno", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-Wno-psabi"]
 
 # Section ids of the WebAssembly binary format.
@@ -57,7 +78,7 @@ class BuildError(Exception):
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
-        raise BuildError(f"{name} is not installed (apt-get install -y clang lld wabt)")
+        raise BuildError(f"{name} is not installed (apt-get install -y clang lld clang-19 lld-19 wabt)")
     return path
 
 
@@ -94,8 +115,9 @@ def _without(module: bytes, section_ids: set) -> bytes:
     return module[:8] + b"".join(kept)
 
 
-def check_module(path: Path) -> None:
-    """Fail unless the module touches no memory of its own: see the module docstring."""
+def check_module(path: Path, features: Optional[List[str]] = None) -> None:
+    """Fail unless the module touches no memory of its own and validates with `features` (wasm-validate
+    options; none: WebAssembly SIMD only): see the module docstring."""
     objdump = _tool("wasm-objdump")
     disassembly = _run([objdump, "-d", str(path)])
     if re.search(r"global\.(get|set)", disassembly):
@@ -111,7 +133,7 @@ def check_module(path: Path) -> None:
     names = [m.group(1) for m in (re.match(r'func\[\d+\] <\w+> -> "(\w+)"$', e) for e in exports) if m]
     if len(names) != len(exports) or sorted(names) != sorted(NAMES):
         raise BuildError(f"{path}: exports {exports}, expected the functions {list(NAMES)}")
-    _run([_tool("wasm-validate"), str(path)])
+    _run([_tool("wasm-validate"), *(features or []), str(path)])
 
 
 def signatures(source: str) -> Dict[str, str]:
@@ -141,10 +163,13 @@ def _listing(details: str, section: str) -> List[str]:
     return [line[3:] for line in match.group(1).splitlines()] if match else []
 
 
-def build_wasm(out: Path) -> bytes:
+def build_wasm(out: Path, build: WasmBuild = SIMD) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         linked = Path(tmp) / "linked.wasm"
-        _run([_tool("clang"), *WASM_FLAGS, "-o", str(linked), str(SOURCE)])
+        command = [_tool(build.compiler), *WASM_FLAGS, *build.flags]
+        if build.linker:  # named: not an older wasm-ld found on the PATH
+            command.append(f"-fuse-ld={_tool(build.linker)}")
+        _run([*command, "-o", str(linked), str(SOURCE)])
         module = linked.read_bytes()
         if re.search(r"global\.(get|set)", _run([_tool("wasm-objdump"), "-d", str(linked)])):
             raise BuildError(
@@ -152,7 +177,7 @@ def build_wasm(out: Path) -> bytes:
             )
         stripped = Path(tmp) / "kernels.wasm"
         stripped.write_bytes(_without(module, {TABLE, GLOBAL}))
-        check_module(stripped)
+        check_module(stripped, build.features)
         module = stripped.read_bytes()
     out.write_bytes(module)
     return module
@@ -172,24 +197,26 @@ def build_native(out_dir: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--check", action="store_true", help="fail unless the rebuilt .wasm equals core/portable/kernels.wasm"
+        "--check", action="store_true", help="fail unless the rebuilt modules equal the committed core/portable/*.wasm"
     )
     args = parser.parse_args()
     try:
         check_signatures()
         if args.check:
-            with tempfile.TemporaryDirectory() as tmp:
-                rebuilt = build_wasm(Path(tmp) / "kernels.wasm")
-            committed = WASM.read_bytes() if WASM.exists() else b""
-            if rebuilt != committed:
-                raise BuildError(
-                    f"{WASM} is not the build of {SOURCE} ({len(committed)} bytes committed, {len(rebuilt)} rebuilt): "
-                    "run python -m scripts.build_kernels and commit the result"
-                )
-            print(f"{WASM.relative_to(ROOT)}: {len(rebuilt)} bytes, equal to a fresh build", file=sys.stderr)
+            for build in BUILDS:
+                with tempfile.TemporaryDirectory() as tmp:
+                    rebuilt = build_wasm(Path(tmp) / build.path.name, build)
+                committed = build.path.read_bytes() if build.path.exists() else b""
+                if rebuilt != committed:
+                    raise BuildError(
+                        f"{build.path} is not the build of {SOURCE} ({len(committed)} bytes committed, "
+                        f"{len(rebuilt)} rebuilt): run python -m scripts.build_kernels and commit the result"
+                    )
+                print(f"{build.path.relative_to(ROOT)}: {len(rebuilt)} bytes, equal to a fresh build", file=sys.stderr)
             return
-        module = build_wasm(WASM)
-        print(f"{WASM.relative_to(ROOT)}: {len(module)} bytes", file=sys.stderr)
+        for build in BUILDS:
+            module = build_wasm(build.path, build)
+            print(f"{build.path.relative_to(ROOT)}: {len(module)} bytes", file=sys.stderr)
         library = build_native(NATIVE_DIR)
         print(f"{library.relative_to(ROOT)}: {library.stat().st_size} bytes", file=sys.stderr)
     except BuildError as e:

@@ -4,7 +4,8 @@
 #   2. makes .venv-ref with the official pocket-tts 4.0.1 (CPU torch) for the cross-checks;
 #   3. writes the full-size parity fixtures to build/reference with the official code (skipped
 #      when they are up to date with the script and the committed tokenizer/voice files);
-#   4. rebuilds the WebAssembly kernels and checks they equal the committed core/portable/kernels.wasm;
+#   4. rebuilds the WebAssembly kernels and checks they equal the committed core/portable/kernels.wasm
+#      and kernels-relaxed.wasm;
 #   5. checks core/ against Python 3.8, lints, and runs pytest (extra arguments go to pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +37,7 @@ else
     echo "up to date" >&2
 fi
 
-step "the committed WebAssembly kernels are the build of core/portable/kernels.c"
+step "the committed WebAssembly kernels (SIMD, relaxed SIMD) are the builds of core/portable/kernels.c"
 .venv/bin/python -m scripts.build_kernels --check
 
 step "core/ runs on Python 3.8 (vermin), lint and format (ruff)"

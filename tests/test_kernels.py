@@ -135,9 +135,11 @@ def test_int8_bundles_stay_int8_on_the_kernels(eager_kernels, tmp_path, monkeypa
 
 
 @pytest.mark.skipif(
-    shutil.which("clang") is None or shutil.which("wasm-objdump") is None, reason="needs clang, lld, wabt"
+    not all(shutil.which(tool) for tool in ("clang", "clang-19", "wasm-objdump")),
+    reason="needs clang, lld, clang-19, lld-19, wabt",
 )
-def test_the_wasm_build_refuses_a_module_that_would_use_memory_of_its_own(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("build", ["SIMD", "RELAXED"])
+def test_the_wasm_build_refuses_a_module_that_would_use_memory_of_its_own(tmp_path, monkeypatch, build) -> None:
     from scripts import build_kernels
 
     source = (build_kernels.SOURCE).read_text()
@@ -156,7 +158,7 @@ def test_the_wasm_build_refuses_a_module_that_would_use_memory_of_its_own(tmp_pa
         (tmp_path / "k.c").write_text(broken)
         monkeypatch.setattr(build_kernels, "SOURCE", tmp_path / "k.c")
         with pytest.raises(build_kernels.BuildError, match=reason):
-            build_kernels.build_wasm(tmp_path / "k.wasm")
+            build_kernels.build_wasm(tmp_path / "k.wasm", getattr(build_kernels, build))
 
 
 def test_the_bindings_signatures_are_the_c_prototypes() -> None:
