@@ -29,10 +29,13 @@ from core.portable.model import FrameDecoder, Segment, TextStream
 from core.portable.options import GenerationOptions
 from core.portable.voice_registry import VoiceRegistry
 
+# The parts each role loads at boot. Voice cloning (the Mimi encoder and the speaker projection) is
+# not among them: the flow side adds it when the first voice is uploaded (`add_cloning`), so that a
+# visit that never uploads one neither downloads nor loads it.
 ROLES = {
-    "flow": (params.FLOW_LM, params.VOICE_CLONING),
+    "flow": (params.FLOW_LM,),
     "decoder": (params.DECODER,),
-    "both": params.PARTS,
+    "both": (params.FLOW_LM, params.DECODER),
 }
 
 
@@ -49,6 +52,9 @@ class BrowserEngine:
         self.role = role
         self.model = TTSModel.load(bundle_dir, parts=ROLES[role])
         speaks = params.FLOW_LM in self.model.parts and self.model.default_voice is not None
+        # Whether the flow side can clone, from the bundle's manifest (the part itself comes later).
+        files = self.model.files
+        self.can_clone = bool(speaks and files.voice_cloning and params.VOICE_CLONING in files.weights)
         self.voices = VoiceRegistry(self.model) if speaks else None  # the default voice prepared now
         if speaks:  # normalization's rules are compiled on first use: now, not in the first request
             self.model.spoken("")
@@ -70,7 +76,7 @@ class BrowserEngine:
                 "language": self.model.language,
                 "voices": self.voices.names() if self.voices else [],
                 "default_voice": self.model.default_voice,
-                "can_clone_voices": self.model.can_clone_voices,
+                "can_clone_voices": self.can_clone,
                 "backend": ops.current().name,
             }
         )
@@ -89,6 +95,11 @@ class BrowserEngine:
         return _result("text", lambda: self.model.spoken(text))
 
     # The flow side
+
+    def add_cloning(self) -> str:
+        """Load the voice-cloning part, whose file the worker has just written to the bundle folder
+        -> JSON {parts} or {error}."""
+        return _result("parts", lambda: self.model.add_parts([params.VOICE_CLONING]) or list(self.model.parts))
 
     def add_voice(self, samples_path: str, sample_rate: int) -> str:
         """A recording the page decoded (float32 samples in a file) -> JSON {voice} or {error}."""

@@ -30,6 +30,10 @@ let port = null; // to the decoder worker, or from the flow worker
 let cacheName = null;
 let useCacheApi = true; // false when a service worker already caches what this worker fetches
 let running = null; // the flow side's current request (see pump)
+// The voice-cloning part ({name, url, size}, from site.json): the flow side fetches and loads it on
+// the first voice upload (`cloning`, a Promise from then on), not at boot.
+let cloningPart = null;
+let cloning = null;
 const stopped = new Set(); // requests the decoder side drops
 const decodeQueue = []; // frames and ends the decoder side has yet to handle
 let decoding = false;
@@ -59,7 +63,7 @@ self.onmessage = async (event) => {
       case EngineMessage.NORMALIZE:
         return normalizeText(message);
       case EngineMessage.VOICE:
-        return addVoice(message);
+        return await addVoice(message);
       case EngineMessage.CHECK:
         return post({ type: EngineMessage.CHECK, id: message.id, report: JSON.parse(engine.check_kernels()) });
       case EngineMessage.HEAP:
@@ -75,7 +79,7 @@ self.onmessage = async (event) => {
 // Newer Pyodide releases expose the file system as pyodide.FS; 0.17 as pyodide._module.FS.
 const fileSystem = () => pyodide.FS || pyodide._module.FS;
 
-async function boot({ site, role: myRole, cached, port: myPort }) {
+async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelBuild }) {
   role = myRole;
   port = myPort || null;
   useCacheApi = !cached;
@@ -95,7 +99,13 @@ async function boot({ site, role: myRole, cached, port: myPort }) {
   let start = bootStart;
   // The model downloads while Python starts: its bytes wait in JS memory until Python is ready.
   let stage = "Starting Python (Pyodide)";
-  const files = Object.entries(site.model.files).filter(([name]) => site.model.roles[name].includes(role));
+  const cloningName = site.model.voice_cloning || null;
+  if (cloningName && site.model.roles[cloningName].includes(role)) {
+    cloningPart = { name: cloningName, url: url(site.model.path + cloningName), size: site.model.files[cloningName] };
+  }
+  const files = Object.entries(site.model.files).filter(
+    ([name]) => site.model.roles[name].includes(role) && name !== cloningName,
+  );
   const total = files.reduce((n, [, size]) => n + size, 0);
   const received = new Map();
   const progress = () => {
@@ -127,7 +137,7 @@ async function boot({ site, role: myRole, cached, port: myPort }) {
   const wheels = JSON.stringify(site.wheels.map(url));
   await pyodide.runPythonAsync(`import micropip\nawait micropip.install(${wheels})`);
   pyodide.runPython("import browser.engine");
-  const kernels = await linkKernels(memory, url(site.kernels));
+  const kernels = await linkKernels(memory, chooseKernels(site, kernelBuild, url));
   timings.numpy_ms = performance.now() - start;
 
   start = performance.now();
@@ -172,16 +182,33 @@ async function capturingMemory(load) {
   return pyodide._module.wasmMemory || memory;
 }
 
+// A module of one function, f32x4.relaxed_madd of its three v128 arguments: valid where the browser
+// has relaxed SIMD, so the page picks the build before downloading either.
+const RELAXED_PROBE = new Uint8Array([
+  0, 97, 115, 109, 1, 0, 0, 0, 1, 8, 1, 96, 3, 123, 123, 123, 1, 123, 3, 2, 1, 0, 10, 13, 1, 11, 0, 32, 0, 32, 1,
+  32, 2, 253, 133, 2, 11,
+]);
+
+// Which kernel build to link: {url, name}. The relaxed-SIMD one (fused multiply-adds) where this browser
+// validates relaxed SIMD, else the WebAssembly SIMD one; `build` "simd" (the page's ?kernels=simd)
+// forces the latter.
+function chooseKernels(site, build, url) {
+  const relaxed = site.kernels_relaxed && build !== "simd" && WebAssembly.validate(RELAXED_PROBE);
+  return relaxed
+    ? { url: url(site.kernels_relaxed), name: "WebAssembly relaxed SIMD" }
+    : { url: url(site.kernels), name: "WebAssembly SIMD" };
+}
+
 // Instantiates the kernels on Pyodide's memory and installs them under core.portable.ops; returns what runs
-// the products ("WebAssembly SIMD", or why NumPy runs them alone: the page says so).
-async function linkKernels(memory, kernelsUrl) {
+// the products (the build's name, or why NumPy runs them alone: the page says so).
+async function linkKernels(memory, build) {
   try {
     if (!memory || memory.buffer !== pyodide._module.HEAPU8.buffer) throw new Error("Pyodide's memory was not found");
-    const bytes = await (await cachedResponse(kernelsUrl)).arrayBuffer();
+    const bytes = await (await cachedResponse(build.url)).arrayBuffer();
     const { instance } = await WebAssembly.instantiate(bytes, { env: { memory } });
     pyodide.registerJsModule("pocket_kernels", Object.fromEntries(Object.entries(instance.exports)));
     pyodide.runPython("import browser.engine\nbrowser.engine.install_kernels()");
-    return "WebAssembly SIMD";
+    return build.name;
   } catch (error) {
     return "NumPy only, without acceleration: " + String((error && error.message) || error);
   }
@@ -372,12 +399,36 @@ function sendAudio(proxy) {
   post({ type: EngineMessage.CHUNK, id, chunk }, [chunk.buffer]);
 }
 
-function addVoice({ id, samples, sampleRate }) {
+async function addVoice({ id, samples, sampleRate }) {
   if (!engine) throw new Error("the model is not loaded yet");
+  if (cloningPart) {
+    cloning = cloning || loadCloning(id);
+    try {
+      await cloning;
+    } catch (error) {
+      cloning = null; // the next upload tries again
+      throw error;
+    }
+  }
   fileSystem().writeFile("/tmp/voice.f32", new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength));
   const result = JSON.parse(engine.add_voice("/tmp/voice.f32", sampleRate));
   if (result.error) throw new Error(result.error);
   post({ type: EngineMessage.VOICE, id, voice: result.voice });
+}
+
+// The voice-cloning part, on the first upload: downloaded (through the cache, with progress for the
+// upload `id`), then added to the loaded model. Its last PROGRESS says the voice itself is next.
+async function loadCloning(id) {
+  const { name, url, size } = cloningPart;
+  const progress = (stage, loaded) => post({ type: EngineMessage.PROGRESS, id, stage, loaded, total: size });
+  progress("Downloading the voice-cloning part", 0);
+  const data = await fetchBytes(url, (loaded) => progress("Downloading the voice-cloning part", loaded));
+  fileSystem().writeFile("/model/" + name, data);
+  progress("Loading the voice-cloning part", size);
+  await yieldToEvents(); // the page hears of it before the load holds this worker
+  const result = JSON.parse(engine.add_cloning());
+  if (result.error) throw new Error(result.error);
+  progress("Cloning the voice", size);
 }
 
 function normalizeText({ id, text }) {

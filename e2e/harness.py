@@ -216,14 +216,14 @@ window.Worker = class extends NativeWorker {
 class Page:
     """A page of the UI, with the byte count of what it downloads."""
 
-    def __init__(self, context: Any, url: str):
+    def __init__(self, context: Any, url: str, query: str = ""):
         self.page = context.new_page()
         self.page.add_init_script(HOLD_DONE)
         self.errors: List[str] = []
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
         self.responses: List[Any] = []
         context.on("requestfinished", lambda request: self.responses.append(request))
-        self.page.goto(url + "/")
+        self.page.goto(url + "/" + query)  # query: e.g. "?kernels=simd"
         self.page.wait_for_function("window.pocketTTS && window.pocketTTS.ready", timeout=120_000)
 
     @property
@@ -259,12 +259,14 @@ class Page:
         run["played"] = self.page.evaluate(f"window.pocketTTS.played[{done}]")
         return run
 
-    def clone_voice(self, recording: Path) -> float:
-        """Upload a recording as the voice; ms until the page had it ready (its own clock)."""
+    def clone_voice(self, recording: Path) -> Dict[str, Any]:
+        """Upload a recording as the voice: {mode, ms, part_ms}, ms until the page had it ready (its
+        own clock), of which part_ms fetching and loading the voice-cloning part (a first upload in
+        the browser; 0 otherwise)."""
         done = self.page.evaluate("window.pocketTTS.uploads.length")
         self.page.set_input_files("#voice-file", str(recording))
         self.page.wait_for_function(f"window.pocketTTS.uploads.length > {done}", timeout=600_000)
-        return self.page.evaluate(f"window.pocketTTS.uploads[{done}].ms")
+        return self.page.evaluate(f"window.pocketTTS.uploads[{done}]")
 
     def collect(self, mode: str, text: str, options: Dict[str, Any]) -> List[float]:
         """The audio of one generation (not played), through the page's engine."""

@@ -6,9 +6,11 @@ Writes to OUT: the web UI (web/), the worker (browser/worker.js), the service wo
 reload downloads nothing, and the site works offline), Pyodide (vendored from npm,
 scripts/vendor_pyodide.py), this package as the pure-Python wheel `pip wheel` builds and the wheel
 of num2words, which core's text normalization imports (the worker installs both with micropip, in
-one call: it fetches them at once), the WebAssembly kernels (core/portable/kernels.wasm), the model as an int8 bundle
+one call: it fetches them at once), the WebAssembly kernels (core/portable/kernels.wasm and
+kernels-relaxed.wasm: the worker picks one), the model as an int8 bundle
 in model/ (core.export.export: a weights file per part, config JSON, tokenizer, voice states), and
-site.json, which tells the page where everything is and which worker needs which model file.
+site.json, which tells the page where everything is, which worker needs which model file, and
+which file is the voice-cloning part (fetched on the first voice upload, not on a cold visit).
 `python -m server --site OUT` serves the same folder, so one page offers both engines.
 """
 
@@ -24,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from core.portable.bundle import MANIFEST
 from scripts.vendor_pyodide import vendor
@@ -99,6 +101,13 @@ def model_roles(bundle: Path) -> Dict[str, List[str]]:
     return {name: by_file.get(name, ALL_ROLES) for name in files}
 
 
+def cloning_file(bundle: Path) -> Optional[str]:
+    """The bundle's file of the voice-cloning part, or None where it cannot clone. The workers fetch
+    it on the first voice upload, not at boot; the page knows from this name whether cloning exists."""
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    return manifest["weights"].get("voice_cloning") if manifest.get("voice_cloning", True) else None
+
+
 def service_worker(files: List[str], version: str) -> str:
     template = (ROOT / "browser" / "service-worker.js").read_text()
     return (
@@ -120,6 +129,7 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
     (out / "browser").mkdir(exist_ok=True)
     shutil.copy(ROOT / "browser" / "worker.js", out / "browser" / "worker.js")
     shutil.copy(ROOT / "core" / "portable" / "kernels.wasm", out / "kernels.wasm")
+    shutil.copy(ROOT / "core" / "portable" / "kernels-relaxed.wasm", out / "kernels-relaxed.wasm")
     print("[2/5] Pyodide 0.17.1 with NumPy and micropip", file=sys.stderr)
     pyodide_bytes = vendor(out / "pyodide")
     print("[3/5] the package's wheel and num2words's (pip wheel)", file=sys.stderr)
@@ -144,7 +154,14 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
         "pyodide": "pyodide/",
         "wheels": [wheel.name for wheel in wheels],
         "kernels": "kernels.wasm",
-        "model": {"path": "model/", "name": report["bundle"], "files": files, "roles": roles},
+        "kernels_relaxed": "kernels-relaxed.wasm",
+        "model": {
+            "path": "model/",
+            "name": report["bundle"],
+            "files": files,
+            "roles": roles,
+            "voice_cloning": cloning_file(out / "model"),
+        },
     }
     (out / "site.json").write_text(json.dumps(site, indent=1))
     site_files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())

@@ -14,7 +14,7 @@ from core import TTSModel
 from core.portable.audio import pcm16
 from e2e import harness
 
-from conftest import SMALL, VOICE_22K, record, require_browser
+from conftest import SMALL, VOICE_22K, VOICE_24K, record, require_browser
 from metrics import max_abs, nmse_db
 
 
@@ -54,22 +54,37 @@ def test_the_core_gives_the_same_pcm_in_the_browser_and_on_cpython(page, small_s
 
 
 def test_the_browser_engine_reports_its_runtime(page) -> None:
-    """Two workers on this 2-core machine, each with the WebAssembly kernels linked."""
+    """Two workers on this 2-core machine, each with the relaxed-SIMD kernels linked (Chromium has
+    relaxed SIMD)."""
     assert page.page.evaluate("document.getElementById('status').textContent") == (
-        "Ready (in this browser: Python 3.8.2, NumPy 1.17.5, WebAssembly SIMD, two workers)."
+        "Ready (in this browser: Python 3.8.2, NumPy 1.17.5, WebAssembly relaxed SIMD, two workers)."
     )
     load = page.page.evaluate("window.pocketTTS.load")
     assert all(load[k] > 0 for k in ("pyodide_ms", "numpy_ms", "download_ms", "load_ms", "total_ms"))
     assert load["workers"] == 2 and len(load["heap_bytes"]) == 2
 
 
-def test_the_kernels_equal_numpy_in_the_browser(page) -> None:
-    """browser/kernel_check.py in each worker, on the WebAssembly module inside Pyodide's memory."""
+@pytest.mark.parametrize("build", ["relaxed", "simd"])
+def test_the_kernels_equal_numpy_in_the_browser(page, browser, site_url, build) -> None:
+    """browser/kernel_check.py in each worker, on the WebAssembly module inside Pyodide's memory: the
+    relaxed-SIMD build Chromium picks, and the SIMD build ?kernels=simd forces. The relaxed build's
+    fused multiply-adds round once where a multiply and an add round twice, and an engine may run
+    them either way (so the last bits differ between machines): both stay within the check's bound
+    (a few float32 epsilons times sqrt(terms) of the sum of |terms|), which any summation order of
+    either meets."""
+    if build == "simd":
+        context = browser.new_context()
+        page = harness.Page(context, site_url, "?kernels=simd")
+        page.use("browser")
+    name = {"relaxed": "WebAssembly relaxed SIMD", "simd": "WebAssembly SIMD"}[build]
+    assert f", {name}, " in page.page.evaluate("document.getElementById('status').textContent")
     reports = page.page.evaluate("import('./browser-engine.js').then((engine) => engine.checkKernels())")
     assert len(reports) == 2
     for report in reports:
         assert report["failures"] == [] and report["worst"] < 1 and report["cases"] > 200, report
         assert report["refused"] == report["refusals"] > 10
+    if build == "simd":
+        context.close()
 
 
 def test_voice_upload_stop_and_errors_in_browser_mode(page) -> None:
@@ -92,6 +107,34 @@ def test_voice_upload_stop_and_errors_in_browser_mode(page) -> None:
     page.page.evaluate("window.pocketTTSHold.release()")
     assert page.run()["played"]["audible"] > 0  # the workers are free again
     assert page.errors == []
+
+
+def test_a_cold_visit_leaves_the_voice_cloning_part_to_the_first_upload(browser, site_url, small_site) -> None:
+    """The page boots, speaks and says it can clone without the voice-cloning part; the first
+    upload fetches it (once, with progress), loads it in the flow worker and clones."""
+    model = json.loads((small_site / "site.json").read_text())["model"]
+    part = model["voice_cloning"]
+    assert part == "voice_cloning.safetensors" and model["files"][part] > 0
+    context = browser.new_context()
+    page = harness.Page(context, site_url)
+    page.use("browser")
+    assert page.run()["played"]["audible"] > 0
+    fetched = lambda: [r.url for r in page.responses if r.url.endswith("/model/" + part)]  # noqa: E731
+    assert fetched() == []
+    everything = sum(p.stat().st_size for p in small_site.rglob("*") if p.is_file() and p.name != ".sources")
+    cold = page.downloaded
+    assert cold <= everything - model["files"][part]
+    upload = page.page.locator("#voice-file")
+    assert not upload.is_disabled() and "voice-cloning part" in upload.locator("..").get_attribute("title")
+    first = page.clone_voice(VOICE_22K)
+    assert first["part_ms"] > 0 and first["ms"] > first["part_ms"]
+    assert len(fetched()) >= 1 and page.downloaded - cold == model["files"][part]
+    assert page.page.input_value("#voice").startswith("upload:")
+    assert page.run("Spoken with an uploaded voice.")["played"]["audible"] > 0
+    again = page.clone_voice(VOICE_24K)  # the part is loaded: nothing more to fetch
+    assert again["part_ms"] == 0 and page.downloaded - cold == model["files"][part]
+    assert page.errors == []
+    context.close()
 
 
 def test_after_the_first_visit_a_reload_downloads_nothing_and_works_offline(browser, site_url, small_site) -> None:
@@ -133,7 +176,7 @@ def test_a_new_site_version_replaces_the_cached_files(browser, small_site, tmp_p
 
 def test_without_the_kernels_the_page_says_so_and_numpy_runs_the_model(browser, site_url) -> None:
     context = browser.new_context()
-    context.route("**/kernels.wasm", lambda route: route.abort())
+    context.route("**/kernels*.wasm", lambda route: route.abort())
     page = harness.Page(context, site_url)
     page.use("browser")
     status = page.page.inner_text("#status")

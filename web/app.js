@@ -6,7 +6,8 @@
 // Every finished run is appended to window.pocketTTS.runs as {mode, ttfc_ms, ttfa_ms, total_ms,
 // audio_ms}, every run that played out to window.pocketTTS.played as {samples, audible, stalls}
 // (samples the worklet rendered, how many not silent, how often playback waited for audio), every
-// voice upload to window.pocketTTS.uploads as {mode, ms} (until the voice was ready), and every text
+// voice upload to window.pocketTTS.uploads as {mode, ms, part_ms} (ms until the voice was ready, of
+// which part_ms fetching and loading the voice-cloning part: the first upload in the browser), and every text
 // stream that ended to window.pocketTTS.streams (see textStream). Automation reads them
 // (tests/test_web_ui.py, tests/test_text_stream_page.py, e2e/).
 
@@ -87,12 +88,26 @@ function fillVoices(list) {
   for (const name of list.voices) select.append(new Option(name, name));
 }
 
+// Voice upload on or off, with why (the page knows from site.json and the model's manifest, before
+// any of the voice-cloning part is downloaded).
+function offerUploads(on, why) {
+  $("voice-file").disabled = !on;
+  $("voice-file").parentElement.title = why;
+}
+
+function cloningNote() {
+  const name = state.site.model.voice_cloning;
+  const megabytes = (state.site.model.files[name] / 1e6).toFixed(0);
+  return `The first upload downloads the voice-cloning part of the model (${megabytes} MB)`;
+}
+
 async function useMode(name) {
   stop();
   $("generate").disabled = true;
   if (name === "server") {
     state.sampleRate = (await server.health()).sample_rate;
     fillVoices(await server.voices());
+    offerUploads(true, "");
     $("generate").disabled = false;
     status("Ready (server).");
     return;
@@ -107,6 +122,7 @@ async function useMode(name) {
   }
   state.sampleRate = info.sample_rate;
   fillVoices({ default: info.default_voice, voices: info.voices.filter((v) => v !== info.default_voice) });
+  offerUploads(info.can_clone_voices, info.can_clone_voices ? cloningNote() : "this model comes without voice cloning");
   renderPanel();
   $("generate").disabled = false;
   const runs = workers === 2 ? "two workers" : "one worker";
@@ -468,9 +484,14 @@ $("voice-file").addEventListener("change", async (event) => {
   status(`Preparing the voice ${file.name}…`);
   const start = performance.now();
   try {
-    const id = await engines[mode()].uploadVoice(file, state.sampleRate);
+    let partMs = 0;
+    const id = await engines[mode()].uploadVoice(file, state.sampleRate, (progress) => {
+      const share = progress.loaded < progress.total ? ` (${Math.round((100 * progress.loaded) / progress.total)}%)` : "";
+      status(`${progress.stage}…${share}`);
+      partMs = performance.now() - start; // the last progress: the part is ready
+    });
     const ms = performance.now() - start;
-    window.pocketTTS.uploads.push({ mode: mode(), ms });
+    window.pocketTTS.uploads.push({ mode: mode(), ms, part_ms: partMs });
     $("voice").append(new Option(`uploaded: ${file.name}`, id));
     $("voice").value = id;
     status(`Voice ${file.name} ready (${(ms / 1000).toFixed(1)} s).`);

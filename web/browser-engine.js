@@ -53,13 +53,15 @@ function start(siteInfo, role, cached, port, onProgress) {
     worker.onerror = (event) => reject(new Error(event.message || "the worker failed to start"));
     worker.onmessage = (event) => {
       const message = event.data;
-      if (message.type === EngineMessage.PROGRESS) onProgress(message);
+      if (message.type === EngineMessage.PROGRESS && message.id === undefined) onProgress(message);
       else if (message.type === EngineMessage.READY) resolve(message);
       else if (message.type === EngineMessage.ERROR && message.id === undefined) reject(new Error(message.message));
       else route(message);
     };
   });
-  worker.postMessage({ type: EngineMessage.BOOT, site: siteInfo, role, cached, port }, port ? [port] : []);
+  // ?kernels=simd on the page forces the WebAssembly SIMD kernels where relaxed SIMD would run.
+  const kernels = new URLSearchParams(self.location.search).get("kernels");
+  worker.postMessage({ type: EngineMessage.BOOT, site: siteInfo, role, cached, port, kernels }, port ? [port] : []);
   return { worker, ready };
 }
 
@@ -101,6 +103,10 @@ function route(message) {
   if (message.type === EngineMessage.SEGMENT) {
     const { text, spoken, start_sample: startSample } = message;
     if (request.onSegment) request.onSegment({ text, spoken, start_sample: startSample });
+    return;
+  }
+  if (message.type === EngineMessage.PROGRESS) {
+    if (request.onProgress) request.onProgress(message);
     return;
   }
   pending.delete(message.id); // every other reply is the request's last
@@ -172,7 +178,8 @@ export function normalize(text) {
 }
 
 // A recording decoded by the browser (any format it plays), mixed to mono, cloned in the worker.
-export async function uploadVoice(file, sampleRate) {
+// The first upload fetches and loads the voice-cloning part first: onProgress({stage, loaded, total}).
+export async function uploadVoice(file, sampleRate, onProgress) {
   const context = new OfflineAudioContext(1, 1, sampleRate);
   const decoded = await context.decodeAudioData(await file.arrayBuffer());
   const samples = new Float32Array(decoded.length);
@@ -182,7 +189,7 @@ export async function uploadVoice(file, sampleRate) {
   }
   const id = nextId++;
   return new Promise((resolve, reject) => {
-    pending.set(id, { resolve, reject });
+    pending.set(id, { resolve, reject, onProgress });
     workers.flow.postMessage({ type: EngineMessage.VOICE, id, samples, sampleRate: decoded.sampleRate }, [samples.buffer]);
   });
 }

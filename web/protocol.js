@@ -5,9 +5,11 @@
 // role given at boot: "flow" (text -> latent frames, voice cloning), "decoder" (frames -> audio) or
 // "both". Requests carry an `id` the page chose; the replies to it carry the same `id`.
 //   page -> worker
-//     BOOT     {site, role, cached, port?}   site: site.json; cached: a service worker already keeps
-//                                            what the worker fetches; port: the MessagePort to the
-//                                            other worker (two workers), transferred
+//     BOOT     {site, role, cached, port?,   site: site.json; cached: a service worker already keeps
+//               kernels?}                    what the worker fetches; port: the MessagePort to the
+//                                            other worker (two workers), transferred; kernels: "simd"
+//                                            forces the WebAssembly SIMD build (else relaxed SIMD
+//                                            where the browser validates it)
 //     SPEAK    {id, text, voice, options}    (flow, both) voice: "" for the default
 //     STREAM   {id, voice, options}          (flow, both) a text stream: its text comes in pieces
 //     TEXT     {id, text}                    (flow, both) a piece of stream `id` (any split)
@@ -22,6 +24,9 @@
 //     HEAP     {id}                          (all) the size of the WebAssembly heap
 //   worker -> page
 //     PROGRESS {stage, loaded, total}        while booting (model bytes received of total)
+//     PROGRESS {id, stage, loaded, total}    (flow, both) the first VOICE `id` fetches and loads the
+//                                            voice-cloning part first (bytes of total); the last
+//                                            one ("Cloning the voice") says the part is ready
 //     READY    {info, timings}               booted: the model's info, and how long each stage took
 //     SEGMENT  {id, text, spoken, start_sample}  (decoder, both) a generation's first audio is the
 //                                            next CHUNK: its text (a segment of a stream, or the

@@ -147,6 +147,8 @@ class TTSModel:
         self.voices = dict(voices or {})
         self.default_voice = default_voice
         self._time_terms: Dict[int, List[np.ndarray]] = {}
+        # The files it was loaded from (set by `from_files`): where `add_parts` reads more parts.
+        self.files: Optional[sources.ModelFiles] = None
 
     @property
     def sample_rate(self) -> int:
@@ -178,7 +180,7 @@ class TTSModel:
         int8 weights stay int8 where the core.portable.ops backend multiplies them (see quantize)."""
         if tensors is None:
             tensors = load_weights(files.weights, ops.current().keeps_int8, parts)
-        return cls(
+        model = cls(
             files.config,
             tensors,
             Tokenizer.from_file(files.tokenizer),
@@ -189,6 +191,30 @@ class TTSModel:
             files.voice_cloning,
             params.PARTS if parts is None else parts,
         )
+        model.files = files
+        return model
+
+    def add_parts(self, parts: Sequence[str]) -> None:
+        """Load more parts of the checkpoint (params.PARTS) into this model, from the files it was
+        loaded from, each tensor read and prepared as `load` does (the browser's flow worker adds
+        voice cloning when the first voice is uploaded). Parts it holds already are left as they are."""
+        new = [part for part in params.PARTS if part in parts and part not in self.parts]
+        if not new:
+            return
+        files = self.files
+        if files is None:
+            raise PocketTTSError(f"{self.name} was not loaded from files: it cannot add {', '.join(new)}")
+        tensors = load_weights(files.weights, ops.current().keeps_int8, new)
+        source = ", ".join(dict.fromkeys(path for part, path in files.weights.items() if part in new))
+        has_encoder = params.check(tensors, self.config, source or self.name, new)
+        added = params.nest(tensors)
+        if params.FLOW_LM in new:
+            added["flow_lm"] = flow_lm.prepare(_merged(self.params.get("flow_lm", {}), added["flow_lm"]))
+        if params.DECODER in new:
+            added["mimi"] = mimi.prepare(self.mimi_spec, _merged(self.params.get("mimi", {}), added["mimi"]))
+        self.params = _merged(self.params, added)
+        self.parts = tuple(part for part in params.PARTS if part in self.parts or part in new)
+        self.can_clone_voices = self.can_clone_voices or (has_encoder and files.voice_cloning)
 
     # Voices
 
@@ -453,6 +479,18 @@ class TextStream:
         self._frames_left -= generation.budget
         self._running.append(generation)
         return Segment(text, self.model.spoken(text, self.options.normalize), generation)
+
+
+def _merged(old: Any, new: Any) -> Any:
+    """Nested params `old` with those of `new` added (params.nest's dicts and lists; a leaf of `new`
+    replaces one of `old`), as new containers: `old` is left as it is."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return dict(old, **{key: _merged(old[key], value) if key in old else value for key, value in new.items()})
+    if isinstance(old, list) and isinstance(new, list):
+        size = max(len(old), len(new))
+        pad = lambda items: items + [None] * (size - len(items))  # noqa: E731
+        return [a if b is None else b if a is None else _merged(a, b) for a, b in zip(pad(old), pad(new))]
+    return new
 
 
 def _options(options: Optional[GenerationOptions], overrides: Dict[str, Any]) -> GenerationOptions:
