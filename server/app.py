@@ -40,6 +40,7 @@ from core import PocketTTSError, TextError, VoiceError
 from core.portable.audio import MAX_PROMPT_SECONDS, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, pcm16, wav_header
 from core.portable.options import SPEED_RANGE, GenerationOptions
 from core.portable.text import check_text
+from core.portable.tsm import check_speed
 from server import audio_out, boundary, text_stream
 from server.engine import CLIENT_TIMEOUT, DEFAULT_MODEL, MAX_CONCURRENT, ServerEngine, load_engine
 from server.schemas import (
@@ -186,14 +187,12 @@ def _form_options(data: Any) -> GenerationOptions:
 
 
 def _form_speed(value: Any) -> float:
-    low, high = SPEED_RANGE
+    """A form's `speed` (text) as the speed it asks for, by the options' own check; a 400 otherwise."""
     try:
-        speed = float(value) if isinstance(value, str) else math.nan
-    except ValueError:
-        speed = math.nan
-    if not low <= speed <= high:  # NaN too
-        raise ApiError(400, f"speed must be a number from {low:g} to {high:g}", "speed", "invalid_value")
-    return speed
+        return check_speed(float(value) if isinstance(value, str) else math.nan)
+    except (ValueError, PocketTTSError):
+        low, high = SPEED_RANGE
+        raise ApiError(400, f"speed must be a number from {low:g} to {high:g}", "speed", "invalid_value") from None
 
 
 async def _form(request: Request) -> Any:
