@@ -68,8 +68,8 @@ async ({modules, shapes}) => {
     } else {
       const [M, N, K, G] = s;
       const x = floats(M * K), q = bytes(N * K), sc = floats(N * K / G), b = floats(N), y = floats(M * N);
-      const scratch = floats(4 * K);
-      call = (k) => k.pk_linear_i8(x, q, sc, b, y, M, N, K, G, scratch);
+      const sums = alloc(4 * N * K / G), scratch = alloc(8 * K + 4);
+      call = (k) => k.pk_linear_i8(x, q, sc, sums, b, y, M, N, K, G, scratch);
       flop = 2 * M * N * K;
     }
     const samples = kernels.map(() => []);

@@ -61,7 +61,9 @@ def test_small_float_products_stay_with_numpy_and_int8_ones_do_not(kernels) -> N
     backend.linear(x, randn(512, 64), None)
     small = Int8Matrix(np.ones((8, 128), np.int8), np.ones((8, 1), np.float32))  # int8 always takes the kernel
     backend.linear(randn(1, 128), small, None)
-    assert calls == ["pk_linear_f32", "pk_linear_i8"]
+    backend.linear(randn(2, 128), small, None)
+    # The matrix's group sums (for the activations' zero points) are computed once, on first use.
+    assert calls == ["pk_linear_f32", "pk_i8_sums", "pk_linear_i8", "pk_linear_i8"]
     assert backend.keeps_int8((256, 64)) and not backend.keeps_int8((8, 64)) and not ops.NUMPY.keeps_int8((4096, 1024))
     assert backend.linear(randn(64), randn(512, 64), None).shape == (512,)
 
@@ -91,9 +93,10 @@ def test_the_binding_refuses_a_module_without_every_kernel(native_kernels) -> No
             randn(1, 8),
             np.ones((2, 8), np.int8),
             np.ones((2, 3), np.float32),
+            np.zeros((2, 3), np.int32),
             None,
             np.empty((1, 2), np.float32),
-            np.empty(32, np.float32),
+            np.empty(68, np.uint8),
         )
 
 
@@ -131,7 +134,9 @@ def test_int8_bundles_stay_int8_on_the_kernels(eager_kernels, tmp_path, monkeypa
     want = on_numpy.generate(text, None, **options)
     with ops.using(eager_kernels):
         got = on_kernels.generate(text, None, **options)
-    assert nmse_db(got, want) < -100
+    # The kernels multiply int8 activations (each within 1/252 of its row's scale, kernels.c); NumPy
+    # multiplies the float activations by the dequantized weights.
+    assert -120 < nmse_db(got, want) < -80
 
 
 @pytest.mark.skipif(

@@ -77,7 +77,8 @@ def test_int8_bundles_run_int8_on_the_server_backend(backend, tmp_path, monkeypa
         model = TTSModel.load(str(tmp_path / "b"))
         assert isinstance(model.params["flow_lm"]["transformer"]["layers"][0]["linear1"]["weight"], Int8Matrix)
         got = model.generate("Hello there.", None, **options)
-    assert got.shape == want.shape and nmse_db(got, want) < -90
+    # int8 activations here (kernels.c: within 1/252 of a row's scale), float ones on NumPy.
+    assert got.shape == want.shape and -120 < nmse_db(got, want) < -70
 
 
 def test_large_float_products_and_convolutions_stay_with_numpy(backend, monkeypatch) -> None:
@@ -107,7 +108,7 @@ def test_the_backend_is_safe_on_two_threads(backend) -> None:
     values = rng.integers(-127, 128, (512, 384)).astype(np.int8)
     weight = Int8Matrix(values, rng.random((512, 1)).astype(np.float32) / 127)
     rows = [rng.standard_normal((r, 384)).astype(np.float32) for r in (1, 5)]
-    expected = [ops.NUMPY.linear(x, weight, None) for x in rows]
+    expected = [backend.linear(x, weight, None) for x in rows]  # one thread: what two must give too
     failures = []
 
     def work(i: int) -> None:
@@ -115,7 +116,7 @@ def test_the_backend_is_safe_on_two_threads(backend) -> None:
         for _ in range(150):
             if np.abs(backend.attention(q, k, v, k.shape[1] - 1, None) - reference).max() > 1e-4:
                 failures.append(f"attention {i}")
-            if np.abs(backend.linear(rows[i], weight, None) - expected[i]).max() > 1e-3:
+            if not np.array_equal(backend.linear(rows[i], weight, None), expected[i]):
                 failures.append(f"int8 linear {i}")
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]

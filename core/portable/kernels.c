@@ -13,6 +13,9 @@
 //
 // All arrays are C-contiguous float32 unless named otherwise; `bias` may be 0 (none).
 #include <stdint.h>
+#if defined(__AVX2__) && !defined(__wasm__)
+#include <immintrin.h>
+#endif
 
 #if defined(__wasm__)
 #include <wasm_simd128.h>
@@ -42,7 +45,7 @@ static inline vf splat(float x) { return (vf){0} + x; }
 #endif
 
 // Lanes of a where mask (a comparison's result) is set, else of b.
-static inline vf select(vi mask, vf a, vf b) { return (vf)(((vi)a & mask) | ((vi)b & ~mask)); }
+static inline vf blend(vi mask, vf a, vf b) { return (vf)(((vi)a & mask) | ((vi)b & ~mask)); }
 
 // The sum of the lanes (constant lane indices: a variable index would put the vector in memory).
 static inline float hsum(vf v) {
@@ -52,50 +55,6 @@ static inline float hsum(vf v) {
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 #endif
 }
-
-// ---------------------------------------------------------------------------------------------
-// int8 -> float32, 16 weights at a time.
-
-#if defined(__wasm__)
-// The empty asm hides the sign extensions from LLVM 14, which would otherwise fold them with the
-// int -> float conversion into an i8 -> float convert that WebAssembly lacks, and scalarise it.
-// LLVM 19 keeps them vectorised on its own (and cannot split a v128 asm operand).
-static inline vf to_float(v128_t i) {
-#if __clang_major__ < 19
-  __asm__("" : "+r"(i));
-#endif
-  return (vf)wasm_f32x4_convert_i32x4(i);
-}
-#define WIDEN16(q, f0, f1, f2, f3)                                                   \
-  do {                                                                               \
-    v128_t b_ = wasm_v128_load(q);                                                   \
-    v128_t lo_ = wasm_i16x8_extend_low_i8x16(b_), hi_ = wasm_i16x8_extend_high_i8x16(b_); \
-    f0 = to_float(wasm_i32x4_extend_low_i16x8(lo_));                                \
-    f1 = to_float(wasm_i32x4_extend_high_i16x8(lo_));                               \
-    f2 = to_float(wasm_i32x4_extend_low_i16x8(hi_));                                \
-    f3 = to_float(wasm_i32x4_extend_high_i16x8(hi_));                               \
-  } while (0)
-
-// W16_LOAD widens 16 int8 weights into float vectors once; W16_DOT(x) is then their products with
-// x[0..16) summed into one vector (several rows of X reuse one widening).
-#define W16_DECL vf w0_, w1_, w2_, w3_
-#define W16_LOAD(q) WIDEN16(q, w0_, w1_, w2_, w3_)
-#define W16_DOT(x) ((LOAD(x) * w0_ + LOAD((x) + 4) * w1_) + (LOAD((x) + 8) * w2_ + LOAD((x) + 12) * w3_))
-#define W16_STORE(w, s) (STORE(w, w0_ * (s)), STORE((w) + 4, w1_ * (s)), STORE((w) + 8, w2_ * (s)), STORE((w) + 12, w3_ * (s)))
-#else
-typedef int8_t vb __attribute__((vector_size(8), aligned(1), may_alias));
-typedef int16_t vh __attribute__((vector_size(16), aligned(2), may_alias));
-
-// Through int16 and int32: a direct int8 -> float conversion is scalarised by GCC 12.
-static inline vf to_float(const int8_t *q) {
-  return __builtin_convertvector(__builtin_convertvector(__builtin_convertvector(*(const vb *)q, vh), vi), vf);
-}
-
-#define W16_DECL vf w0_, w1_
-#define W16_LOAD(q) (w0_ = to_float(q), w1_ = to_float((q) + 8))
-#define W16_DOT(x) (LOAD(x) * w0_ + LOAD((x) + 8) * w1_)
-#define W16_STORE(w, s) (STORE(w, w0_ * (s)), STORE((w) + 8, w1_ * (s)))
-#endif
 
 // ---------------------------------------------------------------------------------------------
 // Linear layers: Y[M, N] = X[M, K] @ W[N, K]^T + bias[N], the weight stored as nn.Linear stores it.
@@ -189,104 +148,176 @@ void pk_linear_f32(const float *X, const float *W, const float *bias, float *Y, 
   add_bias(Y, bias, M, N);
 }
 
-// int8 weights Q[N, K] with a float32 scale per group of G consecutive columns of each row,
-// S[N, K / G]: W[n, k] = Q[n, k] * S[n, k / G]. One row of X (the autoregressive step) multiplies
-// in registers, reading each weight byte once; more rows dequantize 4 weight rows at a time into
-// `scratch` (float32 [4 * K], the caller's) and run the float32 kernel on them, exactly as if the
-// whole matrix had been dequantized first.
-// Rows of X up to which the int8 product works in registers, 4 rows per pass over the weights
-// (measured: natively 8 rows took 46 ms against 55 dequantizing; in V8, 10 rows 3.5 ms against 2.9).
-#if defined(__wasm__)
-#define FUSED_ROWS 4
+// ---------------------------------------------------------------------------------------------
+// int8 weights times int8 activations: Y[M, N] = X[M, K] @ W[N, K]^T + bias[N], where
+// W[n, k] = Q[n, k] * S[n, k / G] (int8 values, a float32 scale per group of G consecutive columns).
+//
+// Each row x of X is quantized on the fly in two 7-bit parts, so that the products are int8 x int8
+// dot products (no widening of int8 to float) while the activations keep about 14 bits:
+//   lo = min(0, min x), hi = max(0, max x), scale = (hi - lo) / 125 (1 where that is not > 1e-30),
+//   inv = 1 / scale, zero = rint(-lo * inv) + 1; for each k, v = x[k] * inv, r = rint(v):
+//   u[k] = clamp(r + zero, 0, 127), f[k] = rint((v - r) * 126) + 63 (0..126),
+// so x[k] ~ scale * (u[k] - zero + (f[k] - 63) / 126), within scale / 252. (125 levels and the
+// zero point's + 1 keep r + zero inside 0..127 whatever the rounding at the ends.) Then
+//   Y[m, n] = scale * sum over g of S[n, g] * ((U - zero * sums) + (F - 63 * sums) / 126) + bias[n],
+// with U = u . Q[n, group g], F = f . Q[n, group g] and sums[n, g] the group's sum of Q (pk_i8_sums).
+// U and F are exact int32 sums: 0..127 times -128..127 never overflows the 16-bit pairwise sums
+// that the relaxed dot product and x86's pmaddubsw make, so only the float32 scaling rounds.
+// One relaxed dot product per 16 weights and part, where widening int8 to float took 10 operations.
+
+#if defined(__wasm_relaxed_simd__)
+#define I8_CHUNK 16
+typedef v128_t iacc;
+#define I8_WEIGHTS(q) v128_t w_ = wasm_v128_load(q)
+#define I8_DOT(acc, u) (acc = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(w_, wasm_v128_load(u), acc))
+#define I8_SUM(acc) \
+  (wasm_i32x4_extract_lane(acc, 0) + wasm_i32x4_extract_lane(acc, 1) + wasm_i32x4_extract_lane(acc, 2) + wasm_i32x4_extract_lane(acc, 3))
+#elif defined(__wasm__)
+// Without relaxed SIMD: both sides widened to 16 bits, then i32x4.dot_i16x8 (still exact).
+#define I8_CHUNK 16
+typedef v128_t iacc;
+#define I8_WEIGHTS(q) \
+  v128_t b_ = wasm_v128_load(q), wl_ = wasm_i16x8_extend_low_i8x16(b_), wh_ = wasm_i16x8_extend_high_i8x16(b_)
+#define I8_DOT(acc, u)                                                                                        \
+  do {                                                                                                        \
+    v128_t a_ = wasm_v128_load(u);                                                                            \
+    acc = wasm_i32x4_add(acc, wasm_i32x4_add(wasm_i32x4_dot_i16x8(wl_, wasm_u16x8_extend_low_u8x16(a_)),     \
+                                             wasm_i32x4_dot_i16x8(wh_, wasm_u16x8_extend_high_u8x16(a_)))); \
+  } while (0)
+#define I8_SUM(acc) \
+  (wasm_i32x4_extract_lane(acc, 0) + wasm_i32x4_extract_lane(acc, 1) + wasm_i32x4_extract_lane(acc, 2) + wasm_i32x4_extract_lane(acc, 3))
+#elif defined(__AVX2__)
+#define I8_CHUNK 32
+typedef __m256i iacc;
+#define I8_WEIGHTS(q) __m256i w_ = _mm256_loadu_si256((const __m256i *)(q))
+#define I8_DOT(acc, u)                                                                                  \
+  (acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(u)), w_), \
+                                                 _mm256_set1_epi16(1))))
+static inline int I8_SUM(__m256i acc) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
 #else
-#define FUSED_ROWS 16
+// Elsewhere natively: plain integer loops, which the compiler vectorizes as it can.
+#define I8_CHUNK 16
+typedef int32_t iacc;
+#define I8_WEIGHTS(q) const int8_t *w_ = (q)
+#define I8_DOT(acc, u)                                            \
+  do {                                                            \
+    const uint8_t *a_ = (u);                                      \
+    for (int i_ = 0; i_ < I8_CHUNK; i_++) acc += a_[i_] * w_[i_]; \
+  } while (0)
+#define I8_SUM(acc) (acc)
 #endif
 
-// Up to 4 rows of X against int8 weights, in registers: each 16 weights are widened once for all
-// the rows, and each row's sums come out the same whatever the number of rows.
-static inline __attribute__((always_inline)) void linear_i8_rows(const float *X, const int8_t *Q, const float *S,
-                                                                 float *Y, int M, int N, int K, int G) {
+// Row x quantized into its two parts u and f, [0, K) each, as above; returns its scale and writes
+// its zero point to *zero.
+static inline __attribute__((always_inline)) float quantize_row(const float *x, uint8_t *u, uint8_t *f,
+                                                                uint8_t *zero, int K) {
+  float lo = 0, hi = 0;
+  for (int k = 0; k < K; k++) {
+    lo = x[k] < lo ? x[k] : lo;
+    hi = x[k] > hi ? x[k] : hi;
+  }
+  float scale = (hi - lo) / 125.0f;
+  if (!(scale > 1e-30f)) scale = 1.0f;
+  float inv = 1.0f / scale, z = __builtin_rintf(-lo * inv) + 1.0f;
+  for (int k = 0; k < K; k++) {
+    float v = x[k] * inv, r = __builtin_rintf(v), c = r + z;
+    c = c > 0 ? c : 0;
+    u[k] = (uint8_t)(c < 127 ? c : 127);
+    f[k] = (uint8_t)(__builtin_rintf((v - r) * 126.0f) + 63.0f);
+  }
+  *zero = (uint8_t)z;
+  return scale;
+}
+
+// R (1 to 4) quantized rows (parts U and F, row stride K) against every row of Q: each chunk of
+// weights is loaded once for all R rows, and each row's result is the same whatever R is.
+static inline __attribute__((always_inline)) void linear_i8_rows(const uint8_t *U, const uint8_t *F, const int8_t *Q,
+                                                                 const float *S, const int32_t *sums, float *Y, int R,
+                                                                 int N, int K, int G, float x0, float x1, float x2,
+                                                                 float x3, int z0, int z1, int z2, int z3) {
   int groups = K / G;
-  const float *x0 = X, *x1 = X + K, *x2 = X + 2 * K, *x3 = X + 3 * K;
+  const uint8_t *u0 = U, *u1 = U + K, *u2 = U + 2 * K, *u3 = U + 3 * K;
+  const uint8_t *f0 = F, *f1 = F + K, *f2 = F + 2 * K, *f3 = F + 3 * K;
+  const float fine = 1.0f / 126.0f;
   for (int n = 0; n < N; n++) {
     const int8_t *q = Q + (long)n * K;
     const float *s = S + (long)n * groups;
-    vf t0 = {0}, t1 = {0}, t2 = {0}, t3 = {0};
-    float r0 = 0, r1 = 0, r2 = 0, r3 = 0;
+    const int32_t *sum = sums + (long)n * groups;
+    float t0 = 0, t1 = 0, t2 = 0, t3 = 0;
     for (int g = 0; g < groups; g++) {
       int k = g * G, end = k + G;
-      vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-      for (; k + 16 <= end; k += 16) {
-        W16_DECL;
-        W16_LOAD(q + k);
-        a0 += W16_DOT(x0 + k);
-        if (M > 1) a1 += W16_DOT(x1 + k);
-        if (M > 2) a2 += W16_DOT(x2 + k);
-        if (M > 3) a3 += W16_DOT(x3 + k);
+      iacc a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+      for (; k + I8_CHUNK <= end; k += I8_CHUNK) {
+        I8_WEIGHTS(q + k);
+        I8_DOT(a0, u0 + k);
+        I8_DOT(b0, f0 + k);
+        if (R > 1) I8_DOT(a1, u1 + k);
+        if (R > 1) I8_DOT(b1, f1 + k);
+        if (R > 2) I8_DOT(a2, u2 + k);
+        if (R > 2) I8_DOT(b2, f2 + k);
+        if (R > 3) I8_DOT(a3, u3 + k);
+        if (R > 3) I8_DOT(b3, f3 + k);
       }
-      float e0 = 0, e1 = 0, e2 = 0, e3 = 0;
+      int c0 = I8_SUM(a0), c1 = R > 1 ? I8_SUM(a1) : 0, c2 = R > 2 ? I8_SUM(a2) : 0, c3 = R > 3 ? I8_SUM(a3) : 0;
+      int d0 = I8_SUM(b0), d1 = R > 1 ? I8_SUM(b1) : 0, d2 = R > 2 ? I8_SUM(b2) : 0, d3 = R > 3 ? I8_SUM(b3) : 0;
       for (; k < end; k++) {
-        e0 += x0[k] * q[k];
-        if (M > 1) e1 += x1[k] * q[k];
-        if (M > 2) e2 += x2[k] * q[k];
-        if (M > 3) e3 += x3[k] * q[k];
+        c0 += u0[k] * q[k], d0 += f0[k] * q[k];
+        if (R > 1) c1 += u1[k] * q[k], d1 += f1[k] * q[k];
+        if (R > 2) c2 += u2[k] * q[k], d2 += f2[k] * q[k];
+        if (R > 3) c3 += u3[k] * q[k], d3 += f3[k] * q[k];
       }
-      vf scale = splat(s[g]);
-      t0 += a0 * scale; t1 += a1 * scale; t2 += a2 * scale; t3 += a3 * scale;
-      r0 += e0 * s[g]; r1 += e1 * s[g]; r2 += e2 * s[g]; r3 += e3 * s[g];
+      int middle = 63 * sum[g];
+      t0 += s[g] * ((float)(c0 - z0 * sum[g]) + (float)(d0 - middle) * fine);
+      if (R > 1) t1 += s[g] * ((float)(c1 - z1 * sum[g]) + (float)(d1 - middle) * fine);
+      if (R > 2) t2 += s[g] * ((float)(c2 - z2 * sum[g]) + (float)(d2 - middle) * fine);
+      if (R > 3) t3 += s[g] * ((float)(c3 - z3 * sum[g]) + (float)(d3 - middle) * fine);
     }
-    Y[n] = hsum(t0) + r0;
-    if (M > 1) Y[N + n] = hsum(t1) + r1;
-    if (M > 2) Y[2 * N + n] = hsum(t2) + r2;
-    if (M > 3) Y[3 * N + n] = hsum(t3) + r3;
+    Y[n] = x0 * t0;
+    if (R > 1) Y[N + n] = x1 * t1;
+    if (R > 2) Y[2 * N + n] = x2 * t2;
+    if (R > 3) Y[3 * N + n] = x3 * t3;
   }
 }
 
-// int8 weights Q[N, K] with a float32 scale per group of G consecutive columns of each row,
-// S[N, K / G]: W[n, k] = Q[n, k] * S[n, k / G]. Up to 4 rows of X (the autoregressive steps of a
-// few streams) multiply in registers, reading each weight byte once; more rows dequantize 4 weight
-// rows at a time into `scratch` (float32 [4 * K], the caller's) and run the float32 kernel on them,
-// exactly as if the whole matrix had been dequantized first.
+// scratch: uint8 [8 * K + 4], the caller's (4 rows' parts u, then their parts f, then their zero points).
 EXPORT(pk_linear_i8)
-void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const float *bias, float *Y, int M, int N, int K,
-                  int G, float *scratch) {
-  if (M <= FUSED_ROWS) {
-    for (int m = 0; m < M; m += 4) {
-      const float *x = X + (long)m * K;
-      float *y = Y + (long)m * N;
-      switch (M - m < 4 ? M - m : 4) {
-        case 1: linear_i8_rows(x, Q, S, y, 1, N, K, G); break;
-        case 2: linear_i8_rows(x, Q, S, y, 2, N, K, G); break;
-        case 3: linear_i8_rows(x, Q, S, y, 3, N, K, G); break;
-        default: linear_i8_rows(x, Q, S, y, 4, N, K, G); break;
-      }
-    }
-    add_bias(Y, bias, M, N);
-    return;
-  }
-  int groups = K / G;
-  for (int n = 0; n < N; n += 4) {
-    int rows = N - n < 4 ? N - n : 4;
-    for (int r = 0; r < rows; r++) {
-      const int8_t *q = Q + (long)(n + r) * K;
-      const float *s = S + (long)(n + r) * groups;
-      float *w = scratch + (long)r * K;
-      for (int g = 0; g < groups; g++) {
-        int k = g * G, end = k + G;
-        for (; k + 16 <= end; k += 16) {
-          W16_DECL;
-          W16_LOAD(q + k);
-          W16_STORE(w + k, splat(s[g]));
-        }
-        for (; k < end; k++) w[k] = (float)q[k] * s[g];
-      }
-    }
-    for (int m = 0; m < M; m += ROW_BLOCK) {
-      int count = M - m < ROW_BLOCK ? M - m : ROW_BLOCK;
-      linear_cols(X + (long)m * K, scratch, Y + (long)m * N + n, count, N, K, rows);
+void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const int32_t *sums, const float *bias, float *Y,
+                  int M, int N, int K, int G, uint8_t *scratch) {
+  uint8_t *U = scratch, *F = scratch + 4 * (long)K, *zeros = scratch + 8 * (long)K;
+  for (int m = 0; m < M; m += 4) {
+    int rows = M - m < 4 ? M - m : 4;
+    const float *x = X + (long)m * K;
+    float x0 = quantize_row(x, U, F, zeros, K), x1 = 0, x2 = 0, x3 = 0;
+    if (rows > 1) x1 = quantize_row(x + K, U + K, F + K, zeros + 1, K);
+    if (rows > 2) x2 = quantize_row(x + 2 * K, U + 2 * K, F + 2 * K, zeros + 2, K);
+    if (rows > 3) x3 = quantize_row(x + 3 * (long)K, U + 3 * K, F + 3 * K, zeros + 3, K);
+    int z0 = zeros[0], z1 = zeros[1], z2 = zeros[2], z3 = zeros[3];
+    float *y = Y + (long)m * N;
+    switch (rows) {
+      case 1: linear_i8_rows(U, F, Q, S, sums, y, 1, N, K, G, x0, x1, x2, x3, z0, z1, z2, z3); break;
+      case 2: linear_i8_rows(U, F, Q, S, sums, y, 2, N, K, G, x0, x1, x2, x3, z0, z1, z2, z3); break;
+      case 3: linear_i8_rows(U, F, Q, S, sums, y, 3, N, K, G, x0, x1, x2, x3, z0, z1, z2, z3); break;
+      default: linear_i8_rows(U, F, Q, S, sums, y, 4, N, K, G, x0, x1, x2, x3, z0, z1, z2, z3); break;
     }
   }
   add_bias(Y, bias, M, N);
+}
+
+// sums[n, g] = the sum of group g (G columns) of row n of Q [N, K]: computed once per matrix.
+EXPORT(pk_i8_sums)
+void pk_i8_sums(const int8_t *Q, int32_t *sums, int N, int K, int G) {
+  for (int n = 0; n < N; n++)
+    for (int g = 0; g < K / G; g++) {
+      const int8_t *q = Q + (long)n * K + (long)g * G;
+      int32_t s = 0;
+      for (int k = 0; k < G; k++) s += q[k];
+      sums[(long)n * (K / G) + g] = s;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -401,8 +432,8 @@ void pk_conv_f32(const float *W, const float *X, const float *bias, float *Y, in
 // classic Cephes polynomial (within 2 ulp of the correctly rounded float).
 
 static inline vf vexp(vf x) {
-  x = select(x < -87.3f, splat(-87.3f), x);  // below, e^x is no normal float (and e^x - 1 is -1 anyway)
-  x = select(x > 88.3f, splat(88.3f), x);
+  x = blend(x < -87.3f, splat(-87.3f), x);  // below, e^x is no normal float (and e^x - 1 is -1 anyway)
+  x = blend(x > 88.3f, splat(88.3f), x);
   vf shifter = splat(12582912.0f);      // 1.5 * 2^23: adding it rounds to an integer
   vf n = (x * 1.44269504088896341f + shifter) - shifter;
   vf r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln 2 in two parts, for an exact product
@@ -428,8 +459,8 @@ void pk_elu(const float *X, float *Y, int n) {
   int i = 0;
   for (; i + LANES <= n; i += LANES) {
     vf x = LOAD(X + i);
-    vf e = vexp(select(x < 0, x, splat(0))) - 1.0f;
-    STORE(Y + i, select(x > e, x, e));
+    vf e = vexp(blend(x < 0, x, splat(0))) - 1.0f;
+    STORE(Y + i, blend(x > e, x, e));
   }
   for (; i < n; i++) {
     float x = X[i], e = sexp(x < 0 ? x : 0) - 1.0f;

@@ -25,7 +25,8 @@ from .quantize import Int8Matrix, Weight
 # truth (kernels.c): scripts/build_kernels.py reads them and fails the build where this table differs.
 SIGNATURES = {
     "pk_linear_f32": "ppppiii",
-    "pk_linear_i8": "pppppiiiip",
+    "pk_linear_i8": "ppppppiiiip",
+    "pk_i8_sums": "ppiii",
     "pk_conv_f32": "ppppiiiiii",
     "pk_elu": "ppi",
     "pk_gelu_tanh": "ppi",
@@ -33,7 +34,7 @@ SIGNATURES = {
     "pk_attention": "pppppiiiiiiiif",
 }
 NAMES = tuple(SIGNATURES)
-# The int8 kernel dequantizes this many weight rows at a time into its scratch (kernels.c).
+# The int8 kernel quantizes this many rows of activations at a time into its scratch (kernels.c).
 _SCRATCH_ROWS = 4
 _INT_MAX = 2**31 - 1
 
@@ -131,12 +132,14 @@ class KernelBinding:
         x: np.ndarray,
         values: np.ndarray,
         scales: np.ndarray,
+        sums: np.ndarray,
         bias: Optional[np.ndarray],
         out: np.ndarray,
         scratch: np.ndarray,
     ) -> None:
-        """out[M, N] = x[M, K] @ (values[N, K] * scales[N, K / G] per group of G columns)^T + bias[N];
-        scratch: float32 [4 * K], written by the kernel."""
+        """out[M, N] ~ x[M, K] @ (values[N, K] * scales[N, K / G] per group of G columns)^T + bias[N],
+        each row of x quantized to two 7-bit parts on the way (kernels.c); sums: int32 [N, K / G], the groups'
+        sums of values (`i8_sums`); scratch: uint8 [8 * K + 4], written by the kernel."""
         if not (isinstance(x, np.ndarray) and x.ndim == 2 and isinstance(scales, np.ndarray) and scales.ndim == 2):
             raise KernelArgumentError("linear_i8: x and scales must be 2-D arrays")
         (m, k), (n, groups) = x.shape, scales.shape
@@ -147,13 +150,30 @@ class KernelBinding:
             _checked("x", x, np.float32, (m, k)),
             _checked("values", values, np.int8, (n, k)),
             _checked("scales", scales, np.float32, (n, groups)),
+            _checked("sums", sums, np.int32, (n, groups)),
             _checked("bias", bias, np.float32, (n,), optional=True),
             _checked("out", out, np.float32, (m, n), writable=True),
             m,
             n,
             k,
             k // groups,
-            _checked("scratch", scratch, np.float32, (_SCRATCH_ROWS * k,), writable=True),
+            _checked("scratch", scratch, np.uint8, (2 * _SCRATCH_ROWS * k + _SCRATCH_ROWS,), writable=True),
+        )
+
+    def i8_sums(self, values: np.ndarray, groups: int, out: np.ndarray) -> None:
+        """out[N, groups] = the sum of each group of K / groups consecutive values of each row of values [N, K]."""
+        if not (isinstance(values, np.ndarray) and values.ndim == 2):
+            raise KernelArgumentError("i8_sums: values must be a 2-D array")
+        n, k = values.shape
+        if groups <= 0 or k % groups:
+            raise KernelArgumentError(f"i8_sums: {groups} groups do not divide {k} columns")
+        _dims(n, k)
+        self._f["pk_i8_sums"](
+            _checked("values", values, np.int8, (n, k)),
+            _checked("out", out, np.int32, (n, groups), writable=True),
+            n,
+            k,
+            k // groups,
         )
 
     def conv_f32(
@@ -278,11 +298,20 @@ class CompiledKernels:
         out = np.empty((rows.shape[0], weight.shape[0]), dtype=np.float32)
         if isinstance(weight, Int8Matrix):
             # Scratch of the call's own: a server runs the backend on two threads at once.
-            scratch = np.empty(_SCRATCH_ROWS * rows.shape[1], np.float32)
-            self.binding.linear_i8(rows, weight.values, weight.scales, bias, out, scratch)
+            scratch = np.empty(2 * _SCRATCH_ROWS * rows.shape[1] + _SCRATCH_ROWS, np.uint8)
+            self.binding.linear_i8(rows, weight.values, weight.scales, self._sums(weight), bias, out, scratch)
         else:
             self.binding.linear_f32(rows, weight, bias, out)
         return out.reshape(x.shape[:-1] + (weight.shape[0],))
+
+    def _sums(self, weight: Int8Matrix) -> np.ndarray:
+        """The matrix's group sums, computed on its first product (two threads may both compute them:
+        the same values)."""
+        if weight.sums is None:
+            sums = np.empty(weight.scales.shape, np.int32)
+            self.binding.i8_sums(weight.values, weight.scales.shape[1], sums)
+            weight.sums = sums
+        return weight.sums
 
     def conv(
         self, x: np.ndarray, weight: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]

@@ -18,7 +18,7 @@ values the kernels compute with (NumPy has no int8 matrix product).
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -33,11 +33,18 @@ SCALE_SUFFIX = ".int8_scale"
 MIN_ELEMENTS = 65536
 
 
-class Int8Matrix(NamedTuple):
-    """A [rows, cols] matrix as int8 values and a float32 scale per group of `cols // groups` columns."""
+class Int8Matrix:
+    """A [rows, cols] matrix as int8 values and a float32 scale per group of `cols // groups` columns.
 
-    values: np.ndarray  # int8 [rows, cols]
-    scales: np.ndarray  # float32 [rows, groups]
+    `sums` (int32 [rows, groups], each group's sum of values) is left to the backend that multiplies
+    int8 activations by it (core.portable.kernels), which fills it on first use."""
+
+    __slots__ = ("values", "scales", "sums")
+
+    def __init__(self, values: np.ndarray, scales: np.ndarray):
+        self.values = values  # int8 [rows, cols]
+        self.scales = scales  # float32 [rows, groups]
+        self.sums: Optional[np.ndarray] = None
 
     @property
     def shape(self) -> Tuple[int, int]:
