@@ -3,7 +3,10 @@
 Two threads, as the two halves of a frame: the flow thread steps all running generations at once
 (core.portable.generation.advance: one pass through the flow LM for all of them, so its weights are read
 once per step, not once per stream), and the decoder thread turns each step's frames into audio in
-one pass through Mimi's decoder (core.portable.model.decode_together). Streams join and leave between steps;
+one pass through Mimi's decoder (core.portable.model.decode_together). The decoder is the larger half
+(english: ~10 ms a stream, the flow LM's step ~15 ms for all), so from SPLIT_AT streams a step's
+decoding is split in two, the second half on a third thread: the decoder then uses the time the
+flow thread leaves on both cores. Streams join and leave between steps;
 a newcomer reads its text a slice at a time while others are running (PROMPT_ROWS rows a step), so
 that a long text does not hold up their frames; alone, it reads it at once. The core stays
 single-threaded; NumPy releases the GIL inside its products, so the two threads use two cores.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, List, Optional, Tuple
 
 from core import TTSModel
@@ -34,6 +38,8 @@ PROMPT_ROWS = 32
 # Steps the flow thread may run ahead of the decoder: enough to keep both busy, and no more (a
 # newcomer's first frame waits behind them).
 AHEAD = 1
+# Streams from which a step's decoding is split over two threads (below, one pass is cheaper).
+SPLIT_AT = 4
 
 
 class _Stream:
@@ -60,6 +66,7 @@ class Scheduler:
             threading.Thread(target=self._flow, name="pocket-tts-flow-lm", daemon=True),
             threading.Thread(target=self._decode, name="pocket-tts-decoder", daemon=True),
         ]
+        self._second_decoder = ThreadPoolExecutor(1, thread_name_prefix="pocket-tts-decoder-2")
         for thread in self._threads:
             thread.start()
 
@@ -87,6 +94,7 @@ class Scheduler:
             self._lock.notify()
         for thread in self._threads:
             thread.join()
+        self._second_decoder.shutdown()
 
     def _flow(self) -> None:
         running: List[_Stream] = []
@@ -130,7 +138,7 @@ class Scheduler:
             made, finished = step
             made = [(s, f) for s, f in made if not s.relay.abandoned.is_set()]
             try:
-                pcm = decode_together([s.decoder for s, _ in made], [f for _, f in made])
+                pcm = self._decode_step([s.decoder for s, _ in made], [f for _, f in made])
             except Exception as error:
                 for stream, _ in made:
                     stream.relay.fail(error)
@@ -139,6 +147,18 @@ class Scheduler:
                 stream.relay.put(chunk)
             for stream in finished:
                 self._finish(stream)
+
+    def _decode_step(self, decoders: List[FrameDecoder], frames: List[Frame]) -> List:
+        """decode_together, in two halves on two threads from SPLIT_AT streams (streams share no state)."""
+        if len(frames) < SPLIT_AT:
+            return decode_together(decoders, frames)
+        half = len(frames) // 2
+        second = self._second_decoder.submit(decode_together, decoders[half:], frames[half:])
+        try:
+            first = decode_together(decoders[:half], frames[:half])
+        finally:
+            rest = second.result()
+        return first + rest
 
     def _finish(self, stream: _Stream) -> None:
         """A stream's end: the audio its speed change held back (none at speed 1), then the close."""

@@ -91,6 +91,12 @@ def test_large_float_products_and_convolutions_stay_with_numpy(backend, monkeypa
     backend.linear(x[: native.SMALL_BATCH], w, None)
     backend.conv(np.ones((3, 9), np.float32), np.ones((4, 3, 2), np.float32), 8, 1, 1, None)
     assert calls == ["linear", "conv"]
+    # Few output channels over many steps (the decoder's last layers) run on the kernels.
+    x, w = np.ones((2, 3, native.CONV_STEPS + 2), np.float32), np.ones((4, 3, 3), np.float32)
+    np.testing.assert_array_equal(
+        backend.conv(x, w, native.CONV_STEPS, 1, 1, None), np.full((2, 4, native.CONV_STEPS), 9)
+    )
+    assert calls == ["linear", "conv"]
 
 
 def test_the_backend_is_safe_on_two_threads(backend) -> None:

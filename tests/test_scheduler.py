@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from server.relay import Relay
-from server.scheduler import PROMPT_ROWS, Scheduler
+from server.scheduler import PROMPT_ROWS, SPLIT_AT, Scheduler
 from server.slots import Busy, Slots
 
 from metrics import nmse_db
@@ -90,6 +90,28 @@ def test_streams_joining_mid_way_with_their_own_options_get_their_audio_alone(mo
     got = asyncio.run(asyncio.wait_for(run(), GUARD))
     for (text, options), audio in zip(requests, got):
         alone = model.generate(text, voice, **options)
+        assert audio.shape == alone.shape and nmse_db(audio, alone) < -90
+
+
+def test_streams_decoded_in_two_halves_each_get_their_audio_alone(model, voice, scheduler, monkeypatch) -> None:
+    """From SPLIT_AT streams a step's frames are decoded on two threads, half each: every stream
+    still gets its own audio, whichever half it falls in as others end."""
+    texts = [f"Stream number {i} says its own words." for i in range(SPLIT_AT + 2)]
+    frames = [6 + 2 * i for i in range(len(texts))]  # they end one after another: the halves change
+    calls = []
+    split = scheduler._decode_step
+    monkeypatch.setattr(scheduler, "_decode_step", lambda d, f: (calls.append(len(f)), split(d, f))[1])
+
+    async def run() -> List[np.ndarray]:
+        streams = [
+            start(scheduler, model, text, voice, **dict(LONG, max_frames=n))[1] for text, n in zip(texts, frames)
+        ]
+        return await asyncio.gather(*(collect(chunks) for chunks in streams))
+
+    got = asyncio.run(asyncio.wait_for(run(), GUARD))
+    assert max(calls) >= SPLIT_AT
+    for text, n, audio in zip(texts, frames, got):
+        alone = model.generate(text, voice, **dict(LONG, max_frames=n))
         assert audio.shape == alone.shape and nmse_db(audio, alone) < -90
 
 
