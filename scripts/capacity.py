@@ -147,7 +147,7 @@ def table(rows: List[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-DEFAULT_COUNTS = {"english": [1, 2, 4, 6, 7, 8], "english_2m_2026-10": [1, 8, 16, 20, 24, 28]}
+DEFAULT_COUNTS = {"english": [1, 2, 4, 6, 8, 10, 11, 12], "english_2m_2026-10": [1, 8, 16, 24, 28, 32, 36]}
 
 
 def main() -> None:
