@@ -53,7 +53,8 @@ def run(backend: CompiledKernels, seed: int = 7) -> Dict[str, Any]:
         # Rows of different ranges and offsets; one with a zero half, one of one sign.
         x = randn(m, k) * rng.random((m, 1)).astype(np.float32) + randn(m, 1)
         x[0, : k // 2] = 0
-        x[-1] = np.abs(x[-1]) if m > 1 else x[-1]
+        if m > 1:
+            x[-1] = np.abs(x[-1])
         b = randn(n)
         sums = np.empty((n, k // group), np.int32)
         binding.i8_sums(values, k // group, sums)

@@ -165,13 +165,15 @@ void pk_linear_f32(const float *X, const float *W, const float *bias, float *Y, 
 // that the relaxed dot product and x86's pmaddubsw make, so only the float32 scaling rounds.
 // One relaxed dot product per 16 weights and part, where widening int8 to float took 10 operations.
 
+#if defined(__wasm__)
+#define I8_SUM(acc) \
+  (wasm_i32x4_extract_lane(acc, 0) + wasm_i32x4_extract_lane(acc, 1) + wasm_i32x4_extract_lane(acc, 2) + wasm_i32x4_extract_lane(acc, 3))
+#endif
 #if defined(__wasm_relaxed_simd__)
 #define I8_CHUNK 16
 typedef v128_t iacc;
 #define I8_WEIGHTS(q) v128_t w_ = wasm_v128_load(q)
 #define I8_DOT(acc, u) (acc = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(w_, wasm_v128_load(u), acc))
-#define I8_SUM(acc) \
-  (wasm_i32x4_extract_lane(acc, 0) + wasm_i32x4_extract_lane(acc, 1) + wasm_i32x4_extract_lane(acc, 2) + wasm_i32x4_extract_lane(acc, 3))
 #elif defined(__wasm__)
 // Without relaxed SIMD: both sides widened to 16 bits, then i32x4.dot_i16x8 (still exact).
 #define I8_CHUNK 16
@@ -184,8 +186,6 @@ typedef v128_t iacc;
     acc = wasm_i32x4_add(acc, wasm_i32x4_add(wasm_i32x4_dot_i16x8(wl_, wasm_u16x8_extend_low_u8x16(a_)),     \
                                              wasm_i32x4_dot_i16x8(wh_, wasm_u16x8_extend_high_u8x16(a_)))); \
   } while (0)
-#define I8_SUM(acc) \
-  (wasm_i32x4_extract_lane(acc, 0) + wasm_i32x4_extract_lane(acc, 1) + wasm_i32x4_extract_lane(acc, 2) + wasm_i32x4_extract_lane(acc, 3))
 #elif defined(__AVX2__)
 #define I8_CHUNK 32
 typedef __m256i iacc;

@@ -89,6 +89,11 @@ def _head_layout_problem(array: np.ndarray, head_stride: int) -> Optional[str]:
     return None
 
 
+def _i8_scratch(columns: int) -> int:
+    """The int8 kernel's scratch in bytes for rows of `columns`: each row's two parts, then a zero point each."""
+    return 2 * _SCRATCH_ROWS * columns + _SCRATCH_ROWS
+
+
 def _length(array: np.ndarray, minimum: int) -> int:
     """The length of a 1-D scratch array, if it holds at least `minimum` values."""
     if not (isinstance(array, np.ndarray) and array.ndim == 1 and array.shape[0] >= minimum):
@@ -157,7 +162,7 @@ class KernelBinding:
             n,
             k,
             k // groups,
-            _checked("scratch", scratch, np.uint8, (2 * _SCRATCH_ROWS * k + _SCRATCH_ROWS,), writable=True),
+            _checked("scratch", scratch, np.uint8, (_i8_scratch(k),), writable=True),
         )
 
     def i8_sums(self, values: np.ndarray, groups: int, out: np.ndarray) -> None:
@@ -298,7 +303,7 @@ class CompiledKernels:
         out = np.empty((rows.shape[0], weight.shape[0]), dtype=np.float32)
         if isinstance(weight, Int8Matrix):
             # Scratch of the call's own: a server runs the backend on two threads at once.
-            scratch = np.empty(2 * _SCRATCH_ROWS * rows.shape[1] + _SCRATCH_ROWS, np.uint8)
+            scratch = np.empty(_i8_scratch(rows.shape[1]), np.uint8)
             self.binding.linear_i8(rows, weight.values, weight.scales, self._sums(weight), bias, out, scratch)
         else:
             self.binding.linear_f32(rows, weight, bias, out)
