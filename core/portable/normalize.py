@@ -7,7 +7,8 @@ tables here; this module finds the numbers and knows how each kind is read. Ever
 regular expression applied once over the text, in a fixed order (URLs and e-mail addresses,
 phone numbers, dates, times, currency, percentages, units, ordinals, fractions, plain numbers,
 abbreviations, symbols), so the cost is linear in the text; each expression starts only at a token
-boundary (a look-behind) so a failed match is not retried inside a run of digits or letters.
+boundary (a look-behind) so a failed match is not retried inside a run of digits, digit groups
+("1 000 000") or letters.
 
 Rules that need a choice (documented in the README, "Text normalization"):
 - Numbers of more than MAX_DIGITS digits, and digit runs with a leading zero ("007"), are read
@@ -451,13 +452,16 @@ def _is_one(written: str, language: str) -> bool:
     return integer.lstrip("0") == "1" and fraction is None
 
 
+# The spaces that group thousands outside English; French also groups with a plain space
+# ("3 000 euros").
+_GROUP_SPACES = {"other": r"[\u00a0\u202f]", "french": r"[ \u00a0\u202f]"}
+_DOTTED = r"\d{1,3}(?:\.\d{3})+(?:,\d+)?"
 # A number as written: thousands groups, decimals. Each alternative is unambiguous, so a failed
 # match backtracks at most once per character.
 _NUMBER = {
     "english": r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)",
-    "other": r"(?:\d{1,3}(?:\.\d{3})+(?:,\d+)?|\d{1,3}(?:[\u00a0\u202f]\d{3})+(?:,\d+)?|\d+(?:[,.]\d+)?)",
-    # French also groups thousands with a plain space ("3 000 euros").
-    "french": r"(?:\d{1,3}(?:\.\d{3})+(?:,\d+)?|\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?!\d)(?:,\d+)?|\d+(?:[,.]\d+)?)",
+    "other": rf"(?:{_DOTTED}|\d{{1,3}}(?:{_GROUP_SPACES['other']}\d{{3}})+(?:,\d+)?|\d+(?:[,.]\d+)?)",
+    "french": rf"(?:{_DOTTED}|\d{{1,3}}(?:{_GROUP_SPACES['french']}\d{{3}})+(?!\d)(?:,\d+)?|\d+(?:[,.]\d+)?)",
 }
 # Where a number may start: not inside a word or another number.
 _START = r"(?<!\w)(?<!\d[.,])"
@@ -467,6 +471,21 @@ _END = r"(?!\w)(?![.,]\d)"
 
 def _number_pattern(language: str) -> str:
     return _NUMBER.get(language, _NUMBER["other"])
+
+
+def _number_start(language: str) -> str:
+    """Where a number may start in `language`: as _START, and not at a thousands group that follows
+    a number's first digits or another group and is followed by one more space ("1 000 000 000").
+    A rule that fails on a long run of groups would otherwise start again at each group and read
+    the rest of the run from there, a cost quadratic in the run's length. A start at such a group
+    reads what the start at the run's first digits read, so it cannot match where that one failed.
+    The last group may still start a number: what follows it can make it one that the run is not
+    ("000.9" in "5 000.9"). Groups joined by "." or "," are inside a number for _START already."""
+    if language == "english":
+        return _START
+    space = _GROUP_SPACES.get(language, _GROUP_SPACES["other"])
+    after_digits = "|".join(f"(?<={_START}{digits}{space})" for digits in (r"\d", r"\d\d", r"\d\d\d"))
+    return rf"{_START}(?!(?:{after_digits})\d{{3}}{space})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -487,6 +506,7 @@ _RULES: Dict[str, List[Tuple[Pattern[str], Callable[[re.Match, str], str]]]] = {
 
 def _build_rules(language: str) -> List[Tuple[Pattern[str], Callable[[re.Match, str], str]]]:
     num = _number_pattern(language)
+    start = _number_start(language)
     months = _MONTHS[language]
     month_names = "|".join(list(months) + (list(_EN_MONTH_ABBREVIATIONS) if language == "english" else []))
     flags = 0 if language in ("english", "german") else re.IGNORECASE
@@ -562,17 +582,17 @@ def _build_rules(language: str) -> List[Tuple[Pattern[str], Callable[[re.Match, 
         (rf"(?<![\w.,])(?P<neg>[-−])?(?P<cur>[{symbols}])\s?(?P<num>{num})(?:{scale}{_END})", _money, 0),
         (rf"(?<!\w)(?P<neg>[-−])?(?P<cur>{currency_codes})\s?(?P<num>{num})(?:{scale}{_END})", _money, 0),
         (
-            rf"{_START}(?P<neg>(?<![^\s(\[])[-−])?(?P<num>{num}){_END}\s?(?P<cur>[{symbols}]|(?:{currency_codes})(?!\w))",
+            rf"{start}(?P<neg>(?<![^\s(\[])[-−])?(?P<num>{num}){_END}\s?(?P<cur>[{symbols}]|(?:{currency_codes})(?!\w))",
             _money,
             0,
         ),
-        (rf"{_START}(?P<neg>(?<![^\s(\[])[-−])?(?P<num>{num})(?:\s?[-–]\s?(?P<num2>{num}))?\s?%", _percent, 0),
+        (rf"{start}(?P<neg>(?<![^\s(\[])[-−])?(?P<num>{num})(?:\s?[-–]\s?(?P<num2>{num}))?\s?%", _percent, 0),
     ]
     if language == "english":
         units = "|".join(re.escape(u) for u in sorted(_EN_UNITS, key=len, reverse=True))
         rules.append(
             (
-                rf"{_START}(?P<neg>(?<![^\s(\[])[-−])?(?P<num>{num})(?:[-–](?P<num2>{num}))?\s?(?P<unit>{units})(?![\w/])",
+                rf"{start}(?P<neg>(?<![^\s(\[])[-−])?(?P<num>{num})(?:[-–](?P<num2>{num}))?\s?(?P<unit>{units})(?![\w/])",
                 _unit,
                 0,
             )
@@ -599,7 +619,7 @@ def _build_rules(language: str) -> List[Tuple[Pattern[str], Callable[[re.Match, 
     decade = r"(?P<decade>'?s)(?!\w)|" if language == "english" else ""
     rules.append(
         (
-            rf"{_START}(?P<neg>(?<![^\s(\[])[-−])?(?P<num>{num})(?:(?:-|\s?–\s?)(?P<num2>{num}))?(?:{decade}{_END})",
+            rf"{start}(?P<neg>(?<![^\s(\[])[-−])?(?P<num>{num})(?:(?:-|\s?–\s?)(?P<num2>{num}))?(?:{decade}{_END})",
             _plain,
             0,
         )
@@ -763,9 +783,21 @@ def _en_day_month(match: re.Match, language: str) -> str:
     spoken = the + _n2w(day, language, "ordinal") + " of " + _MONTHS[language][month - 1]
     if match.group("y"):
         spoken += match.group("comma") + _year(int(match.group("y")), language)
-    if the and (match.start() == 0 or match.string[: match.start()].rstrip().endswith((".", "!", "?"))):
+    if the and _starts_sentence(match):
         spoken = "The" + spoken[3:]
     return spoken
+
+
+def _starts_sentence(match: re.Match) -> bool:
+    """Whether the match starts the text or follows the end of a sentence (".", "!" or "?", then
+    spaces)."""
+    text, before = match.string, match.start()
+    if before == 0:
+        return True
+    # Back over the spaces only: a copy of all the text before every match is quadratic.
+    while before > 0 and text[before - 1].isspace():
+        before -= 1
+    return before > 0 and text[before - 1] in ".!?"
 
 
 def _day_month(match: re.Match, language: str) -> str:
