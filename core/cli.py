@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Iterator, List, Optional
 import numpy as np
 
 from . import hub, pipeline
-from .files import write_atomically
+from .files import write_atomically, writes_through
 from .portable import catalog, normalize, ops, sources
 from .portable.audio import pcm16, wav_bytes, wav_header
 from .portable.errors import PocketTTSError
@@ -75,14 +75,31 @@ def _load(args: argparse.Namespace) -> TTSModel:
     return TTSModel.load(args.model)
 
 
+def _text(value: str) -> str:
+    """--text: the text itself, or - for stdin; UTF-8 either way (a PocketTTSError naming the bad byte)."""
+    if value == "-":
+        data = sys.stdin.buffer.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise PocketTTSError(f"the text on stdin is not UTF-8: byte {data[e.start]:#04x} at {e.start}") from None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:  # bytes the locale could not decode arrive as lone surrogates
+        bad = value[e.start].encode("utf-8", "surrogateescape")
+        raise PocketTTSError(f"--text is not UTF-8: byte {bad[0]:#04x} at character {e.start}") from None
+    return value
+
+
 def _generate(args: argparse.Namespace) -> None:
-    if args.text == "-":
-        text = sys.stdin.read()
-    elif args.text is None:
+    if args.text is None:
         text = catalog.default_text(args.model if catalog.is_model(args.model) else None)
     else:
-        text = args.text
+        text = _text(args.text)
     check_text(text)
+    output = args.output or ("tts_output.wav" if not args.stream else None)
+    if output not in (None, "-"):
+        writes_through(output)  # a folder or a socket is refused before any work
     model = _load(args)
     voice = model.voice_state(args.voice)
     options = {name: getattr(args, name) for name in option_names() if getattr(args, name) is not None}
@@ -101,14 +118,13 @@ def _generate(args: argparse.Namespace) -> None:
             write_wav(args.output, np.concatenate(kept), model.sample_rate)
         _say(args, chunks.report(model.sample_rate, "stdout" if args.output in (None, "-") else args.output))
         return
-    output = args.output or "tts_output.wav"
     pcm = list(chunks)
     write_wav(output, np.concatenate(pcm) if pcm else np.zeros(0, np.float32), model.sample_rate)
     _say(args, chunks.report(model.sample_rate, f"wrote {output}"))
 
 
 def _normalize(args: argparse.Namespace) -> None:
-    text = check_text(sys.stdin.read() if args.text == "-" else args.text)
+    text = check_text(_text(args.text))
     print(normalized(text, args.language or normalize.language_of(args.model)))
 
 

@@ -1,9 +1,11 @@
 """Writing output files (audio, voice states, bundles' weights): never a half-written file, whatever
-happens, and never through a file or link someone else put in the way."""
+happens, and never through a file or link someone else put in the way; and never in place of what
+is not a file (a FIFO or a device such as /dev/null or /dev/stdout is written to, not replaced)."""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from contextlib import contextmanager
 from typing import Dict, Iterator, Optional
@@ -27,7 +29,11 @@ _UMASK = _umask()
 def write_atomically(path: str, data: bytes) -> None:
     """Write to a new temporary file beside `path` (created exclusively under a name nobody can
     guess, so nothing planted there is followed), then rename it over `path`: an error or Ctrl-C
-    leaves the old file (or none), never part of the new one."""
+    leaves the old file (or none), never part of the new one. Where `path` is a FIFO or a character
+    device, `data` is written to it (a FIFO waits for its reader); anything else that is not a
+    regular file (a folder, a socket, a block device) is a PocketTTSError, and left as it is."""
+    if _write_through(path, data):
+        return
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
@@ -39,6 +45,29 @@ def write_atomically(path: str, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def writes_through(path: str) -> bool:
+    """Whether `path` is written to in place (a FIFO, a character device) rather than replaced (a
+    regular file, or nothing yet); a PocketTTSError for anything else, before any work is done."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return False
+    if stat.S_ISREG(mode):
+        return False
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+        return True
+    kind = "a folder" if stat.S_ISDIR(mode) else "a block device" if stat.S_ISBLK(mode) else "not a regular file"
+    raise PocketTTSError(f"{path} is {kind}: not written (name a file, a FIFO or a character device)")
+
+
+def _write_through(path: str, data: bytes) -> bool:
+    if not writes_through(path):
+        return False
+    with open(path, "wb") as f:
+        f.write(data)
+    return True
 
 
 def save_tensors(path: str, tensors: Dict[str, np.ndarray], metadata: Optional[Dict[str, str]] = None) -> None:

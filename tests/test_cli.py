@@ -160,3 +160,54 @@ def test_normalize_prints_what_will_be_spoken() -> None:
     assert by_model.stdout == "Er ist einundzwanzig.\n"
     empty = cli("normalize", "--text", "  ")
     assert empty.returncode == 1 and empty.stderr.startswith("error: ") and "Traceback" not in empty.stderr
+
+
+def cli_bytes(*args: bytes, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    """The command line with arguments as raw bytes (what a shell passes, whatever the locale)."""
+    command = [sys.executable.encode(), b"-m", b"core.cli", *args]
+    return subprocess.run(command, input=stdin, capture_output=True, cwd=ROOT, timeout=120)
+
+
+def test_text_that_is_not_utf8_is_one_line_and_nothing_is_written(tmp_path) -> None:
+    out = tmp_path / "x.wav"
+    tiny = [part.encode() for part in TINY]
+    for args, stdin in (
+        ([b"generate", *tiny, b"--text", b"-", b"-o", bytes(out)], b"caf\xe9 au lait"),
+        ([b"generate", *tiny, b"--text", b"caf\xe9", b"-o", bytes(out)], b""),
+        ([b"normalize", b"--text", b"\xff1"], b""),
+    ):
+        done = cli_bytes(*args, stdin=stdin)
+        lines = done.stderr.decode().strip().splitlines()
+        assert done.returncode == 1 and len(lines) == 1 and "not UTF-8: byte 0x" in lines[0], done.stderr
+    assert not out.exists()
+
+
+def test_output_to_a_fifo_or_a_device_is_written_through_and_a_folder_is_refused(tmp_path) -> None:
+    """-o never puts a regular file in place of what was there: a FIFO gets the WAV (a reader
+    takes it), a character device is written to, a folder is an error before any work."""
+    import os
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe.wav"
+    os.mkfifo(fifo)
+    heard = []
+    reader = threading.Thread(target=lambda: heard.append(fifo.read_bytes()))
+    reader.start()
+    done = cli("generate", *TINY, "--text", "Hi.", "--max-frames", "2", "-o", str(fifo), "-q")
+    reader.join(60)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and heard[0][:4] == b"RIFF" and len(heard[0]) == 44 + 2 * 2 * 1920
+    if os.geteuid() == 0:  # a device of our own: a copy of /dev/null made in the test's folder
+        device = tmp_path / "null"
+        os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        done = cli("generate", *TINY, "--text", "Hi.", "--max-frames", "2", "-o", str(device), "-q")
+        assert done.returncode == 0, done.stderr
+        assert stat.S_ISCHR(os.stat(device).st_mode)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    done = cli("generate", *TINY, "--text", "Hi.", "-o", str(folder))
+    assert done.returncode == 1 and done.stderr.strip().splitlines() == [
+        f"error: {folder} is a folder: not written (name a file, a FIFO or a character device)"
+    ]
+    assert folder.is_dir() and list(folder.iterdir()) == []
