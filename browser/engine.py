@@ -7,7 +7,7 @@ hands each frame or chunk on as soon as it exists and can stop between frames.
 
 The flow side speaks a queue of generations, one after another: a request's text is one
 generation; a text stream (text arriving in pieces: an LLM's reply, a user typing) adds one per
-segment as each is complete (core.portable.model.TextStream). Each generation starts with a
+segment as each is complete (core.portable.text_stream.TextStream). Each generation starts with a
 segment event (its text, the text it is read as, its speed), then its frames. Data crosses the JS
 boundary as JSON strings and files in Pyodide's file system, which every Pyodide version handles
 the same way; a frame's latent is a few dozen floats, exact through JSON.
@@ -23,10 +23,11 @@ import numpy as np
 
 from core import TTSModel
 from core.portable import kernels, ops, params
+from core.portable.decoding import FrameDecoder
 from core.portable.errors import PocketTTSError
 from core.portable.generation import Frame
-from core.portable.model import FrameDecoder, Segment, TextStream
 from core.portable.options import GenerationOptions
+from core.portable.text_stream import Segment, TextStream
 from core.portable.voice_registry import VoiceRegistry
 
 # The parts each role loads at boot. Voice cloning (the Mimi encoder and the speaker projection) is
@@ -145,11 +146,12 @@ class BrowserEngine:
     def next_frame(self) -> Optional[str]:
         """What to hand on next, as JSON: {segment, spoken, speed} when a generation begins (the text
         as given, the text it is read as, the speed of its audio), then its frames {latent, silence,
-        first}; None when nothing is queued (a text stream: until more text completes a segment)."""
+        first, end} (END last); None when nothing is queued (a text stream: until more text
+        completes a segment)."""
         frame = next(self.frames, None) if self.frames is not None else None
         if frame is not None:
             latent = None if frame.latent is None else frame.latent.tolist()
-            return json.dumps({"latent": latent, "silence": frame.silence, "first": frame.first})
+            return json.dumps({"latent": latent, "silence": frame.silence, "first": frame.first, "end": frame.end})
         self.frames = None
         if not self.queue:
             return None
@@ -170,18 +172,12 @@ class BrowserEngine:
         """The next frames are a new generation's, at `speed`."""
         self.decoder = self.model.decoder(float(speed))
 
-    def decode(self, frame_json: str) -> np.ndarray:
-        """A frame from the flow side (see next_frame) -> its audio, float32 (empty while the speed
-        change gathers its first few ms)."""
+    def decode(self, frame_json: str) -> Optional[np.ndarray]:
+        """A frame from the flow side (see next_frame) -> its audio, float32; None where it has none
+        (the speed change gathering its first few ms; the END gives what it held back)."""
         frame = json.loads(frame_json)
         latent = None if frame["latent"] is None else np.array(frame["latent"], dtype=np.float32)
-        return self.decoder.decode([Frame(latent, int(frame["silence"]), bool(frame["first"]))])
-
-    def finish(self) -> np.ndarray:
-        """The end of the generation's audio: what the speed change held back (none at speed 1)."""
-        tail = self.decoder.finish() if self.decoder is not None else np.zeros(0, np.float32)
-        self.decoder = None
-        return tail
+        return self.decoder.decode(Frame(latent, int(frame["silence"]), bool(frame["first"]), bool(frame["end"])))
 
 
 def _result(key: str, run: Any) -> str:

@@ -357,7 +357,8 @@ async function decodeAll() {
 }
 
 // One message of the flow side: a generation begins (its segment is announced with its first
-// audio), one of its frames, or the request's end. `decoded` is the request being decoded:
+// audio), one of its frames (its END last, which gives out what the speed change held back), or
+// the request's end. `decoded` is the request being decoded:
 // {id, samples (sent so far), segment (announced with the next audio, or null)}.
 let decoded = null;
 
@@ -365,13 +366,12 @@ function decodeNow({ type, id, frame, text, spoken, speed }) {
   if (stopped.has(id)) return;
   try {
     if (decoded && decoded.id !== id) decoded = null; // a request replaced by a newer one
-    if (type === FrameMessage.SEGMENT || type === FrameMessage.END) {
-      if (decoded) sendAudio(engine.finish()); // the previous generation's held-back end
-      if (type === FrameMessage.END) {
-        decoded = null;
-        post({ type: EngineMessage.DONE, id });
-        return;
-      }
+    if (type === FrameMessage.END) {
+      decoded = null;
+      post({ type: EngineMessage.DONE, id });
+      return;
+    }
+    if (type === FrameMessage.SEGMENT) {
       engine.begin(speed);
       decoded = decoded || { id, samples: 0 };
       decoded.segment = { text, spoken };
@@ -383,12 +383,13 @@ function decodeNow({ type, id, frame, text, spoken, speed }) {
   }
 }
 
+// A frame's audio: none (undefined) while the speed change gathers its first few ms.
 function sendAudio(proxy) {
+  if (proxy === undefined) return;
   const buffer = proxy.getBuffer("f32");
   const chunk = buffer.data.slice(); // a copy: buffer.data views the whole wasm heap
   buffer.release();
   proxy.destroy();
-  if (chunk.length === 0) return; // a speed change gathers its first few ms
   const { id, segment } = decoded;
   if (segment) {
     const { text, spoken } = segment;

@@ -15,8 +15,10 @@ duration_s, voice, options (the seed included), error (null when it worked) and 
   temporary name and renamed, and the manifest grows as lines finish, so an interrupted job leaves
   no partial file and loses only the lines in progress.
 - A bad line (not UTF-8, not JSON, no id or text, an id used twice, an unknown option or voice,
-  an option outside a request's ranges: core.portable.options.REQUEST_RANGES) is an error in the manifest,
-  not the end of the job; the command then exits 1.
+  an option outside a request's ranges: core.portable.options.REQUEST_RANGES) is an error in the
+  manifest, not the end of the job; the command then exits 1. A line makes at most a request's
+  audio (REQUEST_SECONDS, counted after the speed change: core.portable.budget); a max_frames or
+  pauses asking for more are its error.
 - One job per output folder: a second one on a folder in use stops at once with an error.
 - Reproducible: a line without a "seed" gets one from its id, so a rerun, a retried task or
   another machine makes the same audio.
@@ -46,7 +48,7 @@ from .files import only_writer, write_atomically
 from .portable import catalog
 from .portable.audio import wav_bytes
 from .portable.errors import PocketTTSError
-from .portable.options import GenerationOptions
+from .portable.options import REQUEST_SECONDS, GenerationOptions
 from .portable.text import check_text
 
 MANIFEST = "manifest.jsonl"
@@ -234,7 +236,8 @@ def synthesize(model_source: str, line: Line) -> Outcome:
         if "voices" not in _workers:
             _workers["voices"] = VoiceRegistry(model, default=line.voice)
         voices = _workers["voices"]
-        pcm = model.generate(line.text, voices.source(line.voice), GenerationOptions.of(line.options))
+        options = GenerationOptions.of(line.options)
+        pcm = model.generate(line.text, voices.source(line.voice), options, max_seconds=REQUEST_SECONDS)
     except PocketTTSError as e:
         return Outcome(line.id, None, 0.0, str(e))
     return Outcome(line.id, wav_bytes(pcm, model.sample_rate), pcm.shape[0] / model.sample_rate, None)

@@ -15,7 +15,8 @@ from typing import Any, Iterator, NamedTuple, Optional
 
 import numpy as np
 
-from .portable.generation import Generation
+from .portable.decoding import decoded
+from .portable.generation import Frame, Generation
 from .portable.model import TTSModel
 from .portable.options import GenerationOptions
 from .portable.voice_state import VoiceSource
@@ -41,7 +42,6 @@ def stream(
 
 def _decoded(model: TTSModel, generation: Generation) -> Iterator[np.ndarray]:
     frames = model.step(generation)
-    decoder = model.decoder(generation.speed)
     handoff: queue.Queue = queue.Queue(AHEAD)
     stop = threading.Event()
     one_thread = _one_blas_thread()
@@ -56,19 +56,19 @@ def _decoded(model: TTSModel, generation: Generation) -> Iterator[np.ndarray]:
         except BaseException as error:  # the caller's thread raises it
             handoff.put(_Failed(error))
 
-    thread = threading.Thread(target=make, name="pocket-tts-flow-lm", daemon=True)
-    thread.start()
-    try:
+    def handed_over() -> Iterator[Frame]:
         while True:
             item = handoff.get()
             if item is _END:
-                tail = decoder.finish()
-                if tail.shape[0]:
-                    yield tail
                 return
             if isinstance(item, _Failed):
                 raise item.error
-            yield decoder.decode([item])
+            yield item
+
+    thread = threading.Thread(target=make, name="pocket-tts-flow-lm", daemon=True)
+    thread.start()
+    try:
+        yield from decoded(model.decoder(generation.speed), handed_over())
     finally:
         stop.set()
         while thread.is_alive():  # unblock a flow thread waiting to hand over a frame

@@ -39,8 +39,14 @@ class _Chunks:
     def reserve(self) -> None:
         pass
 
-    def put(self, chunk) -> None:  # noqa: ANN001
-        self.queue.put(chunk)
+    def skip(self) -> None:
+        pass
+
+    def put(self, audio) -> None:  # noqa: ANN001 - server.scheduler.Audio
+        self.queue.put(audio.pcm)
+
+    def note(self, said) -> None:  # noqa: ANN001 - a generation's end: nothing to hear
+        pass
 
     def fail(self, error: BaseException) -> None:
         self.queue.put(error)
@@ -93,7 +99,7 @@ class Ours:
         state = self.voice.transformer.copy()
         transformer.reserve(state, state.offset + len(tokens) + STEP_SAMPLES + 1)
         prompt = _time(lambda: flow_lm.prompt(spec, p, state, flow_lm.text_embeddings(p, tokens)))
-        noise, times = np.zeros((1, spec.latent_dim), np.float32), model._times(1)
+        noise, times = np.zeros((1, spec.latent_dim), np.float32), model.time_terms(1)
         latents = [None]
         steps = [
             _time(lambda: latents.append(flow_lm.step(spec, p, [state], [latents[-1]], noise, times)[0][0]))

@@ -7,6 +7,7 @@ that cannot be loaded is one line on stderr and exit status 1.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import List, Optional
 
@@ -36,7 +37,7 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
         "--max-connections",
         type=int,
         default=64,
-        help="open connections at once; more get 503 (default: %(default)s)",
+        help="open connections at once, WebSockets included; more get 503 (default: %(default)s)",
     )
     parser.add_argument(
         "--client-timeout",
@@ -54,6 +55,20 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
         help="a web page origin (https://app.example) allowed to use the API beside this server's own page "
         "(repeatable; * for any)",
     )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name clients reach the server under, beside localhost and --host (a reverse proxy's, the "
+        "machine's own name on a network; repeatable): requests naming any other Host get 421",
+    )
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("POCKET_TTS_API_KEY"),
+        help="require Authorization: Bearer KEY on every API route and the WebSocket (default: the "
+        "POCKET_TTS_API_KEY environment variable; none: no key)",
+    )
     args = parser.parse_args(argv)
     for name in ("max_concurrent", "max_connections"):
         if getattr(args, name) < 1:
@@ -69,7 +84,7 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
     from server import connections
     from server.app import create_app
     from server.engine import load_engine
-    from server.text_stream import MAX_FRAME
+    from server.websocket import MAX_FRAME
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.WARNING)
     print(f"products on: {backend()}", file=sys.stderr)
@@ -93,6 +108,8 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
         engine,
         allowed_origins=args.allow_origin,
         client_timeout=args.client_timeout,
+        hosts=[args.host, *args.allow_host],
+        api_key=args.api_key or None,
         **({} if web is None else {"web": web}),
     )
     try:
@@ -105,7 +122,7 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
             limit_concurrency=args.max_connections,
             timeout_keep_alive=5,
             h11_max_incomplete_event_size=16 * 1024,
-            # A WebSocket frame past this is cut by uvicorn (close 1009); one past text_stream's
+            # A WebSocket frame past this is cut by uvicorn (close 1009); one past websocket's
             # MAX_FRAME, and under this, gets an error frame first.
             ws_max_size=4 * MAX_FRAME,
         )

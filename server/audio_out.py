@@ -4,6 +4,7 @@ and the compressed formats soundfile's libsndfile can write (FLAC, MP3, Ogg/Opus
 from __future__ import annotations
 
 import io
+from typing import List
 
 import numpy as np
 
@@ -42,3 +43,9 @@ def encode(pcm: np.ndarray, sample_rate: int, fmt: str) -> bytes:
     out = io.BytesIO()
     soundfile.write(out, np.clip(pcm, -1.0, 1.0), sample_rate, format=container, subtype=subtype)
     return out.getvalue()
+
+
+def encode_chunks(chunks: List[np.ndarray], sample_rate: int, fmt: str) -> bytes:
+    """A whole file in `fmt` of a generation's chunks, joined here (off the event loop: up to a
+    request's whole audio)."""
+    return encode(np.concatenate(chunks) if chunks else np.zeros(0, np.float32), sample_rate, fmt)

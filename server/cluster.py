@@ -22,6 +22,7 @@ file for `serve deploy`). Every node of the cluster needs this package installed
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -36,9 +37,11 @@ from server.engine import DEFAULT_MODEL, MAX_CONCURRENT, load_engine
 
 CONFIG = Path(__file__).with_name("serve.yaml")
 DEPLOYMENT = "PocketTTS"
-ARGUMENTS = ("model", "voice", "max_concurrent")  # the application's, as config files give them (`args`)
+# The application's, as config files give them (`args`): `hosts`, the names the proxy is reached
+# under (a list: the command line adds http_options.host and --allow-host); `api_key` (server/guard.py).
+ARGUMENTS = ("model", "voice", "max_concurrent", "hosts", "api_key")
 # The recordings kept for the replicas, at most (the least recently used go first); an upload is at
-# most server.app.MAX_UPLOAD (20 MB), a typical 5-10 s recording well under 1 MB.
+# most server.routes.MAX_UPLOAD (20 MB), a typical 5-10 s recording well under 1 MB.
 RECORDINGS_BYTES = 256 * 1024 * 1024
 
 
@@ -76,11 +79,20 @@ class SharedRecordings:
 class PocketTTS:
     """One replica: a model, its engine, and the app over them."""
 
-    def __init__(self, model: str, voice: Optional[str], max_concurrent: int, recordings: Any):
+    def __init__(
+        self,
+        model: str,
+        voice: Optional[str],
+        max_concurrent: int,
+        recordings: Any,
+        hosts: List[str],
+        api_key: Optional[str],
+    ):
         self.engine = load_engine(model, voice, max_concurrent, SharedRecordings(recordings))
+        self.hosts, self.api_key = hosts, api_key
 
     def __serve_build_asgi_app__(self) -> Any:
-        return create_app(self.engine)
+        return create_app(self.engine, hosts=self.hosts, api_key=self.api_key)
 
     def check_health(self) -> None:
         if not self.engine.running:
@@ -99,7 +111,9 @@ def app(args: Dict[str, Any]) -> serve.Application:
         raise ValueError(f"unknown application argument {unknown[0]!r} ({', '.join(ARGUMENTS)})")
     slots = int(args.get("max_concurrent", MAX_CONCURRENT))
     deployment = PocketTTS.options(max_ongoing_requests=slots)
-    return deployment.bind(str(args.get("model", DEFAULT_MODEL)), args.get("voice"), slots, Recordings.bind())
+    hosts = [str(host) for host in args.get("hosts") or []]
+    model, voice = str(args.get("model", DEFAULT_MODEL)), args.get("voice")
+    return deployment.bind(model, voice, slots, Recordings.bind(), hosts, args.get("api_key") or None)
 
 
 def configure(config: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any]:
@@ -107,7 +121,7 @@ def configure(config: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any
     config = yaml.safe_load(yaml.safe_dump(config))
     application = config["applications"][0]
     arguments = application.setdefault("args", {})
-    for name in ARGUMENTS:
+    for name in ("model", "voice", "max_concurrent", "api_key"):
         value = getattr(args, name)
         if isinstance(value, str) and Path(value).exists():
             value = str(Path(value).resolve())  # replicas do not run in this folder
@@ -133,6 +147,8 @@ def configure(config: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any
     for key in ("host", "port"):
         if getattr(args, key) is not None:
             http[key] = getattr(args, key)
+    hosts = [str(host) for host in arguments.get("hosts") or []]
+    arguments["hosts"] = list(dict.fromkeys(hosts + [str(http.get("host", "127.0.0.1"))] + args.allow_host))
     return config
 
 
@@ -149,6 +165,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--cpus-per-replica", type=float, help="CPUs Ray reserves for each replica")
     parser.add_argument("--host", help="where Serve's HTTP proxy listens")
     parser.add_argument("--port", type=int, help="the proxy's port")
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name clients reach the proxy under, beside localhost and --host (repeatable)",
+    )
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("POCKET_TTS_API_KEY"),
+        help="require Authorization: Bearer KEY (default: the POCKET_TTS_API_KEY environment variable)",
+    )
     parser.add_argument("--print-config", action="store_true", help="print the resulting config and exit")
     args = parser.parse_args(argv)
     for name in ("max_concurrent", "replicas", "min_replicas", "max_replicas"):

@@ -1,41 +1,36 @@
 """The server's generation engine: one loaded model, the voices it has prepared, its slots
 (server/slots.py) and the scheduler that runs every generation (server/scheduler.py: all running
-streams step together).
+streams step together). The fronts reach it through sessions (server/session.py) and its methods,
+never its parts.
 
 Everything slow runs in worker threads, never on the event loop, and outside the engine's lock:
 text preparation, decoding and cloning an upload, preparing or downloading a voice. A voice is
 prepared by one thread at a time (the others wait for its result), and a predefined voice that
 could not be prepared (no network) is not tried again for a while.
-
-A generation's chunks reach the event loop through a Relay. Closing the async iterator (a client
-that went away) stops the generation within a step; a client that reads slowly holds at most a
-relay's worth of chunks, its generation waiting meanwhile.
 """
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
+import os
 import threading
 import time
-from typing import AsyncIterator, Dict, List, Optional, Protocol, Tuple
-
-import anyio
-import numpy as np
+from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
 from core import PocketTTSError, TTSModel, VoiceError, VoiceState
 from core.portable import audio, catalog
-from core.portable.generation import Generation
-from core.portable.options import REQUEST_SECONDS, GenerationOptions
+from core.portable.options import GenerationOptions
+from core.portable.text_stream import TextStream
 from core.portable.voice_registry import RECORDING, VoiceRegistry
+from server import errors
 from server.relay import Relay
-from server.scheduler import Scheduler
-from server.slots import Slot, Slots
+from server.scheduler import Scheduler, Stream
+from server.slots import Busy, Slot, Slots
 
 # What a server starts with unless told otherwise, whichever way it starts (load_engine's callers).
 DEFAULT_MODEL = catalog.default_model()
 MAX_CONCURRENT = 4  # requests served at once (each a generation, or an upload); more get 503
-# Seconds a client may leave the server waiting (server/connections.py; WebSockets: server/text_stream.py).
+# Seconds a client may leave the server waiting (server/connections.py; a connection's silence: server/session.py).
 CLIENT_TIMEOUT = 30.0
 # How long a predefined voice that could not be prepared (a failed download) is not tried again.
 FAILURE_SECONDS = 30.0
@@ -109,8 +104,9 @@ class ServerEngine:
 
     @property
     def name(self) -> str:
-        """The model's name (as loaded: a catalog name, or a config file's or bundle's path)."""
-        return self.model.name
+        """The model's name as clients see it: a catalog name, or a config file's or bundle's own
+        name (never the path it was loaded from)."""
+        return public_name(self.model.name)
 
     @property
     def sample_rate(self) -> int:
@@ -123,7 +119,8 @@ class ServerEngine:
 
     @property
     def default_voice_name(self) -> str:
-        return str(self.voices.default_name)
+        """The default voice as clients see it: a predefined name, or a file's own name."""
+        return public_name(str(self.voices.default_name))
 
     def voice_names(self) -> List[str]:
         """The model's predefined voices."""
@@ -163,8 +160,19 @@ class ServerEngine:
         self.scheduler.close()
 
     def admit(self) -> Slot:
-        """A slot for a request, before any of its work; Busy at once when all are taken."""
-        return self.slots.take()
+        """A slot for a request, before any of its work; `busy` at once when all are taken."""
+        try:
+            return self.slots.take()
+        except Busy:
+            raise errors.busy() from None
+
+    def wake(self) -> None:
+        """A consumer of a relay took audio or left (server/relay.py)."""
+        self.scheduler.wake()
+
+    def open_stream(self, relay: Relay, release: Callable[[], None]) -> Stream:
+        """A stream of generations said one after another into `relay` (server/scheduler.py)."""
+        return self.scheduler.open(relay, release)
 
     # Voices (blocking: call them in worker threads)
 
@@ -244,20 +252,19 @@ class ServerEngine:
         with self._lock:
             return self.voices.keep(key, state)
 
-    # Generation
+    # Sessions
 
-    def generation(self, text: str, voice: Optional[str], options: GenerationOptions) -> Generation:
-        """A request's generation: its voice, its text split and tokenized, its options and limits
-        checked (bad input raises here, before any audio). Blocking: call it in a worker thread."""
-        return self.model.generation(text, self.voice(voice), options, max_seconds=REQUEST_SECONDS)
+    def text_stream(self, voice: Optional[str], options: GenerationOptions, seconds: float) -> TextStream:
+        """A session's text: its voice (prepared now: blocking, call it in a worker thread), its
+        options, its noise generator and its budget of `seconds` of audio."""
+        return self.model.text_stream(self.voice(voice), options, max_seconds=seconds)
 
-    async def speak(
-        self, slot: Slot, text: str, voice: Optional[str], options: GenerationOptions
-    ) -> AsyncIterator[np.ndarray]:
-        """PCM chunks of a request's generation, as the scheduler makes them, under its `slot`: the
-        slot's release stops the generation. Bad input raises here, before any audio."""
-        generation = await anyio.to_thread.run_sync(self.generation, text, voice, options)
-        relay = Relay(asyncio.get_running_loop(), self.scheduler.wake)
-        slot.on_release(relay.abandon)
-        self.scheduler.submit(generation, relay, slot.hold())
-        return relay.items()
+
+def public_name(name: str) -> str:
+    """A model's or voice's name without the folders it was loaded from (a file's own name)."""
+    if os.sep in name or (os.altsep and os.altsep in name) or os.path.exists(name):
+        stem = os.path.splitext(os.path.basename(os.path.normpath(name)))[0]
+        if stem in ("config", "model") and os.path.dirname(os.path.normpath(name)):
+            return os.path.basename(os.path.dirname(os.path.normpath(name)))
+        return stem
+    return name

@@ -1,33 +1,39 @@
 """Continuous batching: every running generation advances together, frame by frame.
 
-Two threads, as the two halves of a frame: the flow thread steps all running generations at once
-(core.portable.generation.advance: one pass through the flow LM for all of them, so its weights are read
-once per step, not once per stream), and the decoder thread turns each step's frames into audio in
-one pass through Mimi's decoder (core.portable.model.decode_together). The decoder is the larger half
-(english: ~10 ms a stream, the flow LM's step ~15 ms for all), so from SPLIT_AT streams a step's
-decoding is split in two, the second half on a third thread: the decoder then uses the time the
-flow thread leaves on both cores. Streams join and leave between steps;
-a newcomer reads its text a slice at a time while others are running (PROMPT_ROWS rows a step), so
-that a long text does not hold up their frames; alone, it reads it at once. The core stays
-single-threaded; NumPy releases the GIL inside its products, so the two threads use two cores.
+A session's speech is a `Stream`: its generations said one after another (a request: one; a text
+stream: one per segment, added as its text completes them), all handed to one Relay. Two threads,
+as the two halves of a frame: the flow thread steps the current generation of every stream at once
+(core.portable.generation.advance: one pass through the flow LM for all of them, so its weights are
+read once per step, not once per stream), and the decoder thread turns each step's frames into
+audio in one pass through Mimi's decoder (core.portable.decoding.decode_together). The decoder is
+the larger half (english: ~10 ms a stream, the flow LM's step ~15 ms for all), so from SPLIT_AT
+streams a step's decoding is split in two, the second half on a third thread: the decoder then uses
+the time the flow thread leaves on both cores. A generation's END frame comes through the decoder
+like any other (its audio is what the speed change held back), then a `Said` note; a stream's next
+generation starts at the step after its END. Streams join and leave between steps; a newcomer reads
+its text a slice at a time while others are running (PROMPT_ROWS rows a step), so that a long text
+does not hold up their frames; alone, it reads it at once. The core stays single-threaded; NumPy
+releases the GIL inside its products, so the two threads use two cores.
 
-Each stream keeps its own options (they live in its core Generation), hands its audio to its
-consumer through a Relay, and stops within a step when the consumer goes away. A stream whose
-relay is full (its client reads slower than it is made, or not at all) is not stepped until the
-client catches up: the others go on. Admission is the caller's (server/slots.py): `submit` takes
-a function to call once the scheduler has let go of the stream.
+A stream whose relay is full (its client reads slower than it is made, or not at all) is not
+stepped until the client catches up: the others go on. A stream whose relay is abandoned is dropped
+at the next step, whatever it was doing (waiting for text included). Admission is the caller's
+(server/slots.py): `open` takes a function to call once the scheduler has let go of the stream.
 """
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, Deque, List, NamedTuple, Optional, Tuple
+
+import numpy as np
 
 from core import TTSModel
+from core.portable.decoding import FrameDecoder, decode_together
 from core.portable.generation import Frame, Generation, advance
-from core.portable.model import FrameDecoder, decode_together
 from server.relay import Relay
 
 # Rows of a newcomer's text read per step while other streams run. Measured on english with 4
@@ -42,25 +48,89 @@ AHEAD = 1
 SPLIT_AT = 4
 
 
-class _Stream:
-    def __init__(self, generation: Generation, decoder: FrameDecoder, relay: Relay, release: Callable[[], None]):
-        self.generation = generation
-        self.decoder = decoder
+class Audio(NamedTuple):
+    """A chunk of a generation's audio (never empty); `tag`: what the generation was added with."""
+
+    tag: Any
+    pcm: np.ndarray
+
+
+class Said(NamedTuple):
+    """A generation's end, after its last audio; `cut`: its session's budget ran out first."""
+
+    tag: Any
+    cut: bool
+
+
+class _Made(NamedTuple):
+    """A frame of a step, with what it needs on the decoder thread."""
+
+    stream: Stream
+    generation: Generation
+    decoder: FrameDecoder
+    tag: Any
+    frame: Frame
+
+
+class Stream:
+    """One session's speech: generations said one after another into one relay. `add` and `end`
+    may be called from any thread; the rest is the scheduler's."""
+
+    def __init__(self, scheduler: Scheduler, relay: Relay, release: Callable[[], None]):
+        self._scheduler = scheduler
         self.relay = relay
         self.release = release
+        self._queue: Deque[Tuple[Generation, Any]] = collections.deque()
+        self._ended = False
+        # The generation being said (the flow thread's): its tag and its decoder.
+        self.generation: Optional[Generation] = None
+        self.tag: Any = None
+        self.decoder: Optional[FrameDecoder] = None
+
+    def add(self, generation: Generation, tag: Any = None) -> None:
+        """Say `generation` after those added before it; its audio comes tagged with `tag`."""
+        with self._scheduler.lock:
+            self._queue.append((generation, tag))
+            self._scheduler.lock.notify()
+
+    def end(self) -> None:
+        """No more generations: once the last is said, the relay closes and the stream is let go."""
+        with self._scheduler.lock:
+            self._ended = True
+            self._scheduler.lock.notify()
+
+    # The flow thread's, under the scheduler's lock
+
+    def _move_on(self, model: TTSModel) -> None:
+        """Take the next generation once the current one has given its END."""
+        if (self.generation is None or self.generation.finished) and self._queue:
+            self.generation, self.tag = self._queue.popleft()
+            self.decoder = model.decoder(self.generation.speed)
+        elif self.generation is not None and self.generation.finished:
+            self.generation = None
 
     @property
-    def movable(self) -> bool:
-        """Whether a step would do something for it: make a frame, or drop it (its client left)."""
-        return self.relay.abandoned.is_set() or not self.relay.full
+    def _saying(self) -> bool:
+        return self.generation is not None and not self.generation.finished
+
+    @property
+    def _said_all(self) -> bool:
+        return self._ended and not self._saying and not self._queue
+
+    @property
+    def _movable(self) -> bool:
+        """Whether a step would do something for it: make a frame, drop it (its client left), or end it."""
+        if self.relay.abandoned.is_set() or self._said_all:
+            return True
+        return (self._saying or bool(self._queue)) and not self.relay.full
 
 
 class Scheduler:
     def __init__(self, model: TTSModel):
         self.model = model
-        self._lock = threading.Condition()
-        self._joining: List[_Stream] = []
-        self._steps: queue.Queue[Optional[Tuple[List[Tuple[_Stream, Frame]], List[_Stream]]]] = queue.Queue(AHEAD)
+        self.lock = threading.Condition()
+        self._joining: List[Stream] = []
+        self._steps: queue.Queue[Optional[Tuple[List[_Made], List[Stream]]]] = queue.Queue(AHEAD)
         self._stopping = False
         self._threads = [
             threading.Thread(target=self._flow, name="pocket-tts-flow-lm", daemon=True),
@@ -75,40 +145,55 @@ class Scheduler:
         """Whether both threads are alive (a health check: a thread that died cannot step again)."""
         return not self._stopping and all(thread.is_alive() for thread in self._threads)
 
-    def submit(self, generation: Generation, relay: Relay, release: Callable[[], None] = lambda: None) -> None:
-        """Run a generation, handing its chunks to `relay` (whose consumer must `wake` this scheduler
-        as it takes them); `release` is called once the scheduler has dropped the stream."""
-        with self._lock:
-            self._joining.append(_Stream(generation, self.model.decoder(generation.speed), relay, release))
-            self._lock.notify()
+    def open(self, relay: Relay, release: Callable[[], None] = lambda: None) -> Stream:
+        """A new stream handing its audio to `relay` (whose consumer must `wake` this scheduler as it
+        takes it); `release` is called once the scheduler has dropped the stream."""
+        stream = Stream(self, relay, release)
+        with self.lock:
+            if self._stopping:
+                relay.fail(RuntimeError("the server is shutting down"))
+                release()
+                return stream
+            self._joining.append(stream)
+            self.lock.notify()
+        return stream
+
+    def submit(self, generation: Generation, relay: Relay, release: Callable[[], None] = lambda: None) -> Stream:
+        """A stream of one generation (a request)."""
+        stream = self.open(relay, release)
+        stream.add(generation)
+        stream.end()
+        return stream
 
     def wake(self) -> None:
         """A consumer took a chunk or left: a stream that waited for it may move again."""
-        with self._lock:
-            self._lock.notify()
+        with self.lock:
+            self.lock.notify()
 
     def close(self) -> None:
         """Stop both threads (the streams still running get an error)."""
-        with self._lock:
+        with self.lock:
             self._stopping = True
-            self._lock.notify()
+            self.lock.notify()
         for thread in self._threads:
             thread.join()
         self._second_decoder.shutdown()
 
     def _flow(self) -> None:
-        running: List[_Stream] = []
+        running: List[Stream] = []
         while True:
-            with self._lock:
-                while not self._stopping and not self._joining and not any(s.movable for s in running):
-                    self._lock.wait()
+            with self.lock:
+                while not self._stopping and not self._joining and not any(s._movable for s in running):
+                    self.lock.wait()
                 if self._stopping:
                     break
                 running += self._joining
                 self._joining = []
-            gone = [s for s in running if s.relay.abandoned.is_set()]
-            running = [s for s in running if not s.relay.abandoned.is_set()]
-            stepping = [s for s in running if not s.relay.full]
+                for stream in running:
+                    stream._move_on(self.model)
+                leaving = [s for s in running if s.relay.abandoned.is_set() or s._said_all]
+            running = [s for s in running if s not in leaving]
+            stepping = [s for s in running if s._saying and not s.relay.full]
             # Alone, a newcomer reads its text at once; beside others, a slice a step.
             prompt_rows = PROMPT_ROWS if len(stepping) > 1 else None
             try:
@@ -116,15 +201,13 @@ class Scheduler:
             except Exception as error:  # a fault in the model code: every stream of the step gets it
                 for stream in stepping:
                     stream.relay.fail(error)
-                self._steps.put(([], stepping + gone))
+                self._steps.put(([], stepping + leaving))
                 running = [s for s in running if s not in stepping]
                 continue
-            made = [(s, f) for s, f in zip(stepping, frames) if f is not None]
-            for stream, _ in made:
-                stream.relay.reserve()
-            done = [s for s in stepping if s.generation.done]
-            running = [s for s in running if not s.generation.done]
-            self._steps.put((made, done + gone))
+            made = [_Made(s, s.generation, s.decoder, s.tag, f) for s, f in zip(stepping, frames) if f is not None]
+            for item in made:
+                item.stream.relay.reserve()
+            self._steps.put((made, leaving))
         self._steps.put(None)
         for stream in running + self._joining:
             stream.relay.fail(RuntimeError("the server is shutting down"))
@@ -135,20 +218,27 @@ class Scheduler:
             step = self._steps.get()
             if step is None:
                 return
-            made, finished = step
-            made = [(s, f) for s, f in made if not s.relay.abandoned.is_set()]
+            made, leaving = step
+            made = [item for item in made if not item.stream.relay.abandoned.is_set()]
             try:
-                pcm = self._decode_step([s.decoder for s, _ in made], [f for _, f in made])
+                pcm = self._decode_step([item.decoder for item in made], [item.frame for item in made])
             except Exception as error:
-                for stream, _ in made:
-                    stream.relay.fail(error)
-                pcm = []
-            for (stream, _), chunk in zip(made, pcm):
-                stream.relay.put(chunk)
-            for stream in finished:
-                self._finish(stream)
+                for item in made:
+                    item.stream.relay.fail(error)
+                    item.generation.stop()
+                made, pcm = [], []
+            for item, chunk in zip(made, pcm):
+                if chunk is None:
+                    item.stream.relay.skip()
+                else:
+                    item.stream.relay.put(Audio(item.tag, chunk))
+                if item.frame.end:
+                    item.stream.relay.note(Said(item.tag, item.generation.cut))
+            for stream in leaving:
+                stream.relay.close()
+                stream.release()
 
-    def _decode_step(self, decoders: List[FrameDecoder], frames: List[Frame]) -> List:
+    def _decode_step(self, decoders: List[FrameDecoder], frames: List[Frame]) -> List[Optional[np.ndarray]]:
         """decode_together, in two halves on two threads from SPLIT_AT streams (streams share no state)."""
         if len(frames) < SPLIT_AT:
             return decode_together(decoders, frames)
@@ -159,17 +249,3 @@ class Scheduler:
         finally:
             rest = second.result()
         return first + rest
-
-    def _finish(self, stream: _Stream) -> None:
-        """A stream's end: the audio its speed change held back (none at speed 1), then the close."""
-        if stream.generation.done and not stream.relay.abandoned.is_set():
-            try:
-                tail = stream.decoder.finish()
-            except Exception as error:
-                stream.relay.fail(error)
-            else:
-                if tail.shape[0]:
-                    stream.relay.reserve()  # the flow thread has let go of the stream: counted here
-                    stream.relay.put(tail)
-        stream.relay.close()
-        stream.release()

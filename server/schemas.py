@@ -11,8 +11,7 @@ from typing_extensions import Annotated
 
 from core.portable.options import REQUEST_RANGES, SPEED_RANGE, GenerationOptions
 from core.portable.options import names as option_names
-
-MAX_TEXT = 5000  # characters per request
+from server.session import MAX_TEXT
 
 
 def _doc(name: str) -> str:
@@ -95,7 +94,7 @@ class Health(msgspec.Struct):
     active_generations: int
     max_concurrent: int
     kernels: str  # what runs the model's products: the compiled kernels with NumPy, or NumPy alone
-    instance: str  # host:pid of the process that answered (which replica, behind a load balancer)
+    instance: str  # which process answered (a replica behind a load balancer): a random id, not its name
 
 
 class Voices(msgspec.Struct):
@@ -164,7 +163,7 @@ def error_detail(status: int, message: str, param: Optional[str] = None, code: O
     return ErrorDetail(message=message, type=kind, param=param, code=code)
 
 
-# The WebSocket's client frames (server/text_stream.py), JSON text frames told apart by "type"
+# The WebSocket's client frames (server/websocket.py), JSON text frames told apart by "type"
 
 
 class StreamStart(OptionFields, tag="start", tag_field="type"):

@@ -37,6 +37,8 @@ REFERENCE_PYTHON = ROOT / ".venv-ref" / "bin" / "python"
 TINY_CONFIG = TINY_DIR / "tiny_lsd" / "config.yaml"
 # The model of the browser tests: the small full-size fixture (scripts/test.sh makes it).
 SMALL = "english_2m_2026-10"
+# The address in-process test clients name (the server answers to localhost's names only).
+LOCAL = "http://127.0.0.1"
 
 _report: list = []
 _int8_report: list = []
@@ -206,6 +208,22 @@ def native_kernels(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
         function.argtypes, function.restype = [types[code] for code in signature], None
         functions[name] = function
     return functions
+
+
+@pytest.fixture
+def relays(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every relay the server's sessions make, as they make them (to watch a speech's backlog)."""
+    import server.session
+
+    made: list = []
+
+    class Recorded(server.session.Relay):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(server.session, "Relay", Recorded)
+    return made
 
 
 def require_ray(request: pytest.FixtureRequest) -> None:

@@ -1,4 +1,4 @@
-"""Generations stepped together (core.portable.generation.advance, core.portable.model.decode_together) give each one
+"""Generations stepped together (core.portable.generation.advance, core.portable.decoding.decode_together) give each one
 the audio it gets alone: whatever joins or leaves, whatever its voice and options, however its text
 is read."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from core import TTSModel
+from core.portable.decoding import decode_together
 from core.portable.generation import Frame, advance
-from core.portable.model import decode_together
 
 from conftest import VOICE_24K
 from metrics import nmse_db
@@ -40,16 +40,17 @@ def together(model: TTSModel, voices, joins: Dict[int, List[int]], prompt_rows: 
     """REQUESTS stepped together, request i joining at the step where joins lists it."""
     running, audio = [], {}
     step = 0
-    while step <= max(joins) or any(not generation.done for _, generation, _ in running):
+    while step <= max(joins) or any(not generation.finished for _, generation, _ in running):
         for i in joins.get(step, []):
             text, v, options = REQUESTS[i]
             running.append((i, model.generation(text, voices[v], **options), model.decoder()))
             audio[i] = []
-        live = [(i, g, d) for i, g, d in running if not g.done]
+        live = [(i, g, d) for i, g, d in running if not g.finished]
         frames = advance(model, [g for _, g, _ in live], prompt_rows)
         made = [(i, d, f) for (i, _, d), f in zip(live, frames) if f is not None]
         for (i, _, _), chunk in zip(made, decode_together([d for _, d, _ in made], [f for _, _, f in made])):
-            audio[i].append(chunk)
+            if chunk is not None:
+                audio[i].append(chunk)
         step += 1
     return [np.concatenate(audio[i]) for i in range(len(REQUESTS))]
 
@@ -73,6 +74,8 @@ def test_decoding_together_equals_decoding_alone(model, voice) -> None:
     for step in range(6):
         frames = [stream[step] for stream in streams]
         for decoder, frame, pcm in zip(alone_decoders, frames, decode_together(together_decoders, frames)):
-            assert pcm.shape == (model.frame_size,) and nmse_db(pcm, decoder.decode([frame])) < -100
+            assert pcm.shape == (model.frame_size,) and nmse_db(pcm, decoder.decode(frame)) < -100
+    assert [stream[6].end for stream in streams] == [True] * 3 and len(streams[0]) == 7  # END after the 6 frames
+    assert decode_together(together_decoders, [stream[6] for stream in streams]) == [None] * 3  # speed 1: no tail
     pcm = decode_together([model.decoder(), model.decoder()], [Frame(None, 700, False), streams[0][0]])
     assert np.array_equal(pcm[0], np.zeros(700, np.float32)) and pcm[1].shape == (model.frame_size,)

@@ -143,13 +143,30 @@ def test_the_checks_see_the_imports() -> None:
     `from . import x` (a module), `from .x import y` (a name), `from .. import`, absolute imports,
     and imports inside functions."""
     targets = {name: {target for _, target in edges} for name, edges in graph().items()}
-    assert {"core.portable.voice_state", "core.portable.transformer"} <= targets["core.portable.model"]
+    assert {"core.portable.voice_state", "core.portable.voices"} <= targets["core.portable.model"]
     assert "core.portable.model" in targets["core.portable.voice_registry"]
     assert "core.portable.errors" in targets["core.portable.tokenizer"]
     assert {"core.hub", "core.native", "core.portable.model"} <= targets["core"]
     assert "core.export" in targets["core.cli"]  # imported inside the function that exports
     assert "server.engine" in targets["server.app"]
     assert {"core.cli", "server.__main__"} <= targets["pocket_tts_numpy"]
+
+
+# The server's fronts: each drives sessions (server/session.py) and the engine's methods, never the
+# scheduler, the model or another front's internals.
+FRONTS = ("server.routes", "server.openai_routes", "server.websocket")
+FRONT_MAY_NOT_IMPORT = {"server.scheduler", "server.relay", "server.slots", "core.portable.model"}
+
+
+def test_the_fronts_drive_sessions_not_the_engines_parts() -> None:
+    known = modules()
+    for front in FRONTS:
+        imported = {target for _, target in first_party_imports(front, known[front], set(known))}
+        assert not imported & FRONT_MAY_NOT_IMPORT, (front, imported & FRONT_MAY_NOT_IMPORT)
+        assert not imported & (set(FRONTS) - {front, "server.routes"}), (front, imported)
+        tree = ast.parse(known[front].read_text())
+        reached = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+        assert not reached & {"scheduler", "model", "slots", "_speech", "_text"}, (front, reached)
 
 
 def test_every_core_module_uses_postponed_annotations() -> None:

@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from core import PocketTTSError, TTSModel
-from core.portable.model import _noise_source
+from core.portable import planning
+from core.portable.decoding import decoded
 from core.portable.params import DECODER, FLOW_LM, VOICE_CLONING
+from core.portable.planning import noise_source
 
 from conftest import TINY_DIR, VOICE_24K
 
@@ -39,12 +41,12 @@ def test_seeded_sampling_is_reproducible(model: TTSModel, voice) -> None:
 
 
 def test_noise_source_statistics() -> None:
-    zeros = _noise_source(32, 0.0, None, 1, None)
+    zeros = noise_source(32, 0.0, None, 1, None)
     assert not np.any(zeros())
-    draw = _noise_source(32, 0.49, None, 3, None)
+    draw = noise_source(32, 0.49, None, 3, None)
     plain = np.concatenate([draw() for _ in range(400)])
     assert abs(plain.std() - 0.7) < 0.03 and abs(plain.mean()) < 0.03
-    draw = _noise_source(32, 0.49, 0.5, 3, None)
+    draw = noise_source(32, 0.49, 0.5, 3, None)
     clamped = np.concatenate([draw() for _ in range(400)])
     assert clamped.dtype == np.float32 and np.all(np.abs(clamped) <= 0.5)
     # A N(0, 0.7) truncated to +-0.5 has std 0.2735 (sqrt of the truncated-normal variance).
@@ -71,7 +73,7 @@ def test_eos_rules(model: TTSModel, voice) -> None:
 def test_length_estimate_caps_a_chunk_without_eos(model: TTSModel, voice) -> None:
     text = "Hi."
     tokens = len(model.tokenizer.encode(text))
-    frames = model.estimate_max_frames(tokens)
+    frames = planning.estimate_max_frames(tokens, model.config.mimi.frame_rate)
     assert frames == int(np.ceil((tokens / 3 + 2) * 12.5))
     pcm = model.generate(text, voice, temperature=0.0, eos_threshold=float("inf"))
     assert pcm.shape == (frames * model.frame_size,)
@@ -92,9 +94,7 @@ def test_parts_loaded_apart_give_the_same_audio(model: TTSModel) -> None:
     decoder = TTSModel.load(config, parts=(DECODER,)).decoder()
     options = dict(temperature=0.0, eos_threshold=float("inf"), max_frames=6)
     voice = flow.voice_state(str(VOICE_24K))
-    apart = np.concatenate(
-        [decoder.decode([frame]) for frame in flow.frames("Hello [pause:100ms] there.", voice, **options)]
-    )
+    apart = np.concatenate(list(decoded(decoder, flow.frames("Hello [pause:100ms] there.", voice, **options))))
     whole = model.generate("Hello [pause:100ms] there.", model.voice_state(str(VOICE_24K)), **options)
     assert np.array_equal(apart, whole)
     assert "mimi" not in flow.params or "decoder" not in flow.params["mimi"]

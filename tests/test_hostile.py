@@ -17,36 +17,30 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, List
+from typing import Callable, List
 
 import httpx
 import numpy as np
 import pytest
 import soundfile
-import uvicorn
 import yaml
 from litestar.testing import TestClient
 
 from core import DownloadError, LimitError, TTSModel
 from core.files import only_writer, write_atomically
 from core.portable.audio import MAX_PROMPT_SECONDS, wav_bytes
-from core.portable.options import GenerationOptions
+from core.portable.options import REQUEST_SECONDS, GenerationOptions
 from core.portable.text import MAX_SEGMENT_TOKENS
-from e2e.harness import free_port
-from server import connections
-from server.app import MAX_JSON, create_app
+from server.app import create_app
 from server.engine import ServerEngine
 from server.relay import LIMIT
+from server.routes import MAX_JSON
+from server.scheduler import Stream
 
-from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, error_of, tiny_server
-
-# A hang shows as a failure after this long, never as a slow pass.
-GUARD = 60.0
-NEVER_ENDS = {"eos_threshold": 100.0, "temperature": 0.0}
+from conftest import LOCAL, ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, error_of, tiny_server
+from serving import GUARD, NEVER_ENDS, Held, in_thread, serving, unread_request, until
 
 
 @pytest.fixture
@@ -56,95 +50,17 @@ def engine(model):
     engine.close()
 
 
-@contextmanager
-def serving(engine: ServerEngine, client_timeout: float = 30.0, **app_options) -> Iterator[str]:
-    """The app over `engine` on uvicorn with the server's connection limits, in this process (so a
-    test can hold the engine's work where it likes); yields its URL."""
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(engine, client_timeout=client_timeout, **app_options),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        http=connections.protocol(client_timeout),
-        limit_concurrency=64,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + GUARD
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(GUARD)
-
-
-def until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + GUARD
-    while not condition():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.01)
-
-
-class Held:
-    """Replaces a function with one that waits, once entered, until released: the work it stands
-    for is "in the middle" for as long as a test needs."""
-
-    def __init__(self, function: Callable):
-        self.function = function
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        self.calls = 0
-
-    def __call__(self, *args, **kwargs):
-        self.calls += 1
-        self.entered.set()
-        assert self.release.wait(GUARD), "never released"
-        return self.function(*args, **kwargs)
-
-
-def in_thread(call: Callable) -> List:
-    """Run `call` in a thread; the list gets its result (or exception) when it is done."""
-    result: List = []
-
-    def run() -> None:
-        try:
-            result.append(call())
-        except BaseException as error:  # noqa: BLE001 - handed to the test
-            result.append(error)
-
-    threading.Thread(target=run, daemon=True).start()
-    return result
-
-
-def unread_request(url: str, path: str, body: dict) -> socket.socket:
-    """A client that sends a request and never reads the answer (a small receive buffer, so the
-    server's writes back up soon)."""
-    port = int(url.rsplit(":", 1)[1])
-    client = socket.socket()
-    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    client.connect(("127.0.0.1", port))
-    payload = json.dumps(body).encode()
-    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-    client.sendall(head.encode() + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
-    return client
-
-
 # 1, 5. Audio beyond what a request may make, pauses included
 
 
-def test_pauses_count_in_the_audio_a_request_may_make(engine) -> None:
-    def submit(*args) -> None:
+def test_pauses_count_in_the_audio_a_request_may_make(engine, monkeypatch) -> None:
+    def add(*args) -> None:
         raise AssertionError("a generation was started")
 
-    with TestClient(app=create_app(engine)) as client:
+    with TestClient(app=create_app(engine), base_url=LOCAL) as client:
         capped = client.post("/generate", json={"text": "Hi. " + "[pause:10s] " * 10, "max_frames": 1})
         assert capped.status_code == 200 and len(capped.content) == 44 + 2 * 1920  # one frame, not 100 s
-        engine.scheduler.submit = submit
+        monkeypatch.setattr(Stream, "add", add)
         for body in ({"text": "[pause:10s]" * 454}, {"text": "Hi.", "max_frames": 7501}):
             refused = client.post("/generate", json=body)
             assert refused.status_code == 400, refused.text
@@ -167,8 +83,10 @@ def test_no_text_makes_a_generation_longer_than_a_request_may_last(engine, text,
     """A text with no sentence or clause break was one chunk whose length estimate grew with it
     (5,000 characters: a 28-minute budget), and a chunk per clause added 2 s each: now a request's
     audio stops at its limit, pauses included, and no chunk is longer than the segment bound."""
-    generation = engine.generation(text, None, GenerationOptions(max_tokens=max_tokens))
-    assert generation.budget <= 600 * 12.5
+    generation = (
+        engine.text_stream(None, GenerationOptions(max_tokens=max_tokens), REQUEST_SECONDS).say(text).generation
+    )
+    assert generation.frames_left <= 600 * 12.5
     assert all(len(item.tokens) <= MAX_SEGMENT_TOKENS + 1 for item in generation.plan if hasattr(item, "tokens"))
 
 
@@ -177,36 +95,21 @@ def test_speech_that_could_run_past_the_limit_stops_at_it(model, voice) -> None:
 
     generation = model.generation("Hello there. " * 20, voice, temperature=0.0, eos_threshold=100.0, max_seconds=1.0)
     made = 0
-    while not generation.done:
-        made += advance(model, [generation])[0] is not None
+    while not generation.finished:
+        frame = advance(model, [generation])[0]
+        made += frame is not None and not frame.end
     assert made == 12  # a second at 12.5 frames a second, of a text that could last a minute
 
 
 def test_the_models_own_cap_and_max_frames_beyond_it(model, voice) -> None:
     with pytest.raises(LimitError, match="max_frames 100"):
         model.generation("Hi.", voice, max_frames=100, max_seconds=1.0)
-    with pytest.raises(LimitError, match="pauses of this text last 2 s"):
+    with pytest.raises(LimitError, match=r"the pauses of this text \(2 s of audio\) are more than the 1 s"):
         model.generation("Hi. [pause:2s]", voice, max_seconds=1.0)
-    assert model.generation("Hi.", voice, max_frames=12, max_seconds=1.0).budget == 12
+    assert model.generation("Hi.", voice, max_frames=12, max_seconds=1.0).frames_left == 12
 
 
 # 2. A slot is held until the audio is delivered; a client that reads nothing holds little
-
-
-@pytest.fixture
-def relays(monkeypatch) -> List:
-    """Every relay the engine makes."""
-    import server.engine
-
-    made: List = []
-
-    class Recorded(server.engine.Relay):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            made.append(self)
-
-    monkeypatch.setattr(server.engine, "Relay", Recorded)
-    return made
 
 
 def test_a_client_that_does_not_read_holds_its_slot_and_no_more_than_a_relay_of_audio(model, relays) -> None:
@@ -293,10 +196,10 @@ def while_held(held: Held, url: str, send: Callable[[], httpx.Response], check: 
 
 
 def test_text_preparation_runs_off_the_event_loop(engine, monkeypatch) -> None:
-    import core.portable.model
+    import core.portable.planning
 
-    held = Held(core.portable.model.split_into_chunks)
-    monkeypatch.setattr(core.portable.model, "split_into_chunks", held)
+    held = Held(core.portable.planning.split_into_chunks)
+    monkeypatch.setattr(core.portable.planning, "split_into_chunks", held)
     with serving(engine) as url:
         body = {"text": "Held.", "max_frames": 2}
         response = while_held(held, url, lambda: httpx.post(url + "/generate", json=body, timeout=GUARD))
@@ -370,7 +273,7 @@ def test_an_upload_at_an_odd_sample_rate_is_refused_before_any_resampling(engine
 
     resampled = []
     monkeypatch.setattr(core.portable.audio, "resample", lambda *args: resampled.append(args) or args[0])
-    with TestClient(app=create_app(engine)) as client:
+    with TestClient(app=create_app(engine), base_url=LOCAL) as client:
         data = tiny_wav(1999993)
         assert len(data) == 92
         response = client.post("/voices", files={"voice_wav": ("odd.wav", data)})
@@ -390,7 +293,7 @@ def test_a_long_compressed_upload_is_decoded_only_as_far_as_it_is_kept(engine, m
         return data
 
     monkeypatch.setattr(soundfile.SoundFile, "read", counted)
-    with TestClient(app=create_app(engine)) as client:
+    with TestClient(app=create_app(engine), base_url=LOCAL) as client:
         response = client.post("/voices", files={"voice_wav": ("quiet.flac", silence.getvalue())})
     assert response.status_code == 200, response.text
     assert sum(decoded) == MAX_PROMPT_SECONDS * 8000
@@ -402,7 +305,7 @@ def noise_wav(seed: int, seconds: float) -> bytes:
 
 
 def test_many_small_uploads_do_not_push_another_users_voice_out(engine) -> None:
-    with TestClient(app=create_app(engine)) as client:
+    with TestClient(app=create_app(engine), base_url=LOCAL) as client:
         mine = client.post("/voices", files={"voice_wav": ("me.wav", VOICE_22K.read_bytes())}).json()["voice"]
         for seed in range(40):
             other = client.post("/voices", files={"voice_wav": (f"{seed}.wav", noise_wav(seed, 0.3))})
@@ -444,7 +347,7 @@ def test_a_predefined_voice_is_fetched_once_outside_the_lock_and_its_failure_rem
 
 def test_json_routes_take_json_only(engine) -> None:
     """A cross-site page can POST text/plain without a CORS preflight: it must not drive the server."""
-    with TestClient(app=create_app(engine)) as client:
+    with TestClient(app=create_app(engine), base_url=LOCAL) as client:
         for path, body in (("/generate", {"text": "Hi.", "max_frames": 2}), ("/v1/audio/speech", {"input": "Hi."})):
             sneaky = client.post(path, content=json.dumps(body), headers={"content-type": "text/plain"})
             assert sneaky.status_code == 415 and error_of(sneaky)["code"] == "unsupported_media_type"
@@ -512,8 +415,10 @@ def test_an_unexpected_error_is_a_5xx_for_the_client_and_a_traceback_for_the_ope
     def fail(*args):
         raise error
 
-    monkeypatch.setattr(engine, "generation", fail)
-    with TestClient(app=create_app(engine)) as client, caplog.at_level(logging.ERROR, "pocket_tts.server"):
+    monkeypatch.setattr(engine, "text_stream", fail)
+    with TestClient(app=create_app(engine), base_url=LOCAL) as client, caplog.at_level(
+        logging.ERROR, "pocket_tts.server"
+    ):
         response = client.post("/generate", json={"text": "Hi."})
     assert response.status_code == status and "Traceback" not in response.text
     logged = [r for r in caplog.records if r.name == "pocket_tts.server"]
@@ -537,6 +442,8 @@ def test_batch_lines_of_bad_bytes_or_unbounded_options_are_their_own_errors(tmp_
         json.dumps({"id": "steps", "text": "Hi.", "lsd_decode_steps": 100_000}).encode(),
         b'{"id": "deep", "text": ' + b"[" * 5000 + b"]" * 5000 + b"}",
         json.dumps({"id": "after", "text": "Fine too.", "max_frames": 2}).encode(),
+        # 7,500 frames at speed 0.25 are 2,400 s of audio: the speed does not multiply the cap.
+        json.dumps({"id": "slow", "text": "Hi.", "max_frames": 7500, "speed": 0.25}).encode(),
     ]
     source = tmp_path / "lines.jsonl"
     source.write_bytes(b"\n".join(lines) + b"\n")
@@ -547,6 +454,7 @@ def test_batch_lines_of_bad_bytes_or_unbounded_options_are_their_own_errors(tmp_
     assert errors[1] is None and errors[6] is None
     assert "not UTF-8" in errors[2] and "max_frames must be between 0 and 7500" in errors[3]
     assert "lsd_decode_steps must be between 1 and 64" in errors[4] and "not JSON" in errors[5]
+    assert "max_frames 7500 (2400 s of audio at speed 0.25" in errors[7] and "the 600 s of audio" in errors[7]
     with open(tmp_path / "out" / "manifest.jsonl", "ab") as manifest:
         manifest.write(b'{"id": "before", \xff\xfe}\n')  # a damaged manifest: its bad line is skipped
     again = batch(source, tmp_path / "out")
@@ -572,3 +480,155 @@ def test_output_files_are_written_through_no_planted_file_or_link(tmp_path) -> N
     write_atomically(str(target), b"new audio")
     assert victim.read_text() == "precious" and target.read_bytes() == b"new audio"
     assert not target.is_symlink()
+
+
+# 10-12. A session's boundary on HTTP: slots for read requests only, the audio cap after the speed
+# change, the Host, strict JSON, the API key, and nothing of the machine in the answers
+
+
+def test_a_request_takes_its_slot_only_once_its_body_is_read(engine, monkeypatch) -> None:
+    """A multipart upload trickling in holds a connection, not a slot: the route reads its form
+    first (before, four trickling uploads held every slot for as long as they liked)."""
+    from litestar.connection import Request
+
+    held = Held(Request.form)
+    monkeypatch.setattr(Request, "form", lambda self: held(self))
+    with serving(engine) as url:
+        form = {"text": (None, "Hi."), "voice_wav": ("v.wav", noise_wav(2, 0.3))}
+        answer = in_thread(lambda: httpx.post(url + "/tts", files=form, timeout=GUARD))
+        assert held.entered.wait(GUARD)
+        try:
+            assert engine.active == 0
+        finally:
+            held.release.set()
+        until(lambda: answer, "the upload is answered")
+    assert answer[0].status_code == 200 and engine.active == 0
+
+
+def test_a_body_must_arrive_within_its_time_however_it_trickles(engine) -> None:
+    with serving(engine, body_seconds=1.0) as url:
+        port = int(url.rsplit(":", 1)[1])
+        boundary = "b" * 16
+        body = f'--{boundary}\r\nContent-Disposition: form-data; name="text"\r\n\r\nHi.\r\n--{boundary}--\r\n'.encode()
+        head = (
+            f"POST /tts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
+            f"Content-Type: multipart/form-data; boundary={boundary}\r\n\r\n"
+        )
+        with socket.create_connection(("127.0.0.1", port), timeout=GUARD) as client:
+            client.sendall(head.encode())
+            answer = b""
+            for byte in body:  # a byte every tenth of a second: each well within the client timeout
+                try:
+                    client.sendall(bytes([byte]))
+                except OSError:
+                    break
+                client.settimeout(0.1)
+                try:
+                    answer += client.recv(4096)
+                except (socket.timeout, ConnectionResetError):
+                    pass
+                if answer:
+                    break
+            client.settimeout(GUARD)
+            while b"\r\n\r\n" not in answer:
+                answer += client.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:100]
+    assert b'"code":"body_timeout"' in answer
+    assert engine.active == 0
+
+
+def test_speed_does_not_multiply_the_audio_a_request_may_make(engine) -> None:
+    with TestClient(app=create_app(engine), base_url=LOCAL) as client:
+        refused = client.post("/generate", json={"text": "Hi.", "max_frames": 7500, "speed": 0.25})
+        assert refused.status_code == 400 and error_of(refused)["code"] == "audio_limit"
+        assert "2400 s of audio at speed 0.25" in error_of(refused)["message"]
+        # Speech that could run for half an hour, a quarter as fast: 600 s of audio, not 2,400.
+        body = {"text": "Word, " * 800, "max_tokens": 1, "speed": 0.25, **NEVER_ENDS}
+        with client.stream("POST", "/stream", json=body) as streamed:
+            samples = sum(len(piece) for piece in streamed.iter_bytes()) // 2
+    assert 599 * 24000 <= samples <= 600 * 24000
+    assert engine.active == 0
+
+
+@pytest.mark.parametrize(
+    "path, body, param",
+    [
+        ("/generate", {"text": "Hi.", "speed": "2"}, "speed"),
+        ("/generate", {"text": "Hi.", "max_frames": "1e3"}, "max_frames"),
+        ("/stream", {"text": "Hi.", "normalize": "0"}, "normalize"),
+        ("/stream", {"text": "Hi.", "seed": True}, "seed"),
+        ("/generate", {"text": "Hi.", "temperature": "0.5"}, "temperature"),
+        ("/v1/audio/speech", {"model": "m", "input": "Hi.", "voice": "alloy", "speed": "2"}, "speed"),
+        ("/v1/audio/speech", {"model": "m", "input": "Hi.", "voice": "alloy", "normalize": "false"}, "normalize"),
+    ],
+)
+def test_numbers_and_booleans_are_of_their_own_type_only(engine, path, body, param) -> None:
+    with TestClient(app=create_app(engine), base_url=LOCAL) as client:
+        refused = client.post(path, json=body)
+    assert refused.status_code == 400 and error_of(refused)["param"] == param, refused.text
+
+
+def test_only_the_servers_own_hosts_are_answered(engine) -> None:
+    """DNS rebinding: a page on a domain pointed at this machine names its domain as Host."""
+    app = create_app(engine, allowed_origins=["https://app.example"], hosts=["tts.lan"])
+    with TestClient(app=app, base_url=LOCAL) as client:
+        for host in ("localhost:8000", "127.0.0.1", "[::1]:8000", "LOCALHOST.", "tts.lan:80", "app.example"):
+            assert client.get("/health", headers={"host": host}).status_code == 200, host
+        for host in ("evil.example", "evil.example:8000", "127.0.0.1.evil.example", "10.0.0.5", "tts.lan.evil"):
+            refused = client.get("/health", headers={"host": host})
+            assert refused.status_code == 421 and error_of(refused)["code"] == "misdirected_request", host
+        same_site = {"host": "evil.example:8000", "origin": "http://evil.example:8000"}
+        assert client.post("/generate", json={"text": "Hi."}, headers=same_site).status_code == 421
+    everywhere = create_app(engine, hosts=["0.0.0.0"])  # bound to every interface: addresses are fine
+    with TestClient(app=everywhere, base_url=LOCAL) as client:
+        assert client.get("/health", headers={"host": "192.168.1.20:8000"}).status_code == 200
+        assert client.get("/health", headers={"host": "[fe80::1]:8000"}).status_code == 200
+        assert client.get("/health", headers={"host": "evil.example"}).status_code == 421
+
+
+def test_an_api_key_guards_every_api_route_and_the_websocket(engine) -> None:
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    from server import guard
+
+    key = {"authorization": "Bearer sesame"}
+    logged: List[logging.LogRecord] = []
+    recorder = logging.Handler(logging.ERROR)
+    recorder.emit = logged.append
+    with serving(engine, api_key="sesame") as url:
+        logging.getLogger("uvicorn.error").addHandler(recorder)  # once uvicorn has set its logging up
+        refused = httpx.post(url + "/generate", json={"text": "Hi.", "max_frames": 1}, timeout=GUARD)
+        assert refused.status_code == 401 and error_of(refused)["code"] == "unauthorized"
+        assert refused.headers["www-authenticate"] == "Bearer"
+        for headers in ({"authorization": "Bearer wrong"}, {"authorization": "sesame"}, {"authorization": "Basic x"}):
+            assert httpx.get(url + "/v1/models", headers=headers, timeout=GUARD).status_code == 401
+        spoken = httpx.post(url + "/generate", json={"text": "Hi.", "max_frames": 1}, headers=key, timeout=GUARD)
+        assert spoken.status_code == 200 and len(spoken.content) == 44 + 2 * 1920
+        for path in ("/voices", "/v1/audio/voices", "/v1/models", "/schema"):
+            assert httpx.get(url + path, timeout=GUARD).status_code == 401, path
+            assert httpx.get(url + path, headers=key, timeout=GUARD).status_code == 200, path
+        assert httpx.get(url + "/health", timeout=GUARD).status_code == 200  # health checks need no key
+        assert httpx.get(url + "/", timeout=GUARD).status_code == 200  # nor the page's files
+        stream = url.replace("http://", "ws://") + "/v1/audio/speech/stream"
+        with pytest.raises(InvalidStatus) as no_key:
+            connect(stream, open_timeout=GUARD)
+        assert no_key.value.response.status_code == 401
+        with connect(stream, additional_headers=key, open_timeout=GUARD) as connection:
+            connection.send(json.dumps({"type": "start"}))
+            assert json.loads(connection.recv(timeout=GUARD))["type"] == "started"
+    logging.getLogger("uvicorn.error").removeHandler(recorder)
+    assert not logged, [record.getMessage() for record in logged]  # a refused handshake is no error of ours
+    # Every route of the API is under the key: a route added later is too, or this fails.
+    page = ("/", "/{file_path:path}", "/health")  # the page's files and the health check
+    paths = {route.path for route in create_app(engine).routes if route.path not in page}
+    assert paths and all(path.startswith(guard.API_PATHS) for path in paths), paths
+
+
+def test_the_command_lines_api_key_for_openai_clients(tmp_path) -> None:
+    from openai import AuthenticationError, OpenAI
+
+    with tiny_server("--api-key", "sesame") as url:
+        with pytest.raises(AuthenticationError):
+            OpenAI(base_url=url + "/v1", api_key="wrong").models.list()
+        assert [model.id for model in OpenAI(base_url=url + "/v1", api_key="sesame").models.list()][0] == "tiny_lsd"

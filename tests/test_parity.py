@@ -106,7 +106,7 @@ def _official_latent_run(loaded: Loaded):
     latents, logits = [], []
     latent = None
     for _ in range(int(loaded.ref["frames"])):
-        next_latents, next_logits = flow_lm.step(spec, p, [state], [latent], zeros, model._times(1))
+        next_latents, next_logits = flow_lm.step(spec, p, [state], [latent], zeros, model.time_terms(1))
         latent = next_latents[0]
         latents.append(latent)
         logits.append(next_logits[0])

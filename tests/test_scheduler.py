@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from server.relay import Relay
-from server.scheduler import PROMPT_ROWS, SPLIT_AT, Scheduler
+from server.scheduler import PROMPT_ROWS, SPLIT_AT, Audio, Scheduler
 from server.slots import Busy, Slots
 
 from metrics import nmse_db
@@ -34,18 +34,18 @@ def start(scheduler: Scheduler, model, text: str, voice, slots: Slots = None, **
     slot = slots.take() if slots is not None else None
     relay = Relay(asyncio.get_running_loop(), scheduler.wake)
     generation = model.generation(text, voice, **options)
-    if slot is None:
-        scheduler.submit(generation, relay)
-        return generation, relay.items()
-    slot.on_release(relay.abandon)
-    scheduler.submit(generation, relay, slot.hold())
+    if slot is not None:
+        slot.on_release(relay.abandon)
+    scheduler.submit(generation, relay, slot.hold() if slot is not None else lambda: None)
 
     async def delivered():
         try:
-            async for chunk in relay.items():
-                yield chunk
+            async for item in relay.items():
+                if isinstance(item, Audio):
+                    yield item.pcm
         finally:
-            slot.release()
+            if slot is not None:
+                slot.release()
 
     return generation, delivered()
 
@@ -164,7 +164,7 @@ def test_a_stream_whose_client_does_not_read_waits_while_the_others_go_on(model,
     async def run():
         unread_generation, unread = start(scheduler, model, "Nobody reads me yet.", voice, **LONG, max_frames=60)
         audio = await collect(start(scheduler, model, "I am read to the end.", voice, **LONG, max_frames=40)[1])
-        made = 60 - unread_generation.budget
+        made = 60 - unread_generation.frames_left
         rest = await collect(unread)
         return audio, made, rest
 

@@ -30,7 +30,7 @@ from e2e.harness import active_generations, cluster_server, free_port, ray_clust
 from server.app import create_app, engine_from_environment
 from server.engine import MAX_CONCURRENT, ServerEngine
 
-from conftest import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, error_of, pcm_close, require_ray, tiny_server
+from conftest import LOCAL, ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K, error_of, pcm_close, require_ray, tiny_server
 
 CONFIG = str(TINY_CONFIG)
 QUIET = {"temperature": 0.0, "max_frames": 6}
@@ -62,7 +62,7 @@ def served(request):
 
 @pytest.fixture(scope="module")
 def app_client(engine):
-    with TestClient(app=create_app(engine)) as test_client:
+    with TestClient(app=create_app(engine), base_url=LOCAL) as test_client:
         yield test_client
 
 
@@ -79,7 +79,10 @@ def client(request):
 def test_health_and_voices(client, engine) -> None:
     health = client.get("/health").json()
     assert health["status"] == "ok" and health["sample_rate"] == 24000 and health["active_generations"] == 0
-    assert health["model"] == CONFIG
+    # Names, never paths or processes: the config's folder, the voice file's own name, a random id.
+    assert health["model"] == "tiny_lsd" and health["default_voice"] == "voice_24000"
+    assert "/" not in json.dumps(health) and str(os.getpid()) not in health["instance"]
+    assert [card["id"] for card in client.get("/v1/models").json()["data"]][0] == "tiny_lsd"
     listing = client.get("/voices").json()
     assert listing["voices"] == [] and listing["openai_voices"]["alloy"] == "default"
 
@@ -92,7 +95,7 @@ def test_uvicorn_app_builds_its_engine_as_the_command_line_does(monkeypatch) -> 
     monkeypatch.delenv("POCKET_TTS_MAX_CONCURRENT", raising=False)
     engine = engine_from_environment()
     try:
-        assert engine.name == CONFIG and engine.max_concurrent == MAX_CONCURRENT and engine.running
+        assert engine.model.name == CONFIG and engine.max_concurrent == MAX_CONCURRENT and engine.running
     finally:
         engine.close()
     assert not engine.running
@@ -363,7 +366,7 @@ def test_a_client_that_goes_away_stops_its_generation(live_process) -> None:
     with socket.create_connection(("127.0.0.1", port_of(live))) as s:
         payload = json.dumps(body).encode()
         s.sendall(
-            b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"POST /generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             + f"Content-Length: {len(payload)}\r\n\r\n".encode()
             + payload
         )
@@ -409,12 +412,26 @@ def test_a_voice_that_cannot_load_fails_at_startup(tmp_path: Path) -> None:
 
 
 def instances(url: str, count: int) -> set:
-    """The replicas answering /health (host:pid), once `count` different ones have answered."""
+    """The replicas answering /health (each a random id), once `count` different ones have answered."""
     seen: set = set()
     deadline = time.monotonic() + 120
     while len(seen) < count and time.monotonic() < deadline:
         seen.add(httpx.get(url + "/health", timeout=30).json()["instance"])
     return seen
+
+
+def replica_processes() -> list:
+    """The PIDs of this machine's replicas of the app (Ray titles each actor's process after it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if entry.name.isdigit() and b"ServeReplica:pocket-tts:PocketTTS" in command:
+            found.append(int(entry.name))
+    assert found, "no replica process found"
+    return sorted(found)
 
 
 def test_a_killed_replica_is_replaced_and_requests_keep_being_answered(served) -> None:
@@ -438,8 +455,7 @@ def test_a_killed_replica_is_replaced_and_requests_keep_being_answered(served) -
     try:
         while len(statuses) < 4 and all(c.is_alive() for c in clients):  # the load is on
             time.sleep(0.01)
-        victim = sorted(before)[0]
-        os.kill(int(victim.rsplit(":", 1)[1]), signal.SIGKILL)
+        os.kill(replica_processes()[0], signal.SIGKILL)  # /health names no process: Ray's title does
         killed_at = len(statuses)
         now: set = set()
         deadline = time.monotonic() + 180
@@ -451,7 +467,7 @@ def test_a_killed_replica_is_replaced_and_requests_keep_being_answered(served) -
         for client in clients:
             client.join()
     assert now - before, "no new replica"
-    assert victim not in instances(served, 2)
+    assert len(before - instances(served, 2)) == 1  # one of the two is gone for good
     assert statuses[killed_at:replaced_at].count(200) >= 1, statuses  # the survivor kept answering
     after = [httpx.post(served + "/tts", data={"text": "Back to two."}, timeout=60).status_code for _ in range(8)]
     assert after == [200] * 8, (after, statuses)
@@ -489,6 +505,7 @@ def test_the_cluster_config_file_with_the_command_line_on_top(request) -> None:
     ServeDeploySchema.model_validate(shipped)
     assert shipped["applications"][0]["import_path"] == "server.cluster:app"
     flags = ["--model", CONFIG, "--min-replicas", "1", "--max-replicas", "3", "--cpus-per-replica", "0.5"]
+    flags += ["--allow-host", "tts.lan", "--api-key", "sesame"]
     done = subprocess.run(
         [sys.executable, "-m", "server.cluster", "--print-config", "--port", "9000", *flags],
         capture_output=True,
@@ -500,7 +517,8 @@ def test_the_cluster_config_file_with_the_command_line_on_top(request) -> None:
     ServeDeploySchema.model_validate(config)
     application = config["applications"][0]
     deployment = application["deployments"][0]
-    assert application["args"] == dict(shipped["applications"][0]["args"], model=CONFIG)
+    expected = dict(shipped["applications"][0]["args"], model=CONFIG, hosts=["127.0.0.1", "tts.lan"], api_key="sesame")
+    assert application["args"] == expected
     assert "num_replicas" not in deployment
     assert deployment["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 3}
     assert deployment["ray_actor_options"]["num_cpus"] == 0.5 and config["http_options"]["port"] == 9000

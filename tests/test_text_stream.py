@@ -66,17 +66,53 @@ def test_stream_text_speaks_a_sentence_before_the_next_piece_arrives(model, voic
 
 
 def test_a_text_stream_keeps_to_its_seconds(model, voice) -> None:
+    """The segments draw on one budget as they make frames: the stream as a whole makes at most its
+    seconds; the segment that runs it out is cut, and more text after it is a LimitError."""
     text = model.text_stream(voice, max_seconds=4.0, **dict(OPTIONS, normalize=True))
-    first = text.push("Short one. ")[0].generation
-    list(model.audio(first))
-    # What the first did not use comes back; the budget of the next is what is left.
-    second = text.push("Another one. ")[0].generation
-    assert second.budget <= 4.0 * model.config.mimi.frame_rate - (first.budget == 0)
-    list(model.audio(second))
-    with pytest.raises(LimitError):
+    assert text.budget.total == 50
+    made = 0
+    with pytest.raises(LimitError, match="made the 4 s of audio it may make"):
         while True:
             for segment in text.push("More words to say here. "):
-                list(model.audio(segment.generation))
+                made += sum(chunk.shape[0] for chunk in model.audio(segment.generation))
+    assert made == 50 * model.frame_size and segment.generation.cut
+
+
+def test_max_frames_caps_each_segment_and_the_stream_shares_its_budget(model, voice) -> None:
+    """max_frames is each segment's cap, as it is each request's: a second segment is not refused
+    because the first could have used it all (each drew only what it made)."""
+    text = model.text_stream(voice, max_seconds=600.0, **dict(OPTIONS, max_frames=7500, eos_threshold=-1e9))
+    first, second = text.push("One sentence here. Another one here. ")
+    for segment in (first, second):
+        list(model.audio(segment.generation))
+        assert segment.generation.finished and not segment.generation.cut
+    assert text.budget.left == 7500 - 2 * 11  # EOS at the earliest frame, 6, plus 3 + 2 after it
+
+
+def test_cancel_drops_the_text_stops_the_speech_and_gives_back_what_it_did_not_make(model, voice) -> None:
+    text = model.text_stream(voice, max_seconds=10.0, **OPTIONS)
+    first, second = text.push("The first sentence has a few words. Then a second one follows it. And")
+    rng = text.rng
+    audio = model.audio(first.generation)
+    heard = [next(audio) for _ in range(3)]
+    text.cancel()
+    assert list(audio) == [] and first.generation.finished and second.generation.finished
+    assert text.pending == "" and text.budget.left == text.budget.total - len(heard)
+    after = text.push("Something else entirely. ")
+    assert [segment.text for segment in after] == ["Something else entirely."] and text.rng is rng
+    assert len(list(model.audio(after[0].generation))) > 0
+
+
+@pytest.mark.parametrize("speed, frames", [(0.25, 1875), (0.5, 3750), (1.0, 7500), (2.0, 7500), (4.0, 7500)])
+def test_the_budget_counts_the_audio_after_the_speed_change_and_the_frames_generated(model, voice, speed, frames):
+    """600 s of audio is 1875 frames at speed 0.25 (each 80 ms frame lasts 320 ms), and never more
+    than 7500 frames of work at any speed."""
+    options = dict(OPTIONS, speed=speed)
+    assert model.generation("Hi.", voice, max_seconds=600.0, max_frames=frames, **options).frames_left == frames
+    with pytest.raises(LimitError, match="max_frames"):
+        model.generation("Hi.", voice, max_seconds=600.0, max_frames=frames + 1, **options)
+    text = model.text_stream(voice, max_seconds=600.0, **options)
+    assert text.budget.total == frames
 
 
 def test_bad_options_and_pieces_fail_early(model, voice) -> None:
@@ -104,8 +140,8 @@ def test_speed_one_is_the_generated_audio_bit_for_bit(model, voice) -> None:
     options = dict(OPTIONS, max_frames=6)
     decoder = model.decoder()
     frames = list(model.frames("Untouched.", voice, **options))
-    plain = [decoder.decode([frame]) for frame in frames]
-    assert decoder.finish().shape[0] == 0
+    plain = [decoder.decode(frame) for frame in frames[:-1]]
+    assert frames[-1].end and decoder.decode(frames[-1]) is None  # nothing held back at speed 1
     got = list(model.stream("Untouched.", voice, **dict(options, speed=1.0)))
     assert len(got) == len(plain) and all(np.array_equal(a, b) for a, b in zip(got, plain))
 

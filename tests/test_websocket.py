@@ -1,4 +1,4 @@
-"""The WebSocket /v1/audio/speech/stream (server/text_stream.py), driven by the `websockets` library
+"""The WebSocket /v1/audio/speech/stream (server/websocket.py), driven by the `websockets` library
 against the app on uvicorn: text sent piece by piece is spoken segment by segment, the same audio as
 POST /stream of the whole text; flush, end, cancel; speed; and its limits.
 
@@ -7,6 +7,7 @@ idle timeout's test waits for the timeout, with a short one configured)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -16,15 +17,15 @@ from typing import Any, Dict, Iterator, List, Tuple
 import httpx
 import numpy as np
 import pytest
-from test_hostile import GUARD, NEVER_ENDS, Held, serving, until
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from server import text_stream
+from server import session, websocket
 from server.engine import ServerEngine
 from server.relay import LIMIT
 
 from conftest import VOICE_24K
+from serving import GUARD, NEVER_ENDS, Held, serving, until
 
 PATH = "/v1/audio/speech/stream"
 TEXT = "Hello there. This is a test, of the stream. And now a third sentence!"
@@ -153,7 +154,7 @@ def test_cancel_stops_within_a_frame_answers_done_and_takes_new_text(url, engine
     """The server's own record of what it sent: after it took the cancel, no audio before `done`;
     and the generation, which would run for minutes, is dropped."""
     sent: List[str] = []
-    original_send, original_cancel = text_stream._Connection._send, text_stream._Connection._cancel
+    original_send, original_cancel = websocket._Connection._send, websocket._Connection._cancel
 
     async def record_send(self, **data: Any) -> None:
         await original_send(self, **data)
@@ -163,15 +164,15 @@ def test_cancel_stops_within_a_frame_answers_done_and_takes_new_text(url, engine
         sent.append("cancel taken")
         await original_cancel(self)
 
-    monkeypatch.setattr(text_stream._Connection, "_send", record_send)
-    monkeypatch.setattr(text_stream._Connection, "_cancel", record_cancel)
+    monkeypatch.setattr(websocket._Connection, "_send", record_send)
+    monkeypatch.setattr(websocket._Connection, "_cancel", record_cancel)
     dropped = threading.Event()
-    submit = engine.scheduler.submit
+    open_stream = engine.open_stream
 
-    def recorded_submit(generation, relay, release) -> None:
-        submit(generation, relay, lambda: (release(), dropped.set()))
+    def recorded_open(relay, release):
+        return open_stream(relay, lambda: (release(), dropped.set()))
 
-    monkeypatch.setattr(engine.scheduler, "submit", recorded_submit)
+    monkeypatch.setattr(engine, "open_stream", recorded_open)
     heard = Heard()
     with ws(url) as connection:
         send(connection, "start", max_frames=2000, **NEVER_ENDS)
@@ -274,15 +275,15 @@ def test_bad_frames_are_error_frames_and_the_connection_goes_on(url) -> None:
 
 
 def test_a_frame_too_large_or_too_much_text_ends_the_connection(url, monkeypatch) -> None:
-    heard, error = refused(url, json.dumps({"type": "text", "text": "x" * text_stream.MAX_FRAME}))
+    heard, error = refused(url, json.dumps({"type": "text", "text": "x" * websocket.MAX_FRAME}))
     assert error["code"] == "frame_too_large" and error["status"] == 413 and heard.close_code == 1009
-    monkeypatch.setattr(text_stream, "MAX_STREAM_TEXT", 25)
+    monkeypatch.setattr(session, "MAX_STREAM_TEXT", 25)
     heard, error = refused(url, *[{"type": "text", "text": "ten chars "}] * 3)
     assert error["code"] == "text_too_long" and heard.close_code == 1008
 
 
 def test_the_audio_of_a_connection_is_bounded(url, monkeypatch) -> None:
-    monkeypatch.setattr(text_stream, "REQUEST_SECONDS", 1.0)
+    monkeypatch.setattr(session, "REQUEST_SECONDS", 1.0)
     frames = {"type": "start", "eos_threshold": 100.0, "temperature": 0.0, "max_tokens": 8}
     heard, error = refused(url, frames, {"type": "text", "text": "One sentence here. Another one. "})
     assert error["code"] == "audio_limit" and heard.close_code == 1008
@@ -345,25 +346,11 @@ def test_a_client_that_does_not_read_is_dropped_and_its_slot_freed(model, relays
         engine.close()
 
 
-@pytest.fixture
-def relays(monkeypatch) -> List:
-    """Every relay the WebSocket makes."""
-    made: List = []
-
-    class Recorded(text_stream.Relay):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            made.append(self)
-
-    monkeypatch.setattr(text_stream, "Relay", Recorded)
-    return made
-
-
 def test_text_preparation_runs_off_the_event_loop(engine, url, monkeypatch) -> None:
-    import core.portable.model
+    import core.portable.planning
 
-    held = Held(core.portable.model.split_into_chunks)
-    monkeypatch.setattr(core.portable.model, "split_into_chunks", held)
+    held = Held(core.portable.planning.split_into_chunks)
+    monkeypatch.setattr(core.portable.planning, "split_into_chunks", held)
     heard = Heard()
     with ws(url) as connection:
         send(connection, "start", max_frames=2, temperature=0.0)
@@ -382,3 +369,132 @@ def test_other_sites_pages_cannot_open_it(url) -> None:
     with pytest.raises(InvalidStatus) as refused_handshake:
         ws(url, origin="https://evil.example")
     assert refused_handshake.value.response.status_code == 403
+
+
+# A connection is a session of the engine: its slot, budget, idle and lifetime rules are the session's
+
+
+def test_a_cancel_right_after_text_leaves_no_slot_behind(engine, url) -> None:
+    """The speech a cancel stops lets go of its slot however soon after its text the cancel comes
+    (a segment submitted just after the stop once held a slot for good)."""
+    for _ in range(6):
+        with ws(url) as connection:
+            send(connection, "start", max_frames=7500, **NEVER_ENDS)
+            for text in ("This goes on and on. ", "And on again. "):
+                send(connection, "text", text=text)
+                send(connection, "cancel")
+                listen(connection, Heard(), "done")
+        until(lambda: engine.active == 0, "the slot is free once the connection is closed")
+
+
+def test_max_frames_caps_each_segment_and_every_segment_is_spoken(url) -> None:
+    heard = Heard()
+    with ws(url) as connection:
+        send(connection, "start", max_frames=7500, temperature=0.0, eos_threshold=-100.0)
+        send(connection, "text", text="One sentence here. Another one here. A third one. ")
+        send(connection, "end")
+        listen(connection, heard)
+    assert [e["text"] for e in heard.of("segment")] == ["One sentence here.", "Another one here.", "A third one."]
+    assert not heard.of("error") and heard.close_code == 1000
+
+
+def test_json_nested_deep_is_a_bad_frame_and_the_connection_goes_on(url) -> None:
+    heard = Heard()
+    with ws(url) as connection:
+        connection.send('{"type": "text", "text": ' + "[" * 1000 + "]" * 1000 + "}")
+        connection.send("[" * 10000 + "]" * 10000)
+        send(connection, "text", text="Still here. ")
+        send(connection, "end")
+        listen(connection, heard)
+    assert [event["error"]["code"] for event in heard.of("error")] == ["invalid_json", "invalid_json"]
+    assert [e["text"] for e in heard.of("segment")] == ["Still here."] and heard.close_code == 1000
+
+
+def pester(connection: ClientConnection, frame: str, heard: Heard) -> None:
+    """Send `frame` every few tenths of a second until the server closes the connection; `heard`
+    gets all it sent."""
+    deadline = time.monotonic() + GUARD
+    while time.monotonic() < deadline:
+        try:
+            connection.send(frame)
+            message = connection.recv(timeout=0.2)
+        except TimeoutError:
+            continue
+        except ConnectionClosed:
+            listen(connection, heard)  # what came before the close
+            return
+        if isinstance(message, str):
+            heard.events.append(json.loads(message))
+    raise AssertionError("the server never closed the connection")
+
+
+@pytest.mark.parametrize(
+    "first, frame",
+    [
+        (None, "not json"),  # never a start: it held no slot, and every frame reset the timer
+        (None, json.dumps({"type": "shout"})),
+        ({"type": "start"}, json.dumps({"type": "flush"})),  # an empty flush kept its slot forever
+        ({"type": "start"}, json.dumps({"type": "text", "text": "a"})),  # text that completes nothing
+    ],
+)
+def test_a_connection_that_says_nothing_is_closed_whatever_else_it_sends(engine, first, frame) -> None:
+    with serving(engine, client_timeout=1.0) as url:
+        heard = Heard()
+        with ws(url) as connection:
+            if first is not None:
+                connection.send(json.dumps(first))
+            pester(connection, frame, heard)
+        error = heard.of("error")[-1]["error"]
+        assert error["code"] == "idle_timeout" and error["status"] == 408 and heard.close_code == 1008
+    until(lambda: engine.active == 0, "the slot is free")
+
+
+def test_a_connection_that_keeps_speaking_is_closed_at_its_lifetime(engine, monkeypatch) -> None:
+    monkeypatch.setattr(session, "LIFETIME", 2.0)
+    with serving(engine, client_timeout=1.0) as url:
+        heard = Heard()
+        with ws(url) as connection:
+            send(connection, "start", max_frames=1, temperature=0.0)
+            pester(connection, json.dumps({"type": "text", "text": "Hi. "}), heard)
+        assert heard.of("segment") and heard.of("error")[-1]["error"]["code"] == "session_expired"
+        assert heard.close_code == 1008
+    until(lambda: engine.active == 0, "the slot is free")
+
+
+def test_websockets_count_among_the_connections(engine) -> None:
+    with serving(engine, max_connections=3) as url:
+        with contextlib.ExitStack() as open_sockets:
+            for _ in range(3):
+                open_sockets.enter_context(ws(url))
+            with pytest.raises(InvalidStatus) as refused:
+                ws(url)
+            assert refused.value.response.status_code == 503
+            assert json.loads(refused.value.response.body)["error"]["code"] == "too_many_connections"
+            busy = httpx.get(url + "/health", timeout=GUARD)
+            assert busy.status_code == 503 and busy.json()["error"]["code"] == "too_many_connections"
+        until(lambda: httpx.get(url + "/health", timeout=GUARD).status_code == 200, "room again")
+
+
+def handshake(url: str, **headers: str) -> str:
+    """The status line the server answers a WebSocket handshake with (`headers` added or replaced)."""
+    port = int(url.rsplit(":", 1)[1])
+    fields = {
+        "Host": f"127.0.0.1:{port}",
+        "Upgrade": "websocket",
+        "Connection": "Upgrade",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version": "13",
+        **headers,
+    }
+    request = f"GET {PATH} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields.items()) + "\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=GUARD) as client:
+        client.sendall(request.encode())
+        return client.recv(4096).decode("latin-1").split("\r\n")[0]
+
+
+def test_a_handshake_under_another_host_is_refused(url) -> None:
+    """DNS rebinding: a page whose own domain now points at this machine opens the WebSocket with
+    its domain as Host (and as Origin)."""
+    assert handshake(url).split(" ")[1] == "101"
+    rebound = handshake(url, Host="evil.example:8000", Origin="http://evil.example:8000")
+    assert rebound.split(" ")[1] == "421", rebound

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Se
 import numpy as np
 
 from . import flow_lm, nn, transformer
+from .budget import Budget
 from .voice_state import VoiceState
 
 MIN_FRAMES_BEFORE_EOS = 6  # EOS is ignored before this frame: some voices cross the threshold early
@@ -50,18 +51,25 @@ class StepModel(Protocol):
 
 
 class Frame(NamedTuple):
-    """One step of the stream: a generated latent, or a stretch of silence (a pause)."""
+    """One step of the stream: a generated latent, a stretch of silence (a pause), or the end."""
 
-    latent: Optional[np.ndarray]  # [latent_dim], denormalised; None for silence
+    latent: Optional[np.ndarray]  # [latent_dim], denormalised; None for silence and the end
     silence: int  # samples of silence when latent is None
     first: bool  # first frame of a text chunk: decoded by a fresh decoder, faded in
+    # The generation's last step, which makes nothing: its decoder gives out what it still holds.
+    end: bool = False
+
+
+END = Frame(None, 0, False, True)
 
 
 class Generation:
     """One generation's progress: what is left of its plan, and the flow-LM state of the text chunk
-    it is in. `budget` counts the frames left, silent ones included: the generation ends when it
-    runs out. With `fixed_length` (the caller's max_frames), a chunk may use all that is left, as
-    the official max_frames replaces its length estimate; otherwise each chunk keeps to its own."""
+    it is in. It makes at most `frames` frames (its own cap: max_frames, or what its plan can make),
+    silent ones included, each drawn from its session's `budget` (shared by the generations of a
+    text stream): it ends when either runs out. With `fixed_length` (the caller's max_frames), a
+    chunk may use all that is left, as the official max_frames replaces its length estimate;
+    otherwise each chunk keeps to its own. Its last step is the END frame."""
 
     def __init__(
         self,
@@ -70,7 +78,8 @@ class Generation:
         voice: VoiceState,
         eos_threshold: float,
         frames_after_eos: Optional[int],
-        budget: int,
+        frames: int,
+        budget: Budget,
         fixed_length: bool,
         noise: Callable[[], np.ndarray],
         times: List[np.ndarray],
@@ -86,7 +95,12 @@ class Generation:
         self.noise = noise
         self.times = times
         self.speed = speed  # of its audio: the frames are made at 1, the decoder stretches them
-        self.done = False
+        self.done = False  # nothing more to make: only its END frame (if not yet given) is left
+        # It ended because its session's budget ran out while it still had something to say.
+        self.cut = False
+        self._own = frames
+        self._ended = False  # its END frame was given (or it was stopped: none is owed)
+        self._interrupted = False  # the last chunk or pause was ended by the frames left, not by itself
         self._next = 0  # index of the next plan item
         self._silence = 0  # samples of silence left in the current pause
         self._state: Optional[transformer.TransformerState] = None  # the current chunk's; None between chunks
@@ -97,6 +111,27 @@ class Generation:
         self._after = 0
         self._length = 0
 
+    @property
+    def frames_left(self) -> int:
+        """Frames it may still make: its own cap, and what its session's budget has left."""
+        return min(self._own, self.budget.left)
+
+    @property
+    def finished(self) -> bool:
+        """Whether nothing more comes out of it: its END frame was given, or it was stopped."""
+        return self._ended
+
+    def stop(self) -> None:
+        """Make nothing more, not even the END frame (a stream cancelled: its audio is not wanted).
+        Safe from another thread than the one stepping it: a step already under way may make one
+        more frame, which the caller drops."""
+        self.done = True
+        self._ended = True
+
+    def _spend(self) -> None:
+        self._own -= 1
+        self.budget.spend()
+
     def silence(self) -> Optional[Frame]:
         """The next frame if it is (part of) a pause, which needs no model work; None when the next
         frame needs a flow-LM step, or the generation is done."""
@@ -105,26 +140,37 @@ class Generation:
             return None
         samples = min(self.model.frame_size, self._silence)
         self._silence -= samples
-        self.budget -= 1
-        if self.budget == 0:
+        self._spend()
+        if self.frames_left <= 0 and self._silence:
             self._silence = 0
+            self._interrupted = True
         return Frame(None, samples, False)
+
+    def ending(self) -> Optional[Frame]:
+        """END, once, when the generation has just run out of things to make; None otherwise."""
+        self._prepare()
+        if not self.done or self._ended:
+            return None
+        self._ended = True
+        return END
 
     def _prepare(self) -> None:
         """Move on to the next pause or text chunk when the current one is over."""
         while not self.done and self._silence == 0 and self._state is None:
-            if self._next == len(self.plan) or self.budget == 0:
+            if self._next == len(self.plan) or self.frames_left <= 0:
                 self.done = True
+                self.cut = self.budget.exhausted and (self._interrupted or self._next < len(self.plan))
                 return
             item = self.plan[self._next]
             self._next += 1
+            self._interrupted = False
             if isinstance(item, Chunk):
                 self._start(item)
             else:
                 self._silence = item
 
     def _start(self, chunk: Chunk) -> None:
-        self._length = self.budget if self.fixed_length else min(chunk.estimate, self.budget)
+        self._length = self.frames_left if self.fixed_length else min(chunk.estimate, self.frames_left)
         guess = chunk.frames_after_eos_guess
         self._after = self.frames_after_eos if self.frames_after_eos is not None else guess + 2
         state = self.voice.transformer.copy()
@@ -171,9 +217,10 @@ class Generation:
             self._state = None
             return None
         self._latent = latent
-        self.budget -= 1
+        self._spend()
         if self._step == self._length:
             self._state = None
+            self._interrupted = self.frames_left <= 0
         p = self.model.params["flow_lm"]
         # Back from the normalised latent space, which the flow LM reads its own output in.
         return Frame(latent * p["emb_std"] + p["emb_mean"], 0, step == 0)
@@ -182,17 +229,28 @@ class Generation:
 def advance(
     model: StepModel, generations: Sequence[Generation], prompt_rows: Optional[int] = None
 ) -> List[Optional[Frame]]:
-    """One step of every generation: its next frame, or None where it just ended a text chunk, is
-    still reading its text, or is done. Pauses need no model work; all the others take one flow-LM
-    step together (one pass through the transformer; the flow head once per number of decode steps
-    in use). A generation reads at most `prompt_rows` rows of its text per step (None: all at
-    once), so that a newcomer's long text does not hold up the others' frames for long."""
+    """One step of every generation: its next frame, END where it has just ended, or None where it
+    ended a text chunk but not its plan, is still reading its text, or is finished. Pauses need no
+    model work; all the others take one flow-LM step together (one pass through the transformer;
+    the flow head once per number of decode steps in use). A generation reads at most
+    `prompt_rows` rows of its text per step (None: all at once), so that a newcomer's long text
+    does not hold up the others' frames for long."""
     frames = [generation.silence() for generation in generations]
     stepping = [i for i, generation in enumerate(generations) if frames[i] is None and not generation.done]
-    if not stepping:
-        return frames
+    if stepping:
+        _step_flow_lm(model, [generations[i] for i in stepping], prompt_rows, frames, stepping)
+    return [frame if frame is not None else generation.ending() for generation, frame in zip(generations, frames)]
+
+
+def _step_flow_lm(
+    model: StepModel,
+    batch: List[Generation],
+    prompt_rows: Optional[int],
+    frames: List[Optional[Frame]],
+    stepping: List[int],
+) -> None:
+    """One flow-LM step of `batch` together; each one's frame goes to frames[stepping[j]]."""
     spec, p = model.flow_spec, model.params["flow_lm"]
-    batch = [generations[i] for i in stepping]
     texts = [generation.read_text(prompt_rows) for generation in batch]
     making = [j for j, generation in enumerate(batch) if generation.makes_frame]
     # Those done with their text read their previous latent after it (one product for all of them).
@@ -201,14 +259,13 @@ def advance(
     xs = [_joined(texts[j], latent_of.get(j)) for j in range(len(batch))]
     z = flow_lm.backbone(spec, p, [generation.state for generation in batch], xs)  # [B, z]
     if not making:
-        return frames
+        return
     z = z[making]  # [M, z]
     eos_logits = nn.linear(p["out_eos"], z)[:, 0]  # [M]
     noise = np.stack([batch[j].noise() for j in making])  # [M, latent_dim]
     latents = _flow_heads(spec, p, z, noise, [batch[j].times for j in making])  # [M, latent_dim]
     for k, j in enumerate(making):
         frames[stepping[j]] = batch[j].take(latents[k], float(eos_logits[k]))
-    return frames
 
 
 def _joined(text: Optional[np.ndarray], latent: Optional[np.ndarray]) -> np.ndarray:

@@ -1,106 +1,50 @@
-"""`TTSModel`: load a model, make voice states, and generate speech as a stream of PCM chunks.
+"""`TTSModel`: a loaded model, and the entries that generate speech with it.
 
-Generation follows the official `TTSModel.generate_audio_stream`: the text is cleaned and split
-into chunks; each chunk starts from the voice state, prompts the flow LM with its tokens, then
-generates one latent per 80 ms frame until the EOS rule stops it, and each latent is decoded by a
-fresh streaming Mimi decoder as soon as it exists (so the first audio arrives after one frame).
+The work is in modules of their own, each a job: planning.py (a text to a generation: chunks,
+pauses, tokens, caps, noise), generation.py (a generation stepped frame by frame, alone or with
+others), decoding.py (frames to audio at a speed), text_stream.py (text arriving in pieces, a
+generation per segment), voices.py (voices and cloning), budget.py (the audio a session may make).
+Generation follows the official `TTSModel.generate_audio_stream`: the text is cleaned and split into
+chunks; each chunk starts from the voice state, prompts the flow LM with its tokens, then generates
+one latent per 80 ms frame until the EOS rule stops it, and each latent is decoded as soon as it
+exists (so the first audio arrives after one frame).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
-import statistics
-from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import (
-    audio,
-    catalog,
     config,
     flow_lm,
     mimi,
     normalize,
     ops,
     params,
+    planning,
     quantize,
     safetensors_file,
     sources,
-    transformer,
-    tsm,
-    voice_state,
+    voices,
 )
-from .errors import ConfigError, LimitError, PocketTTSError, VoiceError
-from .generation import Chunk, Frame, Generation, Plan, advance, planned_frames
+from .budget import Budget
+from .decoding import FrameDecoder, decoded
+from .errors import ConfigError, PocketTTSError
+from .generation import Frame, Generation, Plan, advance
 from .options import GenerationOptions
 from .segmenter import Segmenter
-from .text import TextOptions, check_text, normalized, prepare_text_prompt, split_into_chunks, split_pauses
+from .text import TextOptions
+from .text_stream import TextStream
 from .tokenizer import Tokenizer
 from .voice_state import VoiceSource, VoiceState
 
-# Official generation constants (pocket_tts/models/tts_model.py and default_parameters.py).
-TOKENS_PER_SECOND_ESTIMATE = 3.0
-GEN_SECONDS_PADDING = 2.0
 # The most audio one generation may make, pauses included (an hour): speech that could run longer
 # stops there, and pauses or a max_frames asking for more are refused. The server allows less.
 MAX_SECONDS = 3600.0
-# The first decoded samples of a fresh Mimi decoder carry a small step, heard as a click.
-FADE_IN_SECONDS = 1 / 200
-
-
-class FrameDecoder:
-    """Decodes frames to audio in order, one text chunk after another (each chunk, as in the
-    official package, on a fresh decoder state with a 5 ms fade-in against its start click), at
-    the generation's speed."""
-
-    def __init__(self, model: TTSModel, speed: float = 1.0):
-        self.model = model
-        self.state: Optional[mimi.DecoderState] = None
-        self.fade = np.linspace(0, 1, int(model.sample_rate * FADE_IN_SECONDS), dtype=np.float32)
-        # The audio at `speed` (core.portable.tsm): it holds back a few ms, given out by `finish`.
-        self.stretch = tsm.TimeStretch(speed, model.sample_rate)
-
-    def decode(self, frames: Sequence[Frame]) -> np.ndarray:
-        """Audio of consecutive frames: one silence, or latents where only the first may be `first`."""
-        if frames[0].latent is None:
-            return self.stretch.push(np.zeros(frames[0].silence, np.float32))
-        model = self.model
-        self.begin(frames[0])
-        latents = np.stack([frame.latent for frame in frames])  # [N, latent_dim]
-        pcm = mimi.decode_step(model.mimi_spec, model.params["mimi"], latents, self.state)  # [N * frame_size]
-        return self.stretch.push(self.faded(pcm, frames[0]))
-
-    def finish(self) -> np.ndarray:
-        """The audio still held back by the speed change (none at speed 1): once, at the end."""
-        return self.stretch.finish()
-
-    def begin(self, frame: Frame) -> None:
-        if frame.first or self.state is None:
-            self.state = mimi.init_decoder_state(self.model.mimi_spec, self.model.params["mimi"])
-
-    def faded(self, pcm: np.ndarray, frame: Frame) -> np.ndarray:
-        if frame.first:
-            pcm[: self.fade.shape[0]] *= self.fade[: pcm.shape[0]]
-        return pcm
-
-
-def decode_together(decoders: Sequence[FrameDecoder], frames: Sequence[Frame]) -> List[np.ndarray]:
-    """Each decoder's next frame (the decoders of several streams of one model): the latents in one
-    pass through Mimi's decoder for all of them, each stream on its own state; silences as zeros."""
-    pcm: List[np.ndarray] = [np.zeros(frame.silence, np.float32) for frame in frames]
-    speaking = [i for i, frame in enumerate(frames) if frame.latent is not None]
-    if speaking:
-        model = decoders[speaking[0]].model
-        for i in speaking:
-            decoders[i].begin(frames[i])
-        latents = np.stack([frames[i].latent for i in speaking])[:, None]  # [B, 1, latent_dim]
-        states = [decoders[i].state for i in speaking]
-        audio = mimi.decode_streams(model.mimi_spec, model.params["mimi"], latents, states)  # [B, frame_size]
-        for j, i in enumerate(speaking):
-            pcm[i] = decoders[i].faded(audio[j], frames[i])
-    return [decoder.stretch.push(samples) for decoder, samples in zip(decoders, pcm)]
 
 
 class TTSModel:
@@ -221,39 +165,37 @@ class TTSModel:
     def voice_state(self, source: VoiceSource, sample_rate: Optional[int] = None) -> VoiceState:
         """A voice from a predefined name, an audio file, a .safetensors voice state (local or hf://),
         or samples (with `sample_rate`). None is the model's default voice."""
-        return _resolve_voice(self, source, sample_rate)
+        return voices.resolve(self, source, sample_rate)
 
     def clone_voice(self, samples: np.ndarray, sample_rate: int, where: str) -> VoiceState:
         """The voice of a recording (samples [T] or [channels, T]); `where` names it in errors."""
-        self._require(params.VOICE_CLONING)
-        if not self.can_clone_voices:
-            raise VoiceError(
-                f"{self.name} cannot clone voices: its weights come without voice cloning (for the official "
-                "models, accept the terms at https://huggingface.co/kyutai/pocket-tts and log in with "
-                "`hf auth login` or HF_TOKEN). Use a predefined voice or a .safetensors voice state."
-            )
-        prompt = audio.prepare_prompt(samples, sample_rate, self.sample_rate, where)
-        latents = mimi.encode(self.mimi_spec, self.params["mimi"], prompt)  # [frames, C]
-        conditioning = flow_lm.voice_conditioning(self.flow_spec, self.params["flow_lm"], latents)
-        state = transformer.init_state(self.flow_spec.transformer, capacity=conditioning.shape[0])
-        flow_lm.prompt(self.flow_spec, self.params["flow_lm"], state, conditioning)
-        return VoiceState(state)
+        return voices.clone(self, samples, sample_rate, where)
 
     # Generation
 
     def generate(
-        self, text: str, voice: VoiceSource, options: Optional[GenerationOptions] = None, **overrides: Any
+        self,
+        text: str,
+        voice: VoiceSource,
+        options: Optional[GenerationOptions] = None,
+        max_seconds: float = MAX_SECONDS,
+        **overrides: Any,
     ) -> np.ndarray:
         """The whole utterance as float32 PCM [n] at `sample_rate`; options as for `generation`."""
-        chunks = list(self.stream(text, voice, options, **overrides))
+        chunks = list(self.stream(text, voice, options, max_seconds, **overrides))
         return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
 
     def stream(
-        self, text: str, voice: VoiceSource, options: Optional[GenerationOptions] = None, **overrides: Any
+        self,
+        text: str,
+        voice: VoiceSource,
+        options: Optional[GenerationOptions] = None,
+        max_seconds: float = MAX_SECONDS,
+        **overrides: Any,
     ) -> Iterator[np.ndarray]:
         """Yield float32 PCM chunks as the frames are decoded (`frame_size` samples each at speed 1);
-        options as for `generation`, checked now (bad input fails before any work)."""
-        return self.audio(self.generation(text, voice, options, **overrides))
+        options and `max_seconds` as for `generation`, checked now (bad input fails before any work)."""
+        return self.audio(self.generation(text, voice, options, max_seconds=max_seconds, **overrides))
 
     def stream_text(
         self,
@@ -285,36 +227,31 @@ class TTSModel:
         options: Optional[GenerationOptions] = None,
         rng: Optional[np.random.Generator] = None,
         max_seconds: float = MAX_SECONDS,
+        budget: Optional[Budget] = None,
         **overrides: Any,
     ) -> TextStream:
         """Text arriving in pieces, as one generation per segment to run one after another (for
-        callers that push: the server's WebSocket, the browser worker); see `stream_text`."""
+        callers that push: the server's sessions, the browser worker); see `stream_text`. All of them
+        make at most `max_seconds` of audio (core.portable.budget), or draw on `budget`."""
         options = _options(options, overrides)
-        return TextStream(self, self.voice_state(voice), options, rng, max_seconds)
+        return TextStream(self, self.voice_state(voice), options, rng, max_seconds, budget)
 
     def audio(self, generation: Generation) -> Iterator[np.ndarray]:
         """A generation run alone to its end: its decoded audio at its speed, chunk by chunk."""
-        decoder = self.decoder(generation.speed)
-        for frame in self.step(generation):
-            yield decoder.decode([frame])
-        tail = decoder.finish()
-        if tail.shape[0]:
-            yield tail
+        return decoded(self.decoder(generation.speed), self.step(generation))
 
     def frames(
         self, text: str, voice: VoiceSource, options: Optional[GenerationOptions] = None, **overrides: Any
     ) -> Iterator[Frame]:
-        """The flow LM half of `stream`: the generated frames, not yet decoded (see `decoder`)."""
+        """The flow LM half of `stream`: the generated frames, END last, not yet decoded (see `decoder`)."""
         return self.step(self.generation(text, voice, options, **overrides))
 
     def step(self, generation: Generation) -> Iterator[Frame]:
-        """The frames of a generation stepped alone (core.portable.generation.advance steps several)."""
-        while True:
+        """The frames of a generation stepped alone, END last (core.portable.generation.advance steps several)."""
+        while not generation.finished:
             frame = advance(self, [generation])[0]
             if frame is not None:
                 yield frame
-            elif generation.done:
-                return
 
     def generation(
         self,
@@ -323,6 +260,7 @@ class TTSModel:
         options: Optional[GenerationOptions] = None,
         rng: Optional[np.random.Generator] = None,
         max_seconds: float = MAX_SECONDS,
+        budget: Optional[Budget] = None,
         **overrides: Any,
     ) -> Generation:
         """A generation of `text` to step frame by frame (core.portable.generation), alone or with others.
@@ -330,155 +268,45 @@ class TTSModel:
         `options` (core.portable.options.GenerationOptions), or any of them by name as keywords
         (`model.generate(text, voice, temperature=0)`); `rng`: the noise source, instead of a seed.
         Options are checked, and the text is split and tokenized now, so that bad input fails before
-        any work. The audio lasts at most `max_seconds`, pauses included: a LimitError when
-        max_frames or the pauses alone ask for more; speech that could run longer stops there.
+        any work. The audio lasts at most `max_seconds` (after the speed change, pauses included;
+        core.portable.budget), or draws on `budget` (a session's, shared by its generations): a
+        LimitError when max_frames or the pauses alone ask for more; speech that could run longer
+        stops there.
         """
-        self._require(params.FLOW_LM)
+        self.require(params.FLOW_LM)
         options = _options(options, overrides)
-        cfg = self.config
-        temperature = cfg.default_temperature if options.temperature is None else options.temperature
-        eos_threshold = cfg.default_eos_threshold if options.eos_threshold is None else options.eos_threshold
-        frames_after_eos = options.frames_after_eos
-        if frames_after_eos is None:
-            frames_after_eos = cfg.model_recommended_frames_after_eos
-        plan = self.plan(text, options.max_tokens, options.normalize)
-        budget = self._budget(plan, options.max_frames, max_seconds)
-        state = self.voice_state(voice)
-        noise = _noise_source(self.flow_spec.latent_dim, temperature, options.noise_clamp, options.seed, rng)
-        times = self._times(options.lsd_decode_steps)
-        fixed = options.max_frames is not None
-        return Generation(
-            self, plan, state, eos_threshold, frames_after_eos, budget, fixed, noise, times, options.speed
-        )
+        if budget is None:
+            budget = Budget(max_seconds, self.config.mimi.frame_rate, options.speed)
+        return planning.generation(self, text, self.voice_state(voice), options, budget, rng)
 
     def spoken(self, text: str, normalize_words: bool = True) -> str:
         """`text` as the model reads it: normalized in its language around its pause markup (unless
         `normalize_words` is false), before the official cleaning."""
-        return normalized(text, self.language) if normalize_words else text
+        return planning.spoken(text, self.language, normalize_words)
 
     def plan(self, text: str, max_tokens: int, normalize_words: bool = True) -> Plan:
-        """The text as the generation reads it: normalized (unless `normalize_words` is false: the
-        official behaviour), in chunks of at most `max_tokens` tokens, prepared and tokenized, and
-        the pauses of its markup as samples of silence."""
-        check_text(text)
-        plan: Plan = []
-        for part in split_pauses(text):
-            if isinstance(part, float):
-                plan.append(int(round(part * self.sample_rate)))
-                continue
-            if normalize_words:
-                part = normalize.normalize_text(part, self.language)
-                if not part.strip():
-                    continue
-            for chunk in split_into_chunks(self.tokenizer, part, max_tokens, self.text_options):
-                prepared, guess = prepare_text_prompt(chunk, self.text_options)
-                tokens = self.tokenizer.encode(prepared)
-                plan.append(Chunk(tokens, self.estimate_max_frames(len(tokens)), guess))
-        return plan
-
-    def _budget(self, plan: Plan, max_frames: Optional[int], max_seconds: float) -> int:
-        """The frames a generation of `plan` may make, silent ones included: `max_frames` when set,
-        else what the plan can make, at most `max_seconds` (speech that could run longer stops
-        there); a LimitError when max_frames, or the pauses alone, ask for more."""
-        rate = self.config.mimi.frame_rate
-        limit = int(max_seconds * rate)
-        if max_frames is not None:
-            if max_frames > limit:
-                raise LimitError(
-                    f"max_frames {max_frames} ({max_frames / rate:g} s) is more than the "
-                    f"{max_seconds:g} s of audio a request may make"
-                )
-            return max_frames
-        planned, silent = planned_frames(plan, self.frame_size)
-        if silent > limit:
-            raise LimitError(
-                f"the pauses of this text last {silent / rate:.0f} s, more than the {max_seconds:g} s of audio a "
-                "request may make"
-            )
-        return min(planned, limit)
+        """The text as a generation reads it: chunks of tokens and pauses (core.portable.planning)."""
+        return planning.plan(self, text, max_tokens, normalize_words)
 
     def decoder(self, speed: float = 1.0) -> FrameDecoder:
         """The Mimi half of `stream`: turns frames into audio at `speed`, keeping the decoder's state."""
-        self._require(params.DECODER)
+        self.require(params.DECODER)
         return FrameDecoder(self, speed)
 
     def segmenter(self, max_tokens: int = GenerationOptions.max_tokens) -> Segmenter:
         """Cuts text arriving in pieces into segments to speak as soon as each is complete."""
         return Segmenter(self.tokenizer, max_tokens, self.text_options)
 
-    def _require(self, part: str) -> None:
+    def require(self, part: str) -> None:
+        """A PocketTTSError when `part` (params.PARTS) was not loaded."""
         if part not in self.parts:
             raise PocketTTSError(f"{self.name} was loaded without its {part.replace('_', ' ')} (parts: {self.parts})")
 
-    def estimate_max_frames(self, token_count: int) -> int:
-        """The official length cap of a chunk: 3 tokens per second plus 2 s."""
-        seconds = token_count / TOKENS_PER_SECOND_ESTIMATE + GEN_SECONDS_PADDING
-        return math.ceil(seconds * self.config.mimi.frame_rate)
-
-    def _times(self, steps: int) -> List[np.ndarray]:
+    def time_terms(self, steps: int) -> List[np.ndarray]:
+        """The flow head's time conditioning for `steps` decode steps (computed once per count)."""
         if steps not in self._time_terms:
             self._time_terms[steps] = flow_lm.time_terms(self.flow_spec, self.params["flow_lm"], steps)
         return self._time_terms[steps]
-
-
-class Segment(NamedTuple):
-    """A segment of a text stream: the text as received, as the model reads it, and its generation."""
-
-    text: str
-    spoken: str
-    generation: Generation
-
-
-class TextStream:
-    """Text arriving in pieces (`push`, `flush`), as the generations of its segments, to run one
-    after another: the same voice and options for all, and one noise generator through them (the
-    options' seed: a rerun with the same segments is the same audio). All of them make at most
-    `max_seconds` of audio: a segment past it is a LimitError."""
-
-    def __init__(
-        self,
-        model: TTSModel,
-        voice: VoiceState,
-        options: GenerationOptions,
-        rng: Optional[np.random.Generator],
-        max_seconds: float,
-    ):
-        self.model = model
-        self.voice = voice
-        self.options = options
-        self.rng = rng if rng is not None else np.random.default_rng(options.seed)
-        self.segmenter = model.segmenter(options.max_tokens)
-        self.max_seconds = max_seconds
-        self._frames_left = int(max_seconds * model.config.mimi.frame_rate)
-        self._running: List[Generation] = []
-
-    @property
-    def pending(self) -> str:
-        """Text received but not yet part of a segment."""
-        return self.segmenter.pending
-
-    def push(self, text: str) -> List[Segment]:
-        """The segments this piece of text completes, each with its generation."""
-        return [self._segment(text) for text in self.segmenter.push(text)]
-
-    def flush(self) -> List[Segment]:
-        """All the text still buffered, as segments (at the end of the text, or to speak it now)."""
-        return [self._segment(text) for text in self.segmenter.flush()]
-
-    def _segment(self, text: str) -> Segment:
-        # What earlier segments may still make is held for them; what they did not use comes back.
-        for earlier in [g for g in self._running if g.done]:
-            self._frames_left += earlier.budget
-            self._running.remove(earlier)
-        rate = self.model.config.mimi.frame_rate
-        if self._frames_left <= 0:
-            raise LimitError(f"this text stream has made the {self.max_seconds:g} s of audio it may make")
-        generation = self.model.generation(
-            text, self.voice, self.options, rng=self.rng, max_seconds=self._frames_left / rate
-        )
-        self._frames_left -= generation.budget
-        self._running.append(generation)
-        return Segment(text, self.model.spoken(text, self.options.normalize), generation)
 
 
 def _merged(old: Any, new: Any) -> Any:
@@ -500,40 +328,6 @@ def _options(options: Optional[GenerationOptions], overrides: Dict[str, Any]) ->
     return options
 
 
-def _resolve_voice(model: TTSModel, source: VoiceSource, sample_rate: Optional[int]) -> VoiceState:
-    """A voice from a predefined name, an audio file, a .safetensors voice state (local or hf://),
-    or samples (with `sample_rate`). None is the model's default voice."""
-    if source is None:
-        if model.default_voice is None:
-            raise VoiceError(f"{model.name} has no default voice: pass an audio file or a voice state")
-        source = model.default_voice
-    if isinstance(source, VoiceState):
-        return source
-    if isinstance(source, np.ndarray):
-        if sample_rate is None:
-            raise VoiceError("voice samples need their sample_rate")
-        return model.clone_voice(source, sample_rate, "voice samples")
-    path = os.fspath(source)
-    if path in model.voices:
-        path = model.voices[path]
-    elif path in catalog.voice_names() and not os.path.exists(path):
-        raise VoiceError(
-            f"the predefined voice {path!r} is a state computed with the released weights of a catalog "
-            f"model; {model.name} cannot use it: pass an audio file instead"
-        )
-    if path.startswith("hf://"):
-        path = sources.fetch(path)
-    if path.endswith(".safetensors"):
-        if not os.path.isfile(path):
-            raise VoiceError(f"voice state file not found: {path}")
-        return voice_state.load(path, model.flow_spec.transformer)
-    if not os.path.isfile(path):
-        known = f" (predefined voices: {', '.join(sorted(model.voices))})" if model.voices else ""
-        raise VoiceError(f"voice not found: {path!r} is neither a voice name, an audio file nor a voice state{known}")
-    samples, rate = audio.read(path)
-    return model.clone_voice(samples, rate, path)
-
-
 def load_weights(
     files: Dict[str, str],
     keep_int8: Callable[[Tuple[int, ...]], bool] = lambda shape: False,
@@ -553,25 +347,3 @@ def load_weights(
             )
         )
     return tensors
-
-
-def _noise_source(
-    dim: int, temperature: float, clamp: Optional[float], seed: Optional[int], rng: Optional[np.random.Generator]
-) -> Any:
-    """A function returning the head's starting noise [dim]: N(0, temperature), optionally truncated."""
-    if temperature == 0:
-        zeros = np.zeros(dim, np.float32)
-        return lambda: zeros
-    generator = rng if rng is not None else np.random.default_rng(seed)
-    std = math.sqrt(temperature)
-    if clamp is None:
-        return lambda: (generator.standard_normal(dim) * std).astype(np.float32)
-    # Truncated normal by inverting the CDF between the bounds (as torch's trunc_normal_ does).
-    normal = statistics.NormalDist(0.0, std)
-    low, high = normal.cdf(-clamp), normal.cdf(clamp)
-
-    def truncated() -> np.ndarray:
-        u = generator.uniform(low, high, dim)
-        return np.array([normal.inv_cdf(min(max(v, 1e-300), 1 - 1e-16)) for v in u], dtype=np.float32)
-
-    return truncated

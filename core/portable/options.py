@@ -46,7 +46,7 @@ class GenerationOptions:
     max_frames: Optional[int] = _option(
         None,
         "total budget of 80 ms frames, pauses included; when set it replaces the official length estimate "
-        "(3 tokens/s + 2 s per chunk)",
+        "(3 tokens/s + 2 s per chunk); in a text stream, each segment's own",
     )
     frames_after_eos: Optional[int] = _option(
         None, "frames kept after end of speech; default: the config's, else 5 for up to four words, 3 otherwise"

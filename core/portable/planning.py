@@ -1,0 +1,123 @@
+"""A text to a generation: normalized, split into chunks and pauses, tokenized, with its frame
+cap, its noise and its options, as the official `TTSModel.generate_audio_stream` prepares it.
+
+Everything that can be refused is refused here, before any model work: text with nothing to say,
+malformed markup, options out of range, max_frames or pauses longer than the session's budget.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Optional
+
+import numpy as np
+
+from . import normalize
+from .budget import Budget
+from .generation import Chunk, Generation, Plan, planned_frames
+from .options import GenerationOptions
+from .text import check_text, normalized, prepare_text_prompt, split_into_chunks, split_pauses
+from .voice_state import VoiceState
+
+# Official generation constants (pocket_tts/models/tts_model.py and default_parameters.py).
+TOKENS_PER_SECOND_ESTIMATE = 3.0
+GEN_SECONDS_PADDING = 2.0
+
+
+def spoken(text: str, language: str, normalize_words: bool = True) -> str:
+    """`text` as the model reads it: normalized in `language` around its pause markup (unless
+    `normalize_words` is false), before the official cleaning."""
+    return normalized(text, language) if normalize_words else text
+
+
+def estimate_max_frames(token_count: int, frame_rate: float) -> int:
+    """The official length cap of a chunk: 3 tokens per second plus 2 s."""
+    seconds = token_count / TOKENS_PER_SECOND_ESTIMATE + GEN_SECONDS_PADDING
+    return math.ceil(seconds * frame_rate)
+
+
+def plan(model: Any, text: str, max_tokens: int, normalize_words: bool = True) -> Plan:
+    """The text as a generation of `model` (a TTSModel) reads it: normalized (unless
+    `normalize_words` is false: the official behaviour), in chunks of at most `max_tokens` tokens,
+    prepared and tokenized, and the pauses of its markup as samples of silence."""
+    check_text(text)
+    frame_rate = model.config.mimi.frame_rate
+    items: Plan = []
+    for part in split_pauses(text):
+        if isinstance(part, float):
+            items.append(int(round(part * model.sample_rate)))
+            continue
+        if normalize_words:
+            part = normalize.normalize_text(part, model.language)
+            if not part.strip():
+                continue
+        for chunk in split_into_chunks(model.tokenizer, part, max_tokens, model.text_options):
+            prepared, guess = prepare_text_prompt(chunk, model.text_options)
+            tokens = model.tokenizer.encode(prepared)
+            items.append(Chunk(tokens, estimate_max_frames(len(tokens), frame_rate), guess))
+    return items
+
+
+def generation(
+    model: Any,
+    text: str,
+    voice: VoiceState,
+    options: GenerationOptions,
+    budget: Budget,
+    rng: Optional[np.random.Generator] = None,
+) -> Generation:
+    """A generation of `text` by `model` (a TTSModel whose flow LM is loaded), drawing on `budget`;
+    `options` already checked. It may make max_frames frames when set (the official max_frames
+    replaces the length estimate), else what its plan can make; a LimitError when max_frames, or
+    the pauses alone, ask for more than the whole budget."""
+    cfg = model.config
+    temperature = cfg.default_temperature if options.temperature is None else options.temperature
+    eos_threshold = cfg.default_eos_threshold if options.eos_threshold is None else options.eos_threshold
+    frames_after_eos = options.frames_after_eos
+    if frames_after_eos is None:
+        frames_after_eos = cfg.model_recommended_frames_after_eos
+    items = plan(model, text, options.max_tokens, options.normalize)
+    if options.max_frames is not None:
+        budget.refuse_frames(options.max_frames, f"max_frames {options.max_frames}")
+        frames = options.max_frames
+    else:
+        frames, silent = planned_frames(items, model.frame_size)
+        budget.refuse_frames(silent, "the pauses of this text", "are")
+    noise = noise_source(model.flow_spec.latent_dim, temperature, options.noise_clamp, options.seed, rng)
+    times = model.time_terms(options.lsd_decode_steps)
+    return Generation(
+        model,
+        items,
+        voice,
+        eos_threshold,
+        frames_after_eos,
+        frames,
+        budget,
+        options.max_frames is not None,
+        noise,
+        times,
+        options.speed,
+    )
+
+
+def noise_source(
+    dim: int, temperature: float, clamp: Optional[float], seed: Optional[int], rng: Optional[np.random.Generator]
+) -> Any:
+    """A function returning the head's starting noise [dim]: N(0, temperature), optionally truncated."""
+    if temperature == 0:
+        zeros = np.zeros(dim, np.float32)
+        return lambda: zeros
+    generator = rng if rng is not None else np.random.default_rng(seed)
+    std = math.sqrt(temperature)
+    if clamp is None:
+        return lambda: (generator.standard_normal(dim) * std).astype(np.float32)
+    # Truncated normal by inverting the CDF between the bounds (as torch's trunc_normal_ does).
+    normal = statistics.NormalDist(0.0, std)
+    low, high = normal.cdf(-clamp), normal.cdf(clamp)
+
+    def truncated() -> np.ndarray:
+        u = generator.uniform(low, high, dim)
+        return np.array([normal.inv_cdf(min(max(v, 1e-300), 1 - 1e-16)) for v in u], dtype=np.float32)
+
+    return truncated

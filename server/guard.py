@@ -1,0 +1,165 @@
+"""What every request and WebSocket passes before the app sees it (an ASGI middleware): a path the
+app can take, a Host the server answers to, the API key when one is set, an origin the server
+trusts, and a body that arrives in time.
+
+- Host: a web page on any site can make its visitor's browser send requests to a server on their
+  machine: by naming it (a cross-site request, which the origin check refuses), or by pointing its
+  own domain at 127.0.0.1 once the page is loaded (DNS rebinding), after which the browser treats
+  the server as the page's own site. The `Host` header still names the attacker's domain: only
+  localhost, 127.0.0.1, [::1], the names the server was started with (`--host`, `--allow-host`) and
+  the hosts of the allowed origins are answered; any other is a 421. A server bound to every
+  interface (0.0.0.0, ::) also answers to an IP address (a page cannot rebind an address).
+- API key (`--api-key`): `Authorization: Bearer KEY` on every route of the API and the WebSocket,
+  as OpenAI's clients send it; 401 otherwise. The page's files and `/health` stay open.
+- Origin: a request that changes something (any method but GET, HEAD and OPTIONS), or opens a
+  WebSocket, from a web page of another site than the server's own (the `Host` it was asked under)
+  or one of `allowed_origins`, is a 403. Clients that are not browsers send no `Origin` and pass.
+- Body: a request's body must have arrived within `body_seconds` of the request, however it
+  trickles in (a 408 then); the route's size limit is Litestar's (413).
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import time
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from urllib.parse import urlsplit
+
+import anyio
+
+from server import errors
+from server.errors import ServiceError
+from server.schemas import error_json
+
+SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
+WILDCARD_BINDS = {"0.0.0.0", "::", ""}
+# The routes the API key guards (every route but the page's files and /health).
+API_PATHS = ("/voices", "/generate", "/stream", "/tts", "/v1/", "/schema")
+BODY_SECONDS = 120.0  # a request's body, however it trickles in
+
+
+def host_name(value: str) -> Optional[str]:
+    """The host of a Host header or an origin's netloc ("[::1]:8000" -> "::1"), lowercase; None when malformed."""
+    try:
+        name = urlsplit("//" + value).hostname
+    except ValueError:
+        return None
+    return name.rstrip(".") if name else None
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def middleware(
+    allowed_origins: Sequence[str] = (),
+    hosts: Sequence[str] = (),
+    api_key: Optional[str] = None,
+    body_seconds: float = BODY_SECONDS,
+) -> Callable[[Any], Any]:
+    """The ASGI middleware factory. `allowed_origins`: other web pages' origins that may use the API
+    ("https://app.example"), or "*"; `hosts`: names the server answers to beside localhost (its
+    `--host`, `--allow-host`); `api_key`: the key every API request must bear (None: none)."""
+    trusted = {origin.rstrip("/").lower() for origin in allowed_origins}
+    names = set(LOOPBACK_NAMES)
+    names.update(filter(None, (host_name(host) for host in hosts)))
+    names.update(filter(None, (host_name(urlsplit(origin).netloc) for origin in trusted if origin != "*")))
+    any_address = any(host.strip("[]") in WILDCARD_BINDS for host in hosts)
+    any_host = "*" in trusted  # every page may use the API: a Host proves nothing more
+    key = api_key.encode() if api_key else None
+
+    def host_allowed(value: Optional[str]) -> bool:
+        if value is None or any_host:
+            return True  # no Host: not a browser (HTTP/1.0)
+        name = host_name(value)
+        return name is not None and (name in names or (any_address and _is_address(name)))
+
+    def refusal(scope: Dict[str, Any]) -> Optional[Tuple[ServiceError, Dict[str, str]]]:
+        if any(ord(c) < 32 or ord(c) == 127 for c in scope["path"]):
+            return ServiceError(errors.BAD_PATH, "the path holds a control character"), {}
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+        if not host_allowed(headers.get("host")):
+            message = (
+                f"this server does not answer to the host {headers['host']!r} (see --allow-host): "
+                "a web page's domain pointed at it is refused"
+            )
+            return ServiceError(errors.MISDIRECTED, message), {}
+        method = scope.get("method", "GET")
+        if key is not None and _needs_key(scope["type"], method, scope["path"]):
+            given = headers.get("authorization", "")
+            scheme, _, token = given.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key):
+                error = ServiceError(errors.UNAUTHORIZED, "send the server's API key as Authorization: Bearer KEY")
+                return error, {"www-authenticate": "Bearer"}
+        if scope["type"] == "http" and method in SAFE_METHODS:
+            return None
+        origin = headers.get("origin")
+        if origin is None or "*" in trusted or origin.rstrip("/").lower() in trusted:
+            return None
+        netloc = urlsplit(origin).netloc.lower()
+        if netloc and netloc == headers.get("host", "").lower():
+            return None
+        message = f"requests from the web page at {origin} are not allowed here (see --allow-origin)"
+        return ServiceError(errors.FORBIDDEN_ORIGIN, message), {}
+
+    def wrap(app: Any) -> Any:
+        async def guarded(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+            if scope["type"] in ("http", "websocket"):
+                refused = refusal(scope)
+                if refused is not None:
+                    await _refuse(scope, receive, send, *refused)
+                    return
+            if scope["type"] == "http":
+                receive = _in_time(receive, time.monotonic() + body_seconds, body_seconds)
+            await app(scope, receive, send)
+
+        return guarded
+
+    return wrap
+
+
+def _needs_key(kind: str, method: str, path: str) -> bool:
+    if kind == "websocket":
+        return True
+    if method == "OPTIONS":  # a browser's CORS preflight carries no credentials
+        return False
+    return method not in SAFE_METHODS or path.startswith(API_PATHS)
+
+
+def _in_time(receive: Any, deadline: float, seconds: float) -> Any:
+    """`receive` whose body must have arrived by `deadline` (a ServiceError, a 408, otherwise)."""
+    state = {"body": True}
+
+    async def received() -> Dict[str, Any]:
+        if not state["body"]:
+            return await receive()
+        with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                state["body"] = False
+            return message
+        raise ServiceError(errors.BODY_TIMEOUT, f"the request's body did not arrive within {seconds:g} s")
+
+    return received
+
+
+async def _refuse(scope: Dict[str, Any], receive: Any, send: Any, error: ServiceError, extra: Dict[str, str]) -> None:
+    body = error_json(error.status, error.message, error.param, error.code)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(name.encode(), value.encode()) for name, value in extra.items()]
+    if scope["type"] == "websocket":
+        await receive()  # websocket.connect
+        if "websocket.http.response" in scope.get("extensions", {}):
+            await send({"type": "websocket.http.response.start", "status": error.status, "headers": headers})
+            await send({"type": "websocket.http.response.body", "body": body})
+        else:
+            await send({"type": "websocket.close", "code": error.kind.close, "reason": error.message[:120]})
+        return
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

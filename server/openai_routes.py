@@ -1,0 +1,87 @@
+"""OpenAI's API: `POST /v1/audio/speech`, and the listings clients ask for (`GET /v1/audio/voices`,
+as Kokoro-FastAPI's path; `GET /v1/models`)."""
+
+from __future__ import annotations
+
+from typing import List
+
+import anyio
+from litestar import Request, Response, get, post
+from litestar.params import FromPath, JSONBody
+from litestar.response import Stream
+
+from server import audio_out, bodies, errors, reading
+from server.engine import ServerEngine
+from server.errors import ServiceError
+from server.routes import MAX_JSON, engine_of
+from server.schemas import ModelCard, ModelList, SpeechRequest, VoiceEntry, VoiceList
+from server.session import Session
+
+# The names OpenAI clients send as `model` (POST /v1/audio/speech takes any): each is the loaded model.
+OPENAI_MODELS = ("pocket-tts", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+
+
+@get("/v1/audio/voices", summary="Every voice a request may name (OpenAI-style listing, as Kokoro-FastAPI's path)")
+async def openai_voices(request: Request) -> VoiceList:
+    engine = engine_of(request)
+    entries = [VoiceEntry(id="default", name=engine.default_voice_name, kind="default")]
+    entries += [VoiceEntry(id=name, name=name, kind="predefined") for name in engine.voice_names()]
+    entries += [
+        VoiceEntry(id=name, name=name, kind="alias", voice=voice) for name, voice in engine.openai_voices().items()
+    ]
+    uploads = await anyio.to_thread.run_sync(engine.uploaded_voices)  # the engine's lock: not on the event loop
+    entries += [VoiceEntry(id=key, name=key, kind="uploaded") for key in uploads]
+    return VoiceList(voices=entries)
+
+
+def _model_cards(engine: ServerEngine) -> List[ModelCard]:
+    return [ModelCard(id=name, created=engine.loaded_at) for name in (engine.name,) + OPENAI_MODELS]
+
+
+@get("/v1/models", summary="The loaded model under each name OpenAI clients send (OpenAI's list)")
+async def models(request: Request) -> ModelList:
+    return ModelList(data=_model_cards(engine_of(request)))
+
+
+@get("/v1/models/{model_id:path}", summary="One model of /v1/models (OpenAI's)")
+async def model(request: Request, model_id: FromPath[str]) -> ModelCard:
+    name = model_id.lstrip("/")  # a path parameter starts with its "/"; a path's own "/" is lost in the URL
+    for card in _model_cards(engine_of(request)):
+        if card.id.lstrip("/") == name:
+            return card
+    raise ServiceError(errors.MODEL_NOT_FOUND, f"The model '{name}' does not exist", "model")
+
+
+@post(
+    "/v1/audio/speech",
+    summary="OpenAI-compatible speech",
+    status_code=200,
+    before_request=reading.strict_json(SpeechRequest),
+    request_max_body_size=MAX_JSON,
+)
+async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Response:
+    fmt = data.response_format
+    if fmt == "aac" or not audio_out.available(fmt):
+        raise ServiceError(
+            errors.UNSUPPORTED_VALUE,
+            f"response_format {fmt!r} is not supported here: use wav, pcm, flac"
+            + (", mp3" if audio_out.available("mp3") else "")
+            + (", opus" if audio_out.available("opus") else ""),
+            "response_format",
+        )
+    text = reading.text_to_speak(data.input, "input")
+    voice = data.voice if isinstance(data.voice, str) else data.voice.id
+    session = await Session.open(engine_of(request), voice, data.options())
+    async with bodies.saying(session, text, "input") as answer:
+        rate = session.sample_rate
+        if data.stream_format == "sse":
+            events = bodies.sse(session.audio(), rate, engine_of(request).frame_size, fmt)
+            return Stream(answer.body(events), media_type="text/event-stream")
+        if fmt in ("pcm", "wav"):
+            audio = session.audio()
+            return Stream(
+                answer.body(bodies.wav_stream(audio, rate) if fmt == "wav" else bodies.pcm_bytes(audio)),
+                media_type=audio_out.MEDIA_TYPES[fmt],
+                headers={"X-Sample-Rate": str(rate)},
+            )
+        return await bodies.whole_file(request, answer, fmt)

@@ -1,0 +1,160 @@
+"""The server's own routes: health, voices and uploads, and speech as a WAV file (`/generate`), as
+raw PCM while it is made (`/stream`) and as the official pocket-tts server's form (`/tts`).
+
+Every request is read whole (its body bounded in size and time: server/guard.py) before it takes a
+slot; a request that speaks is a session of the engine (server/session.py), whose slot its answer
+holds until its last byte is handed to the server.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Optional
+
+import anyio
+from litestar import Request, Response, get, post
+from litestar.datastructures import UploadFile
+from litestar.params import JSONBody
+from litestar.response import Stream
+
+import core
+from core.portable.audio import MAX_PROMPT_SECONDS, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
+from server import bodies, errors, reading
+from server.engine import ServerEngine
+from server.errors import ServiceError
+from server.schemas import GenerateRequest, Health, UploadedVoice, Voices
+from server.session import MAX_TEXT, Session
+
+MAX_UPLOAD = 20 * 1024 * 1024  # bytes of a request with a recording (POST /voices, POST /tts)
+MAX_JSON = 256 * 1024  # bytes of a JSON request: 5000 characters, each escaped, fit many times
+PCM_HEADERS = {"X-Sample-Format": "s16le", "X-Channels": "1"}
+STREAM_HEADERS = ("X-Sample-Rate", "X-Sample-Format", "X-Channels")
+# Which process answered (behind a load balancer), without naming the machine or the process.
+INSTANCE = secrets.token_hex(4)
+
+
+def engine_of(request: Request) -> ServerEngine:
+    return request.app.state.engine
+
+
+async def cloned(engine: ServerEngine, upload: UploadFile) -> str:
+    """The voice id of an uploaded recording (every route's uploads: ServerEngine.upload decodes
+    and clones it, off the event loop)."""
+    content = await upload.read()
+    try:
+        return await anyio.to_thread.run_sync(engine.upload, content, upload.filename or "upload")
+    except core.PocketTTSError as e:
+        raise errors.from_core(e) from None
+
+
+@get("/health", summary="Server status and the loaded model")
+async def health(request: Request) -> Health:
+    engine = engine_of(request)
+    return Health(
+        status="ok",
+        model=engine.name,
+        sample_rate=engine.sample_rate,
+        default_voice=engine.default_voice_name,
+        active_generations=engine.active,
+        max_concurrent=engine.max_concurrent,
+        kernels=core.backend(),
+        instance=INSTANCE,
+    )
+
+
+@get("/voices", summary="Predefined voices of the loaded model, and OpenAI's names")
+async def voices(request: Request) -> Voices:
+    engine = engine_of(request)
+    return Voices(default=engine.default_voice_name, voices=engine.voice_names(), openai_voices=engine.openai_voices())
+
+
+@post(
+    "/voices",
+    summary="Upload a recording to clone (wav, flac, ogg or mp3); returns its voice id",
+    description=f"A multipart form with the recording as the field `voice_wav` (at most {MAX_UPLOAD // 2**20} MB; "
+    f"its first {MAX_PROMPT_SECONDS:g} s are kept, at {MIN_SAMPLE_RATE // 1000}-{MAX_SAMPLE_RATE // 1000} kHz).",
+    status_code=200,
+    request_max_body_size=MAX_UPLOAD,
+)
+async def upload_voice(request: Request) -> UploadedVoice:
+    engine = engine_of(request)
+    data = await reading.form(request)
+    upload = data.get("voice_wav") or data.get("file")
+    if not isinstance(upload, UploadFile):
+        raise ServiceError(errors.MISSING_FIELD, "send the recording as the multipart field 'voice_wav'", "voice_wav")
+    slot = engine.admit()
+    try:
+        return UploadedVoice(voice=await cloned(engine, upload))
+    finally:
+        slot.release()
+
+
+@post(
+    "/generate",
+    summary="Speak a text; the whole WAV file",
+    status_code=200,
+    media_type="audio/wav",
+    before_request=reading.strict_json(GenerateRequest),
+    request_max_body_size=MAX_JSON,
+)
+async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Response:
+    text = reading.text_to_speak(data.text, "text")
+    session = await Session.open(engine_of(request), data.voice, data.options())
+    async with bodies.saying(session, text) as answer:
+        return await bodies.whole_file(request, answer, "wav")
+
+
+@post(
+    "/stream",
+    summary="Speak a text; raw 16-bit PCM streamed as it is generated",
+    status_code=200,
+    before_request=reading.strict_json(GenerateRequest),
+    request_max_body_size=MAX_JSON,
+)
+async def stream(request: Request, data: JSONBody[GenerateRequest]) -> Stream:
+    text = reading.text_to_speak(data.text, "text")
+    session = await Session.open(engine_of(request), data.voice, data.options())
+    async with bodies.saying(session, text) as answer:
+        headers = dict(PCM_HEADERS, **{"X-Sample-Rate": str(session.sample_rate)})
+        body = answer.body(bodies.pcm_bytes(session.audio()))
+        return Stream(body, media_type="application/octet-stream", headers=headers)
+
+
+@post(
+    "/tts",
+    summary="The official pocket-tts server's form: text, voice_url or voice_wav; a streamed WAV",
+    status_code=200,
+    request_max_body_size=MAX_UPLOAD,
+)
+async def tts(request: Request) -> Stream:
+    """Form fields as the official server's (multipart, or url-encoded without an upload)."""
+    engine = engine_of(request)
+    data = await reading.form(request)
+    text = reading.text_to_speak(data.get("text"), "text", "Text cannot be empty")  # the official server's words
+    if len(text) > MAX_TEXT:
+        raise ServiceError(errors.TEXT_TOO_LONG, f"text is longer than {MAX_TEXT} characters", "text")
+    voice_url, voice_wav = data.get("voice_url"), data.get("voice_wav")
+    if voice_url is not None and voice_wav is not None:
+        raise ServiceError(errors.CONFLICTING_FIELDS, "Cannot provide both voice_url and voice_wav", "voice_url")
+    if voice_url is not None and (not isinstance(voice_url, str) or not engine.is_predefined(voice_url)):
+        raise ServiceError(
+            errors.UNKNOWN_VOICE,
+            f"voice_url must be a predefined voice of this model: {engine.voice_names()}",
+            "voice_url",
+        )
+    options = reading.form_options(data)
+    voice: Optional[str] = voice_url
+    slot = engine.admit()  # for the cloning too: then the session's
+    try:
+        if isinstance(voice_wav, UploadFile):
+            voice = await cloned(engine, voice_wav)
+    except BaseException:
+        slot.release()
+        raise
+    session = await Session.open(engine, voice, options, slot=slot)
+    async with bodies.saying(session, text) as answer:
+        return Stream(
+            answer.body(bodies.wav_stream(session.audio(), session.sample_rate)),
+            media_type="audio/wav",
+            headers={"Content-Disposition": "attachment; filename=generated_speech.wav"},
+        )

@@ -1,0 +1,283 @@
+"""The WebSocket at /v1/audio/speech/stream: text that arrives in pieces (an LLM's reply, a few
+tokens at a time) spoken segment by segment, each as soon as it is complete. A connection is one
+session of the engine (server/session.py): its slot, budget, segments, cancellation, idle and
+lifetime rules and errors are the session's; this module only reads and writes frames.
+
+Client to server, JSON text frames (server/schemas.py):
+    {"type": "start", "voice": ..., <any generation option>}   optional, and then the first frame
+    {"type": "text", "text": "..."}                             any number; any split, inside words too
+    {"type": "flush"}                                           speak what is buffered now
+    {"type": "end"}                                             no more text: speak the rest, `done`, close
+    {"type": "cancel"}                                          stop now (barge-in), drop the buffered text,
+                                                                `done`; the connection takes text again
+Server to client: binary frames of 16-bit little-endian mono PCM at the engine's rate, and JSON text
+frames {"type": "started", "sample_rate": R}, {"type": "segment", "text": ..., "spoken": ...,
+"start_sample": N} (before a segment's first audio; `spoken`: the text as the model reads it,
+normalized; N: the samples sent before it), {"type": "done", "samples": N} (N: all the samples
+sent) and {"type": "error", "error": {...}} (OpenAI's shape, with `status`, the HTTP status the
+same error gets from the HTTP routes).
+
+The segments are said one after another, each as soon as the one before has made all its frames
+(not once it has been heard), so that their audio follows without a gap wherever generation is
+faster than real time; with the same seed the audio is what POST /stream makes of the whole text
+whenever the segments are its chunks.
+
+A refusal that ends the connection (a bad start, busy, too much text or audio, a frame too large,
+idle, a fault of ours) is an error frame, then a close with its kind's close code; a bad frame that
+is not the start is an error frame, and the connection goes on. A frame the client does not take
+within `timeout` seconds (it stopped reading: its audio is held by the relay, then by the socket)
+drops it without a close.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Awaitable, Callable, Optional
+
+import anyio
+import msgspec
+from litestar import WebSocket, websocket
+
+from core.portable.audio import pcm16
+from server import errors, reading
+from server.engine import ServerEngine
+from server.errors import NORMAL, ServiceError
+from server.schemas import (
+    CLIENT_FRAMES,
+    ClientFrame,
+    StreamCancel,
+    StreamEnd,
+    StreamFlush,
+    StreamStart,
+    StreamText,
+    error_detail,
+)
+from server.session import Audio, Clock, Done, Session, Started
+
+PATH = "/v1/audio/speech/stream"
+# Bytes of one client frame: a piece of text of MAX_TEXT characters, each escaped, fits.
+MAX_FRAME = 64 * 1024
+log = logging.getLogger("pocket_tts.server")
+
+
+class _Gone(Exception):
+    """The client went away, or stopped taking what is sent: nothing more is sent."""
+
+
+class _Fatal(Exception):
+    """A refusal that ends the connection: its error frame, then the close."""
+
+    def __init__(self, error: ServiceError):
+        super().__init__(error.message)
+        self.error = error
+
+
+class _BadFrame(Exception):
+    """A frame that cannot be taken: the connection goes on, unless it was to be the start."""
+
+    def __init__(self, error: ServiceError, kind: Optional[str] = None):
+        super().__init__(error.message)
+        self.error, self.kind = error, kind
+
+
+@websocket(PATH)
+async def speech_stream(socket: WebSocket) -> None:
+    """Speak text as it arrives (see server/websocket.py for the frames)."""
+    state = socket.app.state
+    await _Connection(socket, state.engine, state.client_timeout).serve()
+
+
+class _Connection:
+    def __init__(self, socket: WebSocket, engine: ServerEngine, timeout: float):
+        self.socket = socket
+        self.engine = engine
+        self.timeout = timeout
+        self.clock = Clock(timeout)
+        self.session: Optional[Session] = None
+        self.closing = anyio.Event()
+        self.outcome: Optional[BaseException] = None
+        self.group: Any = None
+        self.sender: Optional[anyio.CancelScope] = None
+        self.sender_ended = anyio.Event()
+
+    async def serve(self) -> None:
+        await self.socket.accept()
+        try:
+            try:
+                async with anyio.create_task_group() as group:
+                    self.group = group
+                    group.start_soon(self._guarded, self._read)
+                    group.start_soon(self._guarded, self._expire)
+                    await self.closing.wait()
+                    group.cancel_scope.cancel()
+            finally:
+                if self.session is not None:
+                    self.session.close()
+            if self.outcome is None:
+                await self._close(NORMAL)
+            elif isinstance(self.outcome, _Fatal):
+                error = self.outcome.error
+                await self._send_error(error)
+                await self._close(error.kind.close, error.message)
+        except _Gone:
+            pass
+
+    async def _guarded(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Run a task of the connection; its end by an error (or a normal end: None) closes it."""
+        try:
+            await work()
+            return
+        except (_Fatal, _Gone) as error:
+            outcome: Optional[BaseException] = error
+        except ServiceError as error:
+            outcome = _Fatal(error)
+        except Exception as error:  # a fault of ours: the operator's log gets the traceback
+            log.error("%s failed", PATH, exc_info=error)
+            outcome = _Fatal(errors.unexpected(error, "stream"))
+        if self.outcome is None:
+            self.outcome = outcome
+        self.closing.set()
+
+    async def _expire(self) -> None:
+        raise _Fatal(await self.clock.expired())
+
+    # Reading the client's frames
+
+    async def _read(self) -> None:
+        while True:
+            message = await self._receive()
+            try:
+                frame = self._parse(message)
+            except _BadFrame as bad:
+                if bad.kind == "start" and self.session is None:  # the connection cannot speak as asked
+                    raise _Fatal(bad.error) from None
+                await self._send_error(bad.error)
+                continue
+            if self.session is None:
+                await self._open(frame if isinstance(frame, StreamStart) else StreamStart())
+                if isinstance(frame, StreamStart):
+                    continue
+            await self._handle(frame)
+
+    async def _receive(self) -> dict:
+        try:
+            message = await self.socket.receive()
+        except Exception:  # the connection is already gone
+            raise _Gone() from None
+        if message["type"] == "websocket.disconnect":
+            raise _Gone()
+        return message
+
+    def _parse(self, message: dict) -> Any:
+        text = message.get("text")
+        if text is None:
+            error = ServiceError(errors.BINARY_FRAME, "send JSON text frames; binary frames are the server's audio")
+            raise _BadFrame(error)
+        if len(text) > MAX_FRAME // 4 and len(text.encode()) > MAX_FRAME:
+            raise _Fatal(ServiceError(errors.FRAME_TOO_LARGE, f"a frame may hold at most {MAX_FRAME} bytes"))
+        try:
+            value = msgspec.json.decode(text)
+        except msgspec.DecodeError as e:
+            raise _BadFrame(ServiceError(errors.INVALID_JSON, f"malformed JSON: {e}")) from None
+        except RecursionError:
+            raise _BadFrame(ServiceError(errors.INVALID_JSON, "malformed JSON: nested too deeply")) from None
+        kind = value.get("type") if isinstance(value, dict) else None
+        if kind not in CLIENT_FRAMES:
+            message = f"a frame is a JSON object whose type is one of {', '.join(CLIENT_FRAMES)}"
+            raise _BadFrame(ServiceError(errors.UNKNOWN_TYPE, message, "type"))
+        try:
+            return reading.decode(text, ClientFrame, f"{kind} frame")
+        except ServiceError as e:
+            raise _BadFrame(e, kind) from None
+
+    async def _open(self, start: StreamStart) -> None:
+        """The connection's session (a bad voice or option, or no free slot, ends it), then `started`."""
+        try:
+            self.session = await Session.open(self.engine, start.voice, start.options(), self.clock)
+        except ServiceError as e:
+            raise _Fatal(e) from None
+        await self._send_json({"type": "started", "sample_rate": self.session.sample_rate})
+        self._begin_sending()
+
+    async def _handle(self, frame: Any) -> None:
+        session = self.session
+        if isinstance(frame, StreamStart):
+            error = ServiceError(errors.UNEXPECTED_START, "start must be the first frame", "type")
+            await self._send_error(error)
+        elif session.ending and not isinstance(frame, StreamCancel):
+            error = ServiceError(errors.AFTER_END, "the text has ended: only cancel may follow end", "type")
+            await self._send_error(error)
+        elif isinstance(frame, StreamText):
+            await session.push(frame.text)
+        elif isinstance(frame, StreamFlush):
+            await session.flush()
+        elif isinstance(frame, StreamEnd):
+            await session.end()
+        elif isinstance(frame, StreamCancel):
+            await self._cancel()
+
+    async def _cancel(self) -> None:
+        """Stop what is being said within a frame, drop the text buffered, answer `done`: the
+        speech gives out nothing more and the sender stops before `done`, so that no audio follows
+        the cancel (the sender may be running through audio already queued, which reaches no wait)."""
+        ending = self.session.ending
+        self.session.cancel()
+        if self.sender is not None:
+            self.sender.cancel()
+            await self.sender_ended.wait()
+        await self._send_json({"type": "done", "samples": self.session.sent})
+        if ending:
+            self.closing.set()
+            return
+        self._begin_sending()
+
+    # Sending the speech
+
+    def _begin_sending(self) -> None:
+        self.sender = anyio.CancelScope()
+        self.sender_ended = anyio.Event()
+        scope, ended = self.sender, self.sender_ended
+
+        async def send() -> None:
+            try:
+                with scope:
+                    await self._send_speech()
+            finally:
+                ended.set()
+
+        self.group.start_soon(self._guarded, send)
+
+    async def _send_speech(self) -> None:
+        async for event in self.session.events():
+            if isinstance(event, Audio):
+                await self._send(bytes=pcm16(event.pcm))
+            elif isinstance(event, Started):
+                segment = {"type": "segment", "text": event.text, "spoken": event.spoken}
+                await self._send_json(dict(segment, start_sample=event.start_sample))
+            elif isinstance(event, Done):
+                await self._send_json({"type": "done", "samples": event.samples})
+                self.closing.set()
+
+    # Sending
+
+    async def _send_json(self, payload: dict) -> None:
+        await self._send(text=msgspec.json.encode(payload).decode())
+
+    async def _send_error(self, error: ServiceError) -> None:
+        detail = msgspec.structs.asdict(error_detail(error.status, error.message, error.param, error.code))
+        await self._send_json({"type": "error", "error": dict(detail, status=error.status)})
+
+    async def _send(self, **data: Any) -> None:
+        """One frame, taken by the client within the timeout, or the client is dropped."""
+        try:
+            with anyio.fail_after(self.timeout):
+                await self.socket.send({"type": "websocket.send", **data})
+        except Exception:  # not taken in time (TimeoutError), or the connection is gone
+            raise _Gone() from None
+
+    async def _close(self, code: int, reason: str = "") -> None:
+        try:
+            with anyio.fail_after(self.timeout):
+                await self.socket.close(code, reason.encode()[:120].decode(errors="ignore"))  # a close's limit: 123
+        except Exception:  # as in _send
+            raise _Gone() from None
