@@ -122,12 +122,16 @@ def active_generations(url: str) -> int:
 
 @contextmanager
 def model_server(
-    model: str, site_dir: Optional[Path] = None, max_concurrent: int = 2, bundle: Optional[Path] = None
+    model: str,
+    site_dir: Optional[Path] = None,
+    max_concurrent: int = 2,
+    bundle: Optional[Path] = None,
+    extra: Sequence[str] = (),
 ) -> Iterator[str]:
     """`python -m server` on a fixture model: its float weights, or an int8 `bundle` of them, or,
     with a built site, that site's own bundle, serving the site too (one page with both engines on
-    the same weights); yields its URL."""
-    args = ["--max-concurrent", str(max_concurrent)]
+    the same weights); `extra`: more of its options; yields its URL."""
+    args = ["--max-concurrent", str(max_concurrent), *extra]
     if site_dir is not None:
         args += ["--model", str(site_dir / "model"), "--site", str(site_dir)]
     elif bundle is not None:

@@ -59,8 +59,8 @@ if [ -n "$py38" ]; then
     .venv-py38/bin/pip install -q --disable-pip-version-check numpy==1.17.5 num2words==0.5.14 pyyaml pytest
     PYTHONPATH=. .venv-py38/bin/python -m pytest -q -p no:cacheprovider --reference-dir /nonexistent \
         tests/test_parity.py tests/test_streaming.py tests/test_generation.py tests/test_kernels.py \
-        tests/test_tsm.py tests/test_segmenter.py tests/test_normalize.py tests/test_text_stream.py \
-        -k "tiny or streaming or generation or kernels or tsm or segmenter or normalize or text_stream"
+        tests/test_tsm.py tests/test_segmenter.py tests/test_normalize.py tests/test_text_stream.py tests/test_ssml.py \
+        -k "tiny or streaming or generation or kernels or tsm or segmenter or normalize or text_stream or ssml"
 else
     echo "SKIPPED: no Python 3.8 on this machine (pyenv install 3.8 to run this check)" >&2
 fi

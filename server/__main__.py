@@ -1,15 +1,21 @@
 """`python -m server --model NAME_OR_PATH --voice NAME_OR_FILE --host 127.0.0.1 --port 8000`.
 
+    python -m server --wyoming tcp://0.0.0.0:10200              # Home Assistant's Wyoming protocol too
+    python -m server --wyoming tcp://0.0.0.0:10200 --no-http    # Wyoming alone (an add-on)
+
 The model and the default voice are loaded before the server starts listening: a model or a voice
-that cannot be loaded is one line on stderr and exit status 1.
+that cannot be loaded, or an address it cannot listen on, is one line on stderr and exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
-from typing import List, Optional
+from contextlib import AsyncExitStack
+from typing import Any, List, Optional
+from urllib.parse import urlsplit
 
 from server.engine import CLIENT_TIMEOUT, DEFAULT_MODEL, MAX_CONCURRENT
 
@@ -69,19 +75,45 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
         help="require Authorization: Bearer KEY on every API route and the WebSocket (default: the "
         "POCKET_TTS_API_KEY environment variable; none: no key)",
     )
+    parser.add_argument(
+        "--wyoming",
+        metavar="URI",
+        help="also answer Home Assistant's Wyoming protocol at tcp://HOST:PORT (or unix://PATH), from the same "
+        "engine: every front's generations step together",
+    )
+    parser.add_argument("--no-http", action="store_true", help="the Wyoming server alone (needs --wyoming)")
+    parser.add_argument(
+        "--voices-dir",
+        metavar="DIR",
+        help="recordings (wav, flac, ogg, mp3) offered as Wyoming voices by file name, each cloned once",
+    )
+    parser.add_argument(
+        "--zeroconf",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="announce the Wyoming server by multicast DNS, as Home Assistant discovers them (NAME: the "
+        "service's; default: the machine's MAC address); off by default",
+    )
     args = parser.parse_args(argv)
     for name in ("max_concurrent", "max_connections"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if not args.client_timeout > 0:
         parser.error("--client-timeout must be positive")
+    if args.wyoming is None and (args.no_http or args.voices_dir or args.zeroconf is not None):
+        parser.error("--no-http, --voices-dir and --zeroconf go with --wyoming URI")
+    if args.wyoming is not None and urlsplit(args.wyoming).scheme not in ("tcp", "unix"):
+        parser.error(f"--wyoming takes tcp://HOST:PORT or unix://PATH, not {args.wyoming!r}")
+    if args.zeroconf is not None and (urlsplit(args.wyoming).scheme != "tcp" or urlsplit(args.wyoming).port is None):
+        parser.error("--zeroconf announces a tcp://HOST:PORT Wyoming server")
 
     import logging
 
     import uvicorn
 
     from core import PocketTTSError, backend
-    from server import connections
+    from server import connections, wyoming_tts
     from server.app import create_app
     from server.engine import load_engine
     from server.websocket import MAX_FRAME
@@ -89,31 +121,37 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.WARNING)
     print(f"products on: {backend()}", file=sys.stderr)
     try:
+        voices_dir = wyoming_tts.folder(args.voices_dir)
         print(f"loading {args.model}", file=sys.stderr)
         engine = load_engine(args.model, args.voice, args.max_concurrent)
     except PocketTTSError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(
-        f"serving {engine.name} with voice {engine.default_voice_name} on http://{args.host}:{args.port}",
-        file=sys.stderr,
-    )
     from pathlib import Path
 
     web = Path(args.site) if args.site else None
     if web is not None and not (web / "site.json").exists():
         print(f"error: {web} is not a site built by scripts.build_site (no site.json)", file=sys.stderr)
         return 1
-    app = create_app(
-        engine,
-        allowed_origins=args.allow_origin,
-        client_timeout=args.client_timeout,
-        hosts=[args.host, *args.allow_host],
-        api_key=args.api_key or None,
-        **({} if web is None else {"web": web}),
-    )
+    wyoming = None
+    if args.wyoming is not None:
+        wyoming = (engine, args.wyoming, voices_dir, args.client_timeout, args.max_connections, args.zeroconf)
+    where = [] if args.no_http else [f"http://{args.host}:{args.port}"]
+    where += [args.wyoming] if args.wyoming else []
+    print(f"serving {engine.name} with voice {engine.default_voice_name} on {' and '.join(where)}", file=sys.stderr)
     try:
-        uvicorn.run(
+        if args.no_http:
+            asyncio.run(wyoming_tts.run_alone(*wyoming))
+            return 0
+        app = create_app(
+            engine,
+            allowed_origins=args.allow_origin,
+            client_timeout=args.client_timeout,
+            hosts=[args.host, *args.allow_host],
+            api_key=args.api_key or None,
+            **({} if web is None else {"web": web}),
+        )
+        config = uvicorn.Config(
             app,
             host=args.host,
             port=args.port,
@@ -126,9 +164,23 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
             # MAX_FRAME, and under this, gets an error frame first.
             ws_max_size=4 * MAX_FRAME,
         )
+        asyncio.run(_serve(uvicorn.Server(config), wyoming))
+    except OSError as e:  # a port in use, a socket path that cannot be made
+        print(f"error: cannot listen: {e.strerror or e}", file=sys.stderr)
+        return 1
     finally:
         engine.close()
     return 0
+
+
+async def _serve(http: Any, wyoming: Optional[tuple]) -> None:
+    """The HTTP server, with the Wyoming server beside it in the same event loop when asked for."""
+    from server import wyoming_tts
+
+    async with AsyncExitStack() as running:
+        if wyoming is not None:
+            await running.enter_async_context(wyoming_tts.serving(*wyoming))
+        await http.serve()
 
 
 if __name__ == "__main__":

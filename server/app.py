@@ -14,7 +14,6 @@ shape from one vocabulary (server/errors.py, server/http_errors.py).
 from __future__ import annotations
 
 import os
-import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, List, Optional, Sequence
@@ -26,7 +25,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.static_files import create_static_files_router
 
 from server import guard, http_errors, openai_routes, routes, websocket
-from server.engine import CLIENT_TIMEOUT, DEFAULT_MODEL, MAX_CONCURRENT, ServerEngine, load_engine
+from server.engine import CLIENT_TIMEOUT, DEFAULT_MODEL, MAX_CONCURRENT, ServerEngine, load_engine, serving_threads
 
 WEB = Path(__file__).resolve().parent.parent / "web"
 HANDLERS = [
@@ -65,13 +64,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        from threadpoolctl import threadpool_limits
-
-        # One BLAS thread per caller: the scheduler's two threads (flow LM, decoder) run side by side
-        # on two cores. A chunk crosses three threads (flow LM, decoder, event loop): hand the GIL
-        # over quickly, or each crossing may wait out the default 5 ms switch interval.
-        sys.setswitchinterval(0.0005)
-        with threadpool_limits(limits=1, user_api="blas"):
+        with serving_threads():
             app.state.engine = engine or engine_from_environment()
             try:
                 yield

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import sys
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Protocol, Tuple
+from contextlib import contextmanager
+from typing import Callable, Dict, Iterator, List, Optional, Protocol, Tuple
 
 from core import PocketTTSError, TTSModel, VoiceError, VoiceState
 from core.portable import audio, catalog
@@ -58,6 +60,19 @@ class Recordings(Protocol):
     def get(self, key: str) -> Optional[bytes]: ...
 
     def __setitem__(self, key: str, data: bytes) -> None: ...
+
+
+@contextmanager
+def serving_threads() -> Iterator[None]:
+    """How a process that serves an engine runs its threads, whichever fronts it serves: one BLAS
+    thread per caller (the scheduler's two threads, flow LM and decoder, run side by side on two
+    cores), and the GIL handed over quickly (a chunk crosses three threads, flow LM, decoder and
+    event loop, and each crossing might otherwise wait out the default 5 ms switch interval)."""
+    from threadpoolctl import threadpool_limits
+
+    sys.setswitchinterval(0.0005)
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 def load_engine(

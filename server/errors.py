@@ -45,6 +45,7 @@ BINARY_FRAME = Kind("binary_frame", 400)
 UNKNOWN_TYPE = Kind("unknown_type", 400)
 UNEXPECTED_START = Kind("unexpected_start", 400)
 AFTER_END = Kind("after_end", 400)
+UNEXPECTED_EVENT = Kind("unexpected_event", 400)  # Wyoming: an event out of order
 # Who asks, and how
 UNAUTHORIZED = Kind("unauthorized", 401)
 FORBIDDEN_ORIGIN = Kind("forbidden_origin", 403)

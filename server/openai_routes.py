@@ -15,7 +15,7 @@ from server.engine import ServerEngine
 from server.errors import ServiceError
 from server.routes import MAX_JSON, engine_of
 from server.schemas import ModelCard, ModelList, SpeechRequest, VoiceEntry, VoiceList
-from server.session import Session
+from server.session import Session, text_to_say
 
 # The names OpenAI clients send as `model` (POST /v1/audio/speech takes any): each is the loaded model.
 OPENAI_MODELS = ("pocket-tts", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -69,7 +69,7 @@ async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Resp
             + (", opus" if audio_out.available("opus") else ""),
             "response_format",
         )
-    text = reading.text_to_speak(data.input, "input")
+    text = text_to_say(data.input, "input")
     voice = data.voice if isinstance(data.voice, str) else data.voice.id
     session = await Session.open(engine_of(request), voice, data.options())
     async with bodies.saying(session, text, "input") as answer:

@@ -1,17 +1,16 @@
-"""Reading requests: JSON bodies (JSON only, strictly of the schema's types), forms, the text to speak."""
+"""Reading requests: JSON bodies (JSON only, strictly of the schema's types), and forms."""
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Any, Awaitable, Callable, Dict, Optional
+from typing import Any, Awaitable, Callable, Dict
 
 import msgspec
 from litestar import Request
 
-from core import PocketTTSError, TextError
+from core import PocketTTSError
 from core.portable.options import SPEED_RANGE, GenerationOptions
-from core.portable.text import check_text
 from core.portable.tsm import check_speed
 from server import errors
 from server.errors import ServiceError
@@ -48,16 +47,6 @@ def decode(data: Any, schema: type, what: str = "request body") -> Any:
         raise ServiceError(errors.INVALID_JSON, f"malformed JSON: {e}") from None
     except RecursionError:
         raise ServiceError(errors.INVALID_JSON, "malformed JSON: nested too deeply") from None
-
-
-def text_to_speak(text: object, field: str, message: Optional[str] = None) -> str:
-    """A request's text through the core's one check (core.portable.text.check_text), before any
-    work: nothing to speak is a 400 about `field`, in `message` where the API we mirror has its own
-    words for it."""
-    try:
-        return check_text(text)
-    except TextError as e:
-        raise ServiceError(errors.EMPTY_TEXT, message or str(e), field) from None
 
 
 async def form(request: Request) -> Any:

@@ -23,7 +23,7 @@ from server import bodies, errors, reading
 from server.engine import ServerEngine
 from server.errors import ServiceError
 from server.schemas import GenerateRequest, Health, UploadedVoice, Voices
-from server.session import MAX_TEXT, Session
+from server.session import MAX_TEXT, Session, text_to_say
 
 MAX_UPLOAD = 20 * 1024 * 1024  # bytes of a request with a recording (POST /voices, POST /tts)
 MAX_JSON = 256 * 1024  # bytes of a JSON request: 5000 characters, each escaped, fit many times
@@ -98,7 +98,7 @@ async def upload_voice(request: Request) -> UploadedVoice:
     request_max_body_size=MAX_JSON,
 )
 async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Response:
-    text = reading.text_to_speak(data.text, "text")
+    text = text_to_say(data.text, "text")
     session = await Session.open(engine_of(request), data.voice, data.options())
     async with bodies.saying(session, text) as answer:
         return await bodies.whole_file(request, answer, "wav")
@@ -112,7 +112,7 @@ async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Respons
     request_max_body_size=MAX_JSON,
 )
 async def stream(request: Request, data: JSONBody[GenerateRequest]) -> Stream:
-    text = reading.text_to_speak(data.text, "text")
+    text = text_to_say(data.text, "text")
     session = await Session.open(engine_of(request), data.voice, data.options())
     async with bodies.saying(session, text) as answer:
         headers = dict(PCM_HEADERS, **{"X-Sample-Rate": str(session.sample_rate)})
@@ -130,7 +130,7 @@ async def tts(request: Request) -> Stream:
     """Form fields as the official server's (multipart, or url-encoded without an upload)."""
     engine = engine_of(request)
     data = await reading.form(request)
-    text = reading.text_to_speak(data.get("text"), "text", "Text cannot be empty")  # the official server's words
+    text = text_to_say(data.get("text"), "text", "Text cannot be empty")  # the official server's words
     if len(text) > MAX_TEXT:
         raise ServiceError(errors.TEXT_TOO_LONG, f"text is longer than {MAX_TEXT} characters", "text")
     voice_url, voice_wav = data.get("voice_url"), data.get("voice_wav")

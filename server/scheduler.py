@@ -207,7 +207,8 @@ class Scheduler:
             made = [_Made(s, s.generation, s.decoder, s.tag, f) for s, f in zip(stepping, frames) if f is not None]
             for item in made:
                 item.stream.relay.reserve()
-            self._steps.put((made, leaving))
+            if made or leaving:  # a step of newcomers reading their text, or of streams waiting for text, makes nothing
+                self._steps.put((made, leaving))
         self._steps.put(None)
         for stream in running + self._joining:
             stream.relay.fail(RuntimeError("the server is shutting down"))
@@ -234,9 +235,9 @@ class Scheduler:
                     item.stream.relay.put(Audio(item.tag, chunk))
                 if item.frame.end:
                     item.stream.relay.note(Said(item.tag, item.generation.cut))
-            for stream in leaving:
-                stream.relay.close()
+            for stream in leaving:  # let go first: its consumer, told it is over, may take the slot again
                 stream.release()
+                stream.relay.close()
 
     def _decode_step(self, decoders: List[FrameDecoder], frames: List[Frame]) -> List[Optional[np.ndarray]]:
         """decode_together, in two halves on two threads from SPLIT_AT streams (streams share no state)."""

@@ -30,8 +30,9 @@ from typing import Any, AsyncIterator, List, NamedTuple, Optional, Union
 import anyio
 import numpy as np
 
-from core import PocketTTSError
+from core import PocketTTSError, TextError
 from core.portable.options import REQUEST_SECONDS, GenerationOptions
+from core.portable.text import check_text
 from core.portable.text_stream import Segment, TextStream
 from server import errors
 from server.errors import ServiceError
@@ -41,6 +42,16 @@ from server.scheduler import Audio, Said
 MAX_TEXT = 5000  # characters of one whole text (a request)
 MAX_STREAM_TEXT = 2 * MAX_TEXT  # characters a text stream may push in all: about REQUEST_SECONDS of speech
 LIFETIME = 3 * REQUEST_SECONDS  # seconds a connection may stay open, whatever it does
+
+
+def text_to_say(text: object, field: str = "text", message: Optional[str] = None) -> str:
+    """A whole text through the core's one check (core.portable.text.check_text), before any work:
+    nothing to speak is `empty_text` about `field`, in `message` where the API a front mirrors has
+    its own words for it."""
+    try:
+        return check_text(text)
+    except TextError as e:
+        raise ServiceError(errors.EMPTY_TEXT, message or str(e), field) from None
 
 
 class Started(NamedTuple):
@@ -216,6 +227,8 @@ class Session:
         self.closed = True
         self._text.cancel()
         self._speech.relay.abandon()
+        if self.clock is not None:  # what it did not say is not being said: the connection is idle again
+            self.clock.ended(self._unsaid)
         self.slot.release()
 
     # Speech out

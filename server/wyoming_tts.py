@@ -1,0 +1,519 @@
+"""Home Assistant's Wyoming protocol (the `wyoming` package: its events and its server), on the
+engine every front shares: one model, one scheduler, so Wyoming's syntheses step together with the
+HTTP routes' and the WebSocket's.
+
+    describe                                   -> info: one TTS program, its voices, streaming
+    synthesize {text, voice?, text_format?}    -> audio-start, audio-chunk (16-bit mono PCM, as each
+                                                  frame is made), audio-stop
+    synthesize-start {voice?, text_format?}, synthesize-chunk {text}*, synthesize-stop
+                                               -> for each sentence as soon as it is complete:
+                                                  audio-start, audio-chunk*, audio-stop; then
+                                                  synthesize-stopped
+
+A synthesis is a session of the engine (server/session.py): its slot, its audio and text limits,
+its segments (core's segmenter, as the WebSocket's), the connection's idle and lifetime rules; a
+client that goes away frees its slot at once. Every refusal is an `error` event (its text and
+code from the one vocabulary, server/errors.py), never a silently closed connection; the
+connection goes on after a refused synthesis, and is closed after one that ends it (idle,
+lifetime, an event too large or malformed). A voice is asked for by name (a predefined voice, an
+uploaded one still kept, or a recording in the voices folder) or by language (the model's: its
+default voice). `text_format: ssml` reads <break> as a pause and drops other tags
+(core.portable.ssml). While a stream is open, the `synthesize` event Home Assistant sends beside
+it (the whole text, for servers without streaming) is not said again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
+from urllib.parse import urlparse
+
+import anyio
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.error import Error
+from wyoming.event import Event, async_read_event, async_write_event
+from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
+from wyoming.server import AsyncEventHandler, AsyncServer
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeStopped,
+    SynthesizeTextFormat,
+    SynthesizeVoice,
+)
+
+from core import PocketTTSError, VoiceError
+from core.portable import normalize
+from core.portable.audio import pcm16
+from core.portable.options import GenerationOptions
+from core.portable.ssml import SsmlStream, to_markup
+from server import errors
+from server.engine import ServerEngine, serving_threads
+from server.errors import ServiceError
+from server.session import Audio, Clock, Done, Said, Session, Started, text_to_say
+
+log = logging.getLogger("pocket_tts.server")
+
+PROGRAM = "pocket-tts-numpy"
+VERSION = "0.1.0"
+KYUTAI = Attribution(name="Kyutai (Pocket TTS)", url="https://github.com/kyutai-labs/pocket-tts")
+PROJECT = Attribution(name="Pocket TTS in NumPy", url="https://github.com/kyutai-labs/pocket-tts")
+# Bytes of an event's data or payload (a synthesize of MAX_TEXT characters fits many times), and
+# of a recording in the voices folder.
+MAX_EVENT = 64 * 1024
+MAX_RECORDING = 20 * 1024 * 1024
+AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg", ".mp3")
+# The language codes Home Assistant speaks in, of the languages the models speak.
+LANGUAGE_CODES = {
+    "english": "en",
+    "french": "fr",
+    "german": "de",
+    "spanish": "es",
+    "italian": "it",
+    "portuguese": "pt",
+    "dutch": "nl",
+}
+
+
+class Voices:
+    """The voices Wyoming offers: the model's predefined ones, the uploads the engine still keeps,
+    and the recordings in `folder` (by file name, without extension), each cloned once (the engine
+    keeps voices by their samples: the same recording under two names is one voice)."""
+
+    def __init__(self, engine: ServerEngine, folder: Optional[Path] = None):
+        self.engine = engine
+        self.folder = folder
+        self._cloned: Dict[Tuple[str, int, int], str] = {}  # (path, size, mtime) -> voice id
+
+    def recordings(self) -> Dict[str, Path]:
+        """The folder's recordings by name (read anew each time: files may come and go)."""
+        if self.folder is None:
+            return {}
+        found = {}
+        for path in sorted(self.folder.iterdir()):
+            if path.suffix.lower() in AUDIO_EXTENSIONS and path.is_file():
+                found.setdefault(path.stem, path)
+        return found
+
+    def names(self) -> List[Tuple[str, str]]:
+        """(name, description) of every voice, the default first (blocking: the engine's lock, the folder)."""
+        named = [(self.engine.default_voice_name, "the server's default voice")]
+        named += [(name, "a predefined voice of the model") for name in self.engine.voice_names()]
+        named += [(name, "a recording in the voices folder") for name in self.recordings()]
+        named += [(key, "an uploaded voice") for key in self.engine.uploaded_voices()]
+        seen: Dict[str, str] = {}
+        for name, description in named:
+            seen.setdefault(name, description)
+        return list(seen.items())
+
+    def key(self, voice: Optional[SynthesizeVoice]) -> Optional[str]:
+        """The engine's name for a requested voice (None: the default); blocking (a recording of the
+        folder is decoded and cloned the first time). An unknown name or language is a ServiceError."""
+        if voice is None or (voice.name is None and voice.language is None):
+            return None
+        if voice.name is None:
+            if not _same_language(voice.language, self.language):
+                message = f"no voice for language {voice.language!r}: this model speaks {self.language!r}"
+                raise ServiceError(errors.UNKNOWN_VOICE, message, "voice")
+            return None
+        name = voice.name
+        if name in ("default", self.engine.default_voice_name) or self.engine.is_predefined(name):
+            return None if name in ("default", self.engine.default_voice_name) else name
+        recording = self.recordings().get(name)
+        if recording is not None:
+            return self._clone(recording)
+        if name in self.engine.uploaded_voices():
+            return name
+        known = ", ".join(voice_name for voice_name, _ in self.names())
+        raise ServiceError(errors.UNKNOWN_VOICE, f"voice not found: {name!r} (voices: {known})", "voice")
+
+    @property
+    def language(self) -> str:
+        return LANGUAGE_CODES[normalize.language_of(self.engine.name)]
+
+    def _clone(self, path: Path) -> str:
+        stat = path.stat()
+        key = (str(path), stat.st_size, int(stat.st_mtime))
+        known = self._cloned.get(key)
+        if known is not None and known in self.engine.uploaded_voices():
+            return known
+        if stat.st_size > MAX_RECORDING:
+            raise ServiceError(errors.INVALID_AUDIO, f"the recording {path.name} is larger than 20 MB", "voice")
+        try:
+            cloned = self.engine.upload(path.read_bytes(), path.name)
+        except PocketTTSError as e:
+            raise errors.from_core(e) from None
+        self._cloned[key] = cloned
+        return cloned
+
+
+def _same_language(asked: Optional[str], code: str) -> bool:
+    """Whether a language asked for ("en", "en_US", "en-GB", "English") is `code`."""
+    if not asked:
+        return False
+    asked = asked.replace("-", "_").lower()
+    return asked.split("_")[0] == code or LANGUAGE_CODES.get(asked) == code
+
+
+class WyomingServer:
+    """The Wyoming listener of an engine: `start` and `stop` inside the event loop that serves it.
+    `options`: the generation options of every synthesis (the protocol carries none)."""
+
+    def __init__(
+        self,
+        engine: ServerEngine,
+        uri: str,
+        voices: Voices,
+        timeout: float,
+        max_connections: int,
+        options: Optional[GenerationOptions] = None,
+    ):
+        self.engine = engine
+        self.uri = uri
+        self.voices = voices
+        self.timeout = timeout
+        self.max_connections = max_connections
+        self.options = options if options is not None else GenerationOptions()
+        self.connections = 0
+        self._server: Optional[AsyncServer] = None
+
+    async def start(self) -> None:
+        self._server = AsyncServer.from_uri(self.uri)
+        await self._server.start(lambda reader, writer: _Handler(self, reader, writer))
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop()
+
+    async def info(self) -> Info:
+        named = await anyio.to_thread.run_sync(self.voices.names)  # the engine's lock, the folder
+        language = self.voices.language
+        voices = [
+            TtsVoice(
+                name=name,
+                description=description,
+                attribution=KYUTAI,
+                installed=True,
+                version=None,
+                languages=[language],
+            )
+            for name, description in named
+        ]
+        program = TtsProgram(
+            name=PROGRAM,
+            description=f"Kyutai's Pocket TTS ({self.engine.name}) in NumPy: streaming speech on a CPU",
+            attribution=PROJECT,
+            installed=True,
+            version=VERSION,
+            voices=voices,
+            supports_synthesize_streaming=True,
+        )
+        return Info(tts=[program])
+
+
+class _Bounded:
+    """A connection's reader whose events are at most MAX_EVENT bytes (the package reads whatever
+    length an event's header claims): one larger is refused before it is read."""
+
+    def __init__(self, reader: asyncio.StreamReader):
+        self._reader = reader
+        self.too_large = False
+
+    async def readline(self) -> bytes:
+        try:
+            return await self._reader.readline()
+        except ValueError:  # a line past the stream's limit (64 KiB)
+            self.too_large = True
+            raise
+
+    async def readexactly(self, n: int) -> bytes:
+        if n > MAX_EVENT:
+            self.too_large = True
+            raise ValueError(f"an event of {n} bytes")
+        return await self._reader.readexactly(n)
+
+    def at_eof(self) -> bool:
+        return self._reader.at_eof()
+
+    def feed_eof(self) -> None:
+        self._reader.feed_eof()
+
+
+class _Closed(Exception):
+    """The connection is over: what made it so was said (or the client is gone)."""
+
+
+class _Handler(AsyncEventHandler):
+    """One connection: its events in order, at most one synthesis at a time."""
+
+    def __init__(self, server: WyomingServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        super().__init__(_Bounded(reader), writer)  # type: ignore[arg-type]
+        self.server = server
+        self.clock = Clock(server.timeout)
+        self.session: Optional[Session] = None
+        self.streaming = False
+        self.ssml: Optional[SsmlStream] = None
+        self.sender: Optional[asyncio.Task] = None
+        self.writing = asyncio.Lock()  # the sender's events and the handler's, one whole event at a time
+
+    async def run(self) -> None:
+        """Events until the client goes, or a refusal ends the connection (said first); the
+        connection's idle and lifetime rules meanwhile."""
+        self.server.connections += 1
+        watch = asyncio.ensure_future(self._watch())
+        try:
+            if self.server.connections > self.server.max_connections:
+                raise ServiceError(
+                    errors.TOO_MANY_CONNECTIONS, "the server has as many connections open as it takes, retry shortly"
+                )
+            while True:
+                try:
+                    event = await async_read_event(self.reader)  # type: ignore[arg-type]
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                except Exception:  # the package's reader on a header it cannot read (no type, wrong lengths)
+                    raise ServiceError(errors.INVALID_JSON, "a malformed event") from None
+                if event is None:
+                    if self.reader.too_large:
+                        raise ServiceError(errors.FRAME_TOO_LARGE, f"an event may hold at most {MAX_EVENT} bytes")
+                    if not self.reader.at_eof():
+                        raise ServiceError(errors.INVALID_JSON, "a malformed event: not JSON")
+                    return
+                await self.handle_event(event)
+        except ServiceError as error:
+            await self._say_error(error)
+        except _Closed:
+            pass
+        finally:
+            self.server.connections -= 1
+            watch.cancel()
+            await self._end_synthesis()
+            self.writer.close()
+
+    async def handle_event(self, event: Event) -> bool:
+        try:
+            if Describe.is_type(event.type):
+                await self._write((await self.server.info()).event())
+            elif Synthesize.is_type(event.type):
+                if not self.streaming:  # in a stream, the whole text again for servers without streaming
+                    await self._synthesize(Synthesize.from_event(event))
+            elif SynthesizeStart.is_type(event.type):
+                await self._start_stream(SynthesizeStart.from_event(event))
+            elif SynthesizeChunk.is_type(event.type):
+                await self._stream_text(SynthesizeChunk.from_event(event).text)
+            elif SynthesizeStop.is_type(event.type):
+                await self._stop_stream()
+        except ServiceError as error:
+            await self._end_synthesis()
+            await self._say_error(error)
+        except (KeyError, TypeError, AttributeError, ValueError):
+            await self._end_synthesis()
+            await self._say_error(ServiceError(errors.INVALID_REQUEST, f"a malformed {event.type} event"))
+        return True
+
+    # One synthesis: a whole text, or a stream
+
+    async def _synthesize(self, request: Synthesize) -> None:
+        if self.session is not None:
+            raise ServiceError(errors.UNEXPECTED_EVENT, "a synthesis is already under way on this connection")
+        text = text_to_say(request.text)
+        session = await self._open(request.voice)
+        if _is_ssml(request.text_format):
+            text = text_to_say(to_markup(text))
+        await session.say(text)
+        await session.end()
+        await self._write(self._audio_start())
+        self.sender = asyncio.ensure_future(self._send(session, per_sentence=False))
+
+    async def _start_stream(self, request: SynthesizeStart) -> None:
+        if self.session is not None:
+            raise ServiceError(errors.UNEXPECTED_EVENT, "a synthesis is already under way on this connection")
+        await self._open(request.voice)
+        self.streaming = True
+        self.ssml = SsmlStream() if _is_ssml(request.text_format) else None
+        self.sender = asyncio.ensure_future(self._send(self.session, per_sentence=True))
+
+    async def _stream_text(self, text: str) -> None:
+        if not self.streaming or self.session is None:
+            raise ServiceError(errors.UNEXPECTED_EVENT, "synthesize-chunk outside a stream (send synthesize-start)")
+        if not isinstance(text, str):
+            raise ServiceError(errors.INVALID_VALUE, "a synthesize-chunk's text is a string", "text")
+        await self.session.push(self.ssml.push(text) if self.ssml is not None else text)
+
+    async def _stop_stream(self) -> None:
+        if not self.streaming or self.session is None:
+            raise ServiceError(errors.UNEXPECTED_EVENT, "synthesize-stop outside a stream (send synthesize-start)")
+        if self.ssml is not None:
+            await self.session.push(self.ssml.finish())
+        await self.session.end()
+
+    async def _open(self, voice: Optional[SynthesizeVoice]) -> Session:
+        engine = self.server.engine
+        slot = engine.admit()  # a voice from the folder is cloned under it, then it is the session's
+        try:
+            key = await anyio.to_thread.run_sync(self.server.voices.key, voice)
+        except BaseException:
+            slot.release()
+            raise
+        self.session = await Session.open(engine, key, self.server.options, self.clock, slot)
+        return self.session
+
+    async def _send(self, session: Session, per_sentence: bool) -> None:
+        """The synthesis's audio as it is made: one audio-start/stop around it all, or around each
+        sentence (a stream), then synthesize-stopped (a stream)."""
+        started = False
+        try:
+            async for event in session.events():
+                if isinstance(event, Started) and per_sentence:
+                    await self._write(self._audio_start())
+                    started = True
+                elif isinstance(event, Audio):
+                    await self._write(AudioChunk(self._rate, 2, 1, pcm16(event.pcm)).event())
+                elif isinstance(event, Said) and per_sentence and started:
+                    await self._write(AudioStop().event())
+                    started = False
+                elif isinstance(event, Done):
+                    self._finished(session)  # its slot is free before the client hears it is over
+                    await self._write((SynthesizeStopped() if per_sentence else AudioStop()).event())
+        except ServiceError as error:
+            await self._say_error(error)
+        except _Closed:
+            return
+        except Exception as error:  # a fault of ours: the operator's log gets the traceback
+            log.error("wyoming synthesis failed", exc_info=error)
+            await self._say_error(errors.unexpected(error, "synthesis"))
+        finally:
+            self._finished(session)
+
+    def _finished(self, session: Session) -> None:
+        session.close()
+        if self.session is session:
+            self.session, self.streaming, self.ssml = None, False, None
+
+    async def _end_synthesis(self) -> None:
+        """Stop the synthesis under way (a refusal, or the client gone): its slot is free at once."""
+        sender, self.sender = self.sender, None
+        if self.session is not None:
+            self.session.close()
+            self.session, self.streaming, self.ssml = None, False, None
+        if sender is not None and sender is not asyncio.current_task():
+            sender.cancel()
+            await asyncio.gather(sender, return_exceptions=True)
+
+    # Writing
+
+    @property
+    def _rate(self) -> int:
+        return self.server.engine.sample_rate
+
+    def _audio_start(self) -> Event:
+        return AudioStart(rate=self._rate, width=2, channels=1).event()
+
+    async def _say_error(self, error: ServiceError) -> None:
+        try:
+            await self._write(Error(text=error.message, code=error.code).event())
+        except _Closed:
+            pass
+
+    async def _write(self, event: Event) -> None:
+        """One event, taken by the client within the timeout, or the connection is dropped."""
+        try:
+            with anyio.fail_after(self.server.timeout):
+                async with self.writing:
+                    await async_write_event(event, self.writer)
+        except Exception:  # not taken in time, or the connection is gone
+            self.writer.transport.abort()
+            raise _Closed() from None
+
+    async def _watch(self) -> None:
+        """The idle and lifetime rules: their refusal, then the end of the connection."""
+        error = await self.clock.expired()
+        await self._end_synthesis()
+        await self._say_error(error)
+        self.writer.close()
+        self.reader.feed_eof()
+
+
+def _is_ssml(text_format: Any) -> bool:
+    return text_format in (SynthesizeTextFormat.SSML, SynthesizeTextFormat.SSML.value)
+
+
+def folder(path: Optional[str]) -> Optional[Path]:
+    """The voices folder of the command line, checked now (an error at startup, not per request)."""
+    if path is None:
+        return None
+    found = Path(path).expanduser()
+    if not found.is_dir():
+        raise VoiceError(f"--voices-dir {path} is not a folder")
+    if not os.access(found, os.R_OK | os.X_OK):
+        raise VoiceError(f"--voices-dir {path} cannot be read")
+    return found
+
+
+@asynccontextmanager
+async def serving(
+    engine: ServerEngine,
+    uri: str,
+    voices_dir: Optional[Path],
+    timeout: float,
+    max_connections: int,
+    zeroconf: Optional[str] = None,
+) -> AsyncIterator[WyomingServer]:
+    """The Wyoming server of `engine` at `uri` while the block runs (beside the HTTP app: its
+    lifespan enters it), announced by multicast DNS when `zeroconf` is given ("" for the package's
+    default name, the machine's MAC address), as Home Assistant discovers Wyoming servers."""
+    server = WyomingServer(engine, uri, Voices(engine, voices_dir), timeout, max_connections)
+    await server.start()
+    try:
+        if zeroconf is not None:
+            host, port = announced_address(uri)
+            await announce(port, zeroconf or None, host)
+        yield server
+    finally:
+        await server.stop()
+
+
+def announced_address(uri: str) -> Tuple[Optional[str], int]:
+    """The address to announce for a tcp:// URI: its host (None, to find this machine's own, when it
+    listens on every interface) and its port."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "tcp" or parsed.port is None:
+        raise ValueError(f"--zeroconf announces a tcp:// server with a port, not {uri}")
+    host = parsed.hostname
+    return (None if host in ("0.0.0.0", "::", "") else host), parsed.port
+
+
+async def announce(port: int, name: Optional[str], host: Optional[str]) -> Any:
+    """Register the service as the `wyoming` package's zeroconf extra does for Piper (service
+    `_wyoming._tcp.local.`, NAME._wyoming._tcp.local., the port); returns the announcer."""
+    from wyoming.zeroconf import HomeAssistantZeroconf
+
+    announcer = HomeAssistantZeroconf(port=port, name=name, host=host)
+    await announcer.register_server()
+    log.warning("announced %s on port %d by multicast DNS", announcer.name, port)
+    return announcer
+
+
+async def run_alone(
+    engine: ServerEngine,
+    uri: str,
+    voices_dir: Optional[Path],
+    timeout: float,
+    max_connections: int,
+    zeroconf: Optional[str] = None,
+) -> None:
+    """The Wyoming server alone (no HTTP listener: a Home Assistant add-on), until SIGTERM or SIGINT."""
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signal_number in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signal_number, stopping.set)
+    with serving_threads():
+        async with serving(engine, uri, voices_dir, timeout, max_connections, zeroconf):
+            await stopping.wait()

@@ -1,0 +1,63 @@
+"""SSML as the text the model reads (core/portable/ssml.py): breaks are pauses, other tags dropped with
+their text kept, entities read; checked against Python's own XML parser for the text, and the same
+for any split of the text into pieces."""
+
+from __future__ import annotations
+
+import random
+import re
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+from core.portable.ssml import SsmlStream, to_markup
+from core.portable.text import split_pauses
+
+DOCUMENTS = [
+    '<speak>Hello <break time="500ms"/> world.</speak>',
+    "<speak><p>One.</p><p>Two &amp; three.</p></speak>",
+    '<speak><prosody rate="slow" pitch="+2st">Slowly</prosody>, <emphasis>then</emphasis> on.</speak>',
+    '<speak><say-as interpret-as="date">3/4/2025</say-as> at <sub alias="ten">10</sub>.</speak>',
+    '<?xml version="1.0"?><!-- a note --><speak xml:lang="en-US">It costs &#36;5 &lt;now&gt;.</speak>',
+    '<speak>Wait<break strength="strong"/>then<break/>go<break strength="none"/>!</speak>',
+]
+
+
+def letters(text: str) -> str:
+    """The text without its spaces (ours keeps <p> and <s> and breaks apart with one; XML's does not)."""
+    return "".join(text.split())
+
+
+def plain(markup: str) -> str:
+    """The text of a markup without its pauses."""
+    return letters(" ".join(part for part in split_pauses(markup) if isinstance(part, str)))
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_the_text_is_what_an_xml_parser_reads(document) -> None:
+    root = ElementTree.fromstring(re.sub(r"<\?.*?\?>|<!--.*?-->", "", document))
+    assert plain(to_markup(document)) == letters("".join(root.itertext()))
+
+
+def test_breaks_are_pauses_of_their_time_or_strength() -> None:
+    pauses = [part for part in split_pauses(to_markup(DOCUMENTS[0] + DOCUMENTS[5])) if isinstance(part, float)]
+    assert pauses == [0.5, 0.75, 0.5]
+
+
+@pytest.mark.parametrize("document", DOCUMENTS + ["a < b and c > d", "AT&T &euro;5 &unknown; & more", "<speak>cut"])
+def test_any_split_of_the_text_reads_the_same(document) -> None:
+    whole = to_markup(document)
+    rng = random.Random(len(document))
+    for _ in range(30):
+        cuts = sorted(rng.sample(range(1, len(document)), min(len(document) - 1, rng.randint(1, 8))))
+        pieces = [document[a:b] for a, b in zip([0] + cuts, cuts + [len(document)])]
+        stream = SsmlStream()
+        assert "".join(stream.push(piece) for piece in pieces) + stream.finish() == whole, pieces
+
+
+def test_what_is_not_markup_is_text() -> None:
+    assert to_markup("a < b and c > d") == "a < b and c > d"
+    assert to_markup("AT&T & co &amp; &#8364;5") == "AT&T & co & €5"
+    assert to_markup("an open <tag never closed") == "an open "
+    stream = SsmlStream()
+    assert stream.push("Tom &") == "Tom " and stream.push("amp; Jerry") == "& Jerry"
