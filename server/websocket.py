@@ -255,6 +255,7 @@ class _Connection:
                 segment = {"type": "segment", "text": event.text, "spoken": event.spoken}
                 await self._send_json(dict(segment, start_sample=event.start_sample))
             elif isinstance(event, Done):
+                self.session.close()  # its slot is free before the client hears it is over
                 await self._send_json({"type": "done", "samples": event.samples})
                 self.closing.set()
 

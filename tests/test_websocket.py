@@ -324,6 +324,12 @@ def test_a_connection_holds_a_slot_and_busy_is_an_error_frame(model) -> None:
             assert httpx.post(url + "/generate", json={"text": "Me too."}, timeout=GUARD).status_code == 503
             first.close()
             until(lambda: engine.active == 0, "the slot is free once the client is gone")
+            with ws(url) as again:
+                send(again, "start", max_frames=2, temperature=0.0)
+                send(again, "text", text="Hi there. ")
+                send(again, "end")
+                listen(again, Heard(), "done")
+                assert engine.active == 0  # free before the client hears it is over: it may ask again at once
     finally:
         engine.close()
 
