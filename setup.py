@@ -1,19 +1,59 @@
 """The optional native build of the kernels (everything else is in pyproject.toml).
 
-Where a C compiler and Python's headers exist, `pip install` compiles core/portable/kernels.c for this
-machine into core/_kernels (core/native.py loads it for every CPython entry: int8 and small products);
-where they do not, the build is skipped and everything runs on NumPy alone.
+Where a C compiler and Python's headers exist, `pip install` (or `python -m build`, for a wheel)
+compiles core/portable/kernels.c into core/_kernels once per instruction set of the machine's
+architecture, each copy's functions named after it (pk_linear_f32_avx2, ...): on x86-64 AVX-512,
+AVX2 with FMA, and the baseline every x86-64 has; elsewhere (aarch64: NEON is its baseline) the
+baseline alone. core/native.py asks the library which sets this processor has and binds the best
+(so a wheel built once runs on every machine of its architecture); where the build fails,
+everything runs on NumPy and `core.backend()` says why.
 """
 
+import os
+import platform
+import re
+
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+KERNELS = os.path.join("core", "portable", "kernels.c")
+FLAGS = ["-O3", "-fno-math-errno", "-Wno-psabi"]
+# The instruction sets of each architecture, best first: compiler flags, and the features
+# core/_kernels.c checks before the set is used.
+X86_64 = {
+    "avx512": ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mavx2", "-mfma"],
+    "avx2": ["-mavx2", "-mfma"],
+    "baseline": [],
+}
+
+
+def instruction_sets():
+    machine = platform.machine().lower()
+    return X86_64 if machine in ("x86_64", "amd64") else {"baseline": []}
+
+
+class BuildKernels(build_ext):
+    """Compiles the kernels once per instruction set, then links them all into core._kernels."""
+
+    def build_extension(self, ext):
+        with open(KERNELS) as source:
+            names = re.findall(r"EXPORT\((\w+)\)", source.read())
+        sets = instruction_sets()
+        objects = []
+        for name, flags in sets.items():
+            renamed = [(function, f"{function}_{name}") for function in names]
+            objects += self.compiler.compile(
+                [KERNELS],
+                output_dir=os.path.join(self.build_temp, name),
+                macros=renamed,
+                extra_postargs=FLAGS + flags,
+            )
+        ext.extra_objects = objects
+        ext.define_macros = [("PK_SETS", '"' + ",".join(sets) + '"')]
+        super().build_extension(ext)
+
 
 setup(
-    ext_modules=[
-        Extension(
-            "core._kernels",
-            sources=["core/_kernels.c", "core/portable/kernels.c"],
-            extra_compile_args=["-O3", "-march=native", "-fno-math-errno", "-Wno-psabi"],
-            optional=True,
-        )
-    ]
+    ext_modules=[Extension("core._kernels", sources=["core/_kernels.c"], extra_compile_args=FLAGS, optional=True)],
+    cmdclass={"build_ext": BuildKernels},
 )

@@ -1,7 +1,12 @@
-"""The kernels of core/portable/kernels.c compiled for this machine (core/_kernels, built by pip at
-install time where a C compiler exists), as the core.portable.ops backend of every CPython entry:
-the command line, the Python API, the batch workers and the server. core/__init__.py installs it on
-import; where pip built nothing, NumPy runs everything and `backend()` says why.
+"""The kernels of core/portable/kernels.c compiled by pip (core/_kernels, built at install time where
+a C compiler exists: setup.py), as the core.portable.ops backend of every CPython entry: the command
+line, the Python API, the batch workers and the server. core/__init__.py installs it on import;
+where pip built nothing, NumPy runs everything and `backend()` says why.
+
+The library holds the kernels once per instruction set of its architecture (x86-64: AVX-512,
+AVX2 with FMA, the baseline; elsewhere the baseline), and says which this processor runs: the best
+of those is bound, so one build (a wheel) runs on every machine of its architecture. Their results
+differ in the last bits only (fused multiply-adds, wider vectors), within the kernel checks' bounds.
 
 On CPython, NumPy's BLAS (OpenBLAS) is the better choice for large products (the decoder's
 convolutions, the transformer rows of many streams), but it has no int8 product and packs the whole
@@ -16,7 +21,7 @@ layers); the other convolutions and larger float products stay with NumPy.
 from __future__ import annotations
 
 import importlib.util
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -49,19 +54,53 @@ class NativeKernels(CompiledKernels):
         return ops.NUMPY.conv(x, weight, n, stride, dilation, bias)
 
 
-def backend() -> Any:
-    """The compiled kernels where pip built them, else NumPy's backend (its description says why)."""
-    spec = importlib.util.find_spec(EXTENSION)
-    if spec is None or spec.origin is None:
+def instruction_sets() -> List[str]:
+    """The instruction sets the library was built for that this processor runs, best first (none
+    where pip built nothing)."""
+    library = _library()
+    if library is None:
+        return []
+    compiled = library.pk_sets().decode().split(",")
+    return [name for name in compiled if library.pk_supports(name.encode())]
+
+
+def backend(instruction_set: Optional[str] = None) -> Any:
+    """The compiled kernels of `instruction_set` (default: the best this processor runs) where pip
+    built them, else NumPy's backend (its description says why)."""
+    library = _library()
+    if library is None:
         return ops.NUMPY.because("no compiled kernels: pip found no C compiler when it installed the package")
+    chosen = instruction_set if instruction_set is not None else instruction_sets()[0]
+    filename = str(library._name).rsplit("/", 1)[-1]
+    return NativeKernels(functions(chosen), "native", f"compiled kernels ({chosen}, {filename}) with NumPy")
+
+
+def functions(instruction_set: str) -> Dict[str, Any]:
+    """The kernels of `instruction_set` by name (ctypes functions); a ValueError where this
+    processor does not run it."""
     import ctypes
 
+    runs = instruction_sets()
+    if instruction_set not in runs:
+        raise ValueError(f"this processor does not run the {instruction_set} kernels (it runs: {', '.join(runs)})")
+    library = _library()
     types = {"p": ctypes.c_void_p, "i": ctypes.c_int, "f": ctypes.c_float}
-    library = ctypes.CDLL(spec.origin)
-    functions = {}
+    bound = {}
     for name, signature in SIGNATURES.items():
-        function = getattr(library, name)
+        function = getattr(library, f"{name}_{instruction_set}")
         function.argtypes, function.restype = [types[code] for code in signature], None
-        functions[name] = function
-    filename = spec.origin.rsplit("/", 1)[-1]
-    return NativeKernels(functions, "native", f"compiled kernels ({filename}) with NumPy")
+        bound[name] = function
+    return bound
+
+
+def _library() -> Any:
+    """The compiled library (ctypes), or None where pip built none."""
+    spec = importlib.util.find_spec(EXTENSION)
+    if spec is None or spec.origin is None:
+        return None
+    import ctypes
+
+    library = ctypes.CDLL(spec.origin)
+    library.pk_sets.restype = ctypes.c_char_p
+    library.pk_supports.argtypes, library.pk_supports.restype = [ctypes.c_char_p], ctypes.c_int
+    return library

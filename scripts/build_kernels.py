@@ -1,7 +1,7 @@
-"""Build the compiled kernels (core/portable/kernels.c): the two WebAssembly modules the browser runs, and the
-same source as a native shared library.
+"""Build the compiled kernels (core/portable/kernels.c) the browser runs: the two WebAssembly modules. (The
+same source natively is pip's: setup.py, once per instruction set.)
 
-    python -m scripts.build_kernels              # core/portable/kernels*.wasm (committed) and build/kernels/*.so
+    python -m scripts.build_kernels              # core/portable/kernels*.wasm (committed)
     python -m scripts.build_kernels --check      # rebuild both .wasm and fail unless they equal the committed ones
 
 Two WebAssembly builds of the one source: `kernels.wasm`, WebAssembly SIMD (Debian's clang 14, for
@@ -33,7 +33,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "core" / "portable" / "kernels.c"
 WASM = ROOT / "core" / "portable" / "kernels.wasm"
 RELAXED_WASM = ROOT / "core" / "portable" / "kernels-relaxed.wasm"
-NATIVE_DIR = ROOT / "build" / "kernels"
 WASM_FLAGS = [
     "--target=wasm32",
     "-msimd128",
@@ -65,7 +64,6 @@ class WasmBuild(NamedTuple):
 SIMD = WasmBuild(WASM, "clang", None, [], [])
 RELAXED = WasmBuild(RELAXED_WASM, "clang-19", "wasm-ld-19", ["-mrelaxed-simd"], ["--enable-relaxed-simd"])
 BUILDS = (SIMD, RELAXED)
-NATIVE_FLAGS = ["-O3", "-fno-math-errno", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-Wno-psabi"]
 
 # Section ids of the WebAssembly binary format.
 TABLE, GLOBAL, EXPORT, DATA, DATA_COUNT = 4, 6, 7, 11, 12
@@ -183,17 +181,6 @@ def build_wasm(out: Path, build: WasmBuild = SIMD) -> bytes:
     return module
 
 
-def build_native(out_dir: Path) -> Path:
-    """The same kernels as a shared library for this machine (for ctypes)."""
-    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if compiler is None:
-        raise BuildError("no C compiler (cc, gcc or clang) to build the native kernels")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    library = out_dir / "libpocket_kernels.so"
-    _run([compiler, *NATIVE_FLAGS, "-march=native", "-o", str(library), str(SOURCE)])
-    return library
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -217,8 +204,6 @@ def main() -> None:
         for build in BUILDS:
             module = build_wasm(build.path, build)
             print(f"{build.path.relative_to(ROOT)}: {len(module)} bytes", file=sys.stderr)
-        library = build_native(NATIVE_DIR)
-        print(f"{library.relative_to(ROOT)}: {library.stat().st_size} bytes", file=sys.stderr)
     except BuildError as e:
         raise SystemExit(f"build_kernels: {e}") from None
 

@@ -188,26 +188,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
 
 
 @pytest.fixture(scope="session")
-def native_kernels(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """core/portable/kernels.c compiled for this machine and loaded with ctypes: {name: function}."""
-    import ctypes
+def native_kernels(request: pytest.FixtureRequest) -> dict:
+    """The kernels pip compiled (core/_kernels), of the best instruction set this processor runs:
+    {name: ctypes function}."""
+    from core import native
 
-    from core.portable.kernels import SIGNATURES
-    from scripts.build_kernels import BuildError, build_native
-
-    try:
-        library = ctypes.CDLL(str(build_native(tmp_path_factory.mktemp("kernels"))))
-    except BuildError as e:
+    runs = native.instruction_sets()
+    if not runs:
+        message = "the native kernels were not built (pip found no C compiler)"
         if request.config.getoption("--require-full-reference"):
-            pytest.fail(str(e))
-        pytest.skip(str(e))
-    types = {"p": ctypes.c_void_p, "i": ctypes.c_int, "f": ctypes.c_float}
-    functions = {}
-    for name, signature in SIGNATURES.items():
-        function = getattr(library, name)
-        function.argtypes, function.restype = [types[code] for code in signature], None
-        functions[name] = function
-    return functions
+            pytest.fail(message)
+        pytest.skip(message)
+    return native.functions(runs[0])
 
 
 @pytest.fixture

@@ -33,7 +33,42 @@ def backend(request):
 
 def test_core_runs_on_the_compiled_kernels_where_they_were_built(backend) -> None:
     assert isinstance(ops.current(), native.NativeKernels)
-    assert core.backend().startswith("compiled kernels (_kernels")
+    best = native.instruction_sets()[0]
+    assert core.backend().startswith(f"compiled kernels ({best}, _kernels")
+
+
+def test_one_build_holds_every_instruction_set_of_its_architecture_and_binds_the_best(backend) -> None:
+    """The library is built once for every machine of its architecture: it holds each instruction
+    set's kernels, says which this processor runs, and the best of those is bound."""
+    import platform
+
+    library = native._library()
+    compiled = library.pk_sets().decode().split(",")
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    assert compiled == (["avx512", "avx2", "baseline"] if x86 else ["baseline"])
+    runs = native.instruction_sets()
+    assert runs[-1] == "baseline" and runs == [name for name in compiled if name in runs]
+    assert not library.pk_supports(b"sse9")
+    with open("/proc/cpuinfo") as cpuinfo:
+        flags = set(cpuinfo.read().split())
+    if x86:
+        assert ("avx2" in runs) == ({"avx2", "fma"} <= flags)
+        assert ("avx512" in runs) == ({"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx2", "fma"} <= flags)
+    missing = [name for name in compiled if name not in runs]
+    for name in missing:
+        with pytest.raises(ValueError, match="does not run"):
+            native.backend(name)
+
+
+@pytest.mark.parametrize("instruction_set", ["avx512", "avx2", "baseline"])
+def test_every_instruction_set_this_machine_runs_equals_numpy(backend, instruction_set) -> None:
+    """Each path, forced: the same results within the kernel checks' bounds."""
+    if instruction_set not in native.instruction_sets():
+        pytest.skip(f"this processor does not run {instruction_set}")
+    forced = native.backend(instruction_set)
+    assert instruction_set in forced.description
+    report = kernel_check.run(forced)
+    assert report["failures"] == [] and report["worst"] < 1 and report["refused"] == report["refusals"]
 
 
 def test_without_the_extension_core_runs_on_numpy_and_says_why(monkeypatch) -> None:

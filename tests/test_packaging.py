@@ -5,12 +5,14 @@ is the command line's and the server's."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 
+from core import native
 from e2e import harness
 from scripts.build_site import build_wheel
 
@@ -64,3 +66,45 @@ def test_the_installed_command_is_the_command_line_and_the_server(tmp_path: Path
     assert "--max-concurrent" in served.stdout
     bad = subprocess.run(command + ["serve", "--port", "nope"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "invalid int value" in bad.stderr
+
+
+def test_a_wheel_built_here_runs_its_kernels_in_a_fresh_environment_without_a_compiler(tmp_path: Path) -> None:
+    """`python -m build` makes an sdist and a wheel whose kernels choose their instruction set when
+    they load: installed in a new virtual environment, with no compiler anywhere on its PATH, the
+    wheel runs the kernels this processor runs best, and the command line says so."""
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "pocket_tts_numpy.py"):
+        shutil.copy(ROOT / name, source / name)
+    for package in ("core", "server", "browser", "web"):
+        ignored = shutil.ignore_patterns("__pycache__", "*.so")
+        shutil.copytree(ROOT / package, source / package, ignore=ignored)
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(tmp_path / "dist"), str(source)], capture_output=True, text=True
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    (sdist,) = (tmp_path / "dist").glob("*.tar.gz")
+    assert "py3-none-any" not in wheel.name and sdist.name == "pocket_tts_numpy-0.1.0.tar.gz"
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", f"{wheel}[cli]"],
+        capture_output=True,
+        text=True,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    no_compiler = {"PATH": str(venv / "bin") + ":/nonexistent", "HOME": str(tmp_path)}
+    best = native.instruction_sets()[0]
+    done = subprocess.run(
+        [str(python), "-m", "core.cli", "generate", "--model", str(TINY_CONFIG), "--voice", str(VOICE_24K)]
+        + ["--text", "Hello.", "--max-frames", "2", "-o", str(tmp_path / "out.wav")],
+        cwd=tmp_path,
+        env=no_compiler,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"products on compiled kernels ({best}, _kernels" in done.stderr.splitlines()[0]
+    assert (tmp_path / "out.wav").stat().st_size == 44 + 2 * 2 * 1920
