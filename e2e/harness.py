@@ -46,7 +46,7 @@ def site(model: str) -> Path:
     that goes into it has changed."""
     out = SITES / f"site-{model}"
     sources = [ROOT / "pyproject.toml", ROOT / "scripts" / "build_site.py", fixture(model) / "model.safetensors"]
-    for folder in ("core", "browser", "web"):
+    for folder in ("core", "server/web"):
         sources += sorted(p for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     digest = hashlib.sha256()
     for path in sources:

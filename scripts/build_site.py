@@ -2,8 +2,8 @@
 
     .venv/bin/python -m scripts.build_site --model english_2m_2026-10 --out build/site
 
-Writes to OUT: the web UI (web/), the worker (browser/worker.js), the service worker (sw.js: a
-reload downloads nothing, and the site works offline), Pyodide (vendored from npm,
+Writes to OUT: the web UI (server/web/), the worker (core/browser/worker.js, as browser/worker.js),
+the service worker (sw.js: a reload downloads nothing, and the site works offline), Pyodide (vendored from npm,
 scripts/vendor_pyodide.py), this package as the pure-Python wheel `pip wheel` builds and the wheel
 of num2words, which core's text normalization imports (the worker installs both with micropip, in
 one call: it fetches them at once), the WebAssembly kernels (core/portable/kernels.wasm and
@@ -45,7 +45,7 @@ SHELL = [
     "waveform.js",
     "style.css",
 ]
-# Which worker roles (browser/worker.js) need a file of the bundle; the rest need them all.
+# Which worker roles (core/browser/worker.js) need a file of the bundle; the rest need them all.
 PART_ROLES = {"flow_lm": ["flow", "both"], "voice_cloning": ["flow", "both"], "decoder": ["decoder", "both"]}
 ALL_ROLES = ["flow", "decoder", "both"]
 
@@ -58,7 +58,7 @@ def build_wheel(out: Path) -> Path:
         source.mkdir()
         for name in ("pyproject.toml", "README.md", "pocket_tts_numpy.py"):
             shutil.copy(ROOT / name, source / name)
-        for package in ("core", "server", "browser", "web"):
+        for package in ("core", "server"):
             shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
         done = subprocess.run(
             [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", tmp, str(source)],
@@ -109,7 +109,7 @@ def cloning_file(bundle: Path) -> Optional[str]:
 
 
 def service_worker(files: List[str], version: str) -> str:
-    template = (ROOT / "browser" / "service-worker.js").read_text()
+    template = (ROOT / "core" / "browser" / "service-worker.js").read_text()
     return (
         template.replace("@VERSION@", version)
         .replace("@FILES@", json.dumps(files))
@@ -124,10 +124,10 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
         raise SystemExit(f"{out} exists and is not a site built here: choose an empty or new folder")
     out.mkdir(parents=True, exist_ok=True)
     print(f"[1/5] web UI, workers and kernels -> {out}", file=sys.stderr)
-    for path in (ROOT / "web").iterdir():
+    for path in (ROOT / "server" / "web").iterdir():
         shutil.copy(path, out / path.name)
     (out / "browser").mkdir(exist_ok=True)
-    shutil.copy(ROOT / "browser" / "worker.js", out / "browser" / "worker.js")
+    shutil.copy(ROOT / "core" / "browser" / "worker.js", out / "browser" / "worker.js")
     shutil.copy(ROOT / "core" / "portable" / "kernels.wasm", out / "kernels.wasm")
     shutil.copy(ROOT / "core" / "portable" / "kernels-relaxed.wasm", out / "kernels-relaxed.wasm")
     print("[2/5] Pyodide 0.17.1 with NumPy and micropip", file=sys.stderr)

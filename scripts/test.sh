@@ -43,7 +43,7 @@ step "the committed WebAssembly kernels (SIMD, relaxed SIMD) are the builds of c
 step "core/ runs on Python 3.8 (vermin), lint and format (ruff)"
 .venv/bin/vermin -t=3.8- --no-tips --violations core
 .venv/bin/ruff check .
-.venv/bin/ruff format --check core server browser scripts e2e tests setup.py pocket_tts_numpy.py
+.venv/bin/ruff format --check core server scripts e2e tests setup.py pocket_tts_numpy.py
 
 step "core/ on the Pyodide versions: Python 3.8 with NumPy 1.17.5 (.venv-py38)"
 py38=""

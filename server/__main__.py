@@ -32,7 +32,9 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
     parser.add_argument("--voice", help="default voice: predefined name, audio file or .safetensors state")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--site", help="serve this built site (scripts.build_site: both engines) instead of web/")
+    parser.add_argument(
+        "--site", help="serve this built site (scripts.build_site: both engines) instead of the UI's own files"
+    )
     parser.add_argument(
         "--max-concurrent",
         type=int,

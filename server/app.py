@@ -27,7 +27,7 @@ from litestar.static_files import create_static_files_router
 from server import guard, http_errors, openai_routes, routes, websocket
 from server.engine import CLIENT_TIMEOUT, DEFAULT_MODEL, MAX_CONCURRENT, ServerEngine, load_engine, serving_threads
 
-WEB = Path(__file__).resolve().parent.parent / "web"
+WEB = Path(__file__).resolve().parent / "web"
 HANDLERS = [
     routes.health,
     routes.voices,
@@ -52,7 +52,7 @@ def create_app(
     api_key: Optional[str] = None,
     body_seconds: float = guard.BODY_SECONDS,
 ) -> Litestar:
-    """The app over `engine`, serving the page from `web` (web/, or a site from scripts.build_site);
+    """The app over `engine`, serving the page from `web` (server/web/, or a site from scripts.build_site);
     without an engine, the lifespan loads the model the environment names (POCKET_TTS_MODEL,
     POCKET_TTS_VOICE, POCKET_TTS_MAX_CONCURRENT, POCKET_TTS_SITE), as `uvicorn server.app:app` does.
     `allowed_origins`: web pages of other origins that may use the API (CORS headers for them),

@@ -6,8 +6,8 @@ words of text normalization) and the standard library only, PyYAML, the tokenize
 soundfile imported inside the CPython-only loaders that need them, and nothing of the host above it.
 The host (core/*.py) imports the portable model and, inside the functions that need them, the
 libraries of the command line. Every import runs down a floor or stays on its own (portable model <
-CPython host < browser worker, server < scripts, end-to-end harness < the installed command), and no
-module imports itself round a circle.
+CPython host < the browser worker's Python half (core/browser), server < scripts, end-to-end
+harness < the installed command), and no module imports itself round a circle.
 """
 
 from __future__ import annotations
@@ -29,9 +29,17 @@ NORMALIZATION = ("num2words",)
 FORBIDDEN = {"threading", "multiprocessing", "concurrent", "socket", "urllib", "http", "asyncio", "torch", "scipy"}
 # The floors: a module imports modules of its own part or of a lower floor only. The tools (build
 # scripts, benchmarks, the end-to-end harness) are one part: they use each other.
-FLOORS = {"core.portable": 0, "core": 1, "browser": 2, "server": 2, "scripts": 3, "e2e": 3, "pocket_tts_numpy": 4}
+FLOORS = {
+    "core.portable": 0,
+    "core": 1,
+    "core.browser": 2,
+    "server": 2,
+    "scripts": 3,
+    "e2e": 3,
+    "pocket_tts_numpy": 4,
+}
 PARTS = {"scripts": "tools", "e2e": "tools"}
-PACKAGES = ("core", "browser", "server", "scripts", "e2e", "pocket_tts_numpy.py")
+PACKAGES = ("core", "server", "scripts", "e2e", "pocket_tts_numpy.py")
 
 
 def module_name(path: Path) -> str:
@@ -76,8 +84,9 @@ def first_party_imports(name: str, path: Path, known: Set[str]) -> Iterator[Tupl
 
 
 def floor(module: str) -> Tuple[int, str]:
-    """(floor, part) of a module: core.portable.*, core.*, a top-level package, or the tools."""
-    home = "core.portable" if module.startswith("core.portable") else module.split(".")[0]
+    """(floor, part) of a module: core.portable.* (the model), core.browser.* (its Pyodide host),
+    core.* (its CPython host), a top-level package, or the tools."""
+    home = next((sub for sub in ("core.portable", "core.browser") if module.startswith(sub)), module.split(".")[0])
     return FLOORS[home], PARTS.get(home, home)
 
 

@@ -66,7 +66,7 @@ def test_the_browser_engine_reports_its_runtime(page) -> None:
 
 @pytest.mark.parametrize("build", ["relaxed", "simd"])
 def test_the_kernels_equal_numpy_in_the_browser(page, browser, site_url, build) -> None:
-    """browser/kernel_check.py in each worker, on the WebAssembly module inside Pyodide's memory: the
+    """core/browser/kernel_check.py in each worker, on the WebAssembly module inside Pyodide's memory: the
     relaxed-SIMD build Chromium picks, and the SIMD build ?kernels=simd forces. The relaxed build's
     fused multiply-adds round once where a multiply and an add round twice, and an engine may run
     them either way (so the last bits differ between machines): both stay within the check's bound

@@ -11,8 +11,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from browser import kernel_check
 from core import TTSModel
+from core.browser import kernel_check
 from core.portable import ops
 from core.portable.kernels import SIGNATURES, CompiledKernels, KernelArgumentError, KernelBinding
 from core.portable.quantize import Int8Matrix
@@ -41,7 +41,7 @@ def eager_kernels(native_kernels) -> CompiledKernels:
 
 
 def test_every_kernel_equals_numpy_and_bad_calls_are_refused(kernels) -> None:
-    """browser/kernel_check.py, which the browser tests run on the WebAssembly module."""
+    """core/browser/kernel_check.py, which the browser tests run on the WebAssembly module."""
     report = kernel_check.run(kernels)
     assert report["failures"] == [] and report["worst"] < 1 and report["cases"] > 200
     assert report["refused"] == report["refusals"] > 10

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import core
-from browser import kernel_check
+from core.browser import kernel_check
 from core import TTSModel, native
 from core.portable import ops
 from core.portable.quantize import Int8Matrix

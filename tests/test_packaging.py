@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import httpx
@@ -17,6 +18,8 @@ from e2e import harness
 from scripts.build_site import build_wheel
 
 from conftest import ROOT, TINY_CONFIG, VOICE_24K
+
+WEB = ROOT / "server" / "web"  # the UI's files, which an install serves from its own copy
 
 
 def test_an_installed_server_serves_the_page(tmp_path: Path) -> None:
@@ -41,9 +44,9 @@ def test_an_installed_server_serves_the_page(tmp_path: Path) -> None:
     with harness.server(["--model", str(TINY_CONFIG), "--voice", str(VOICE_24K)], cwd=tmp_path, env=env) as url:
         for name in ("index.html", "app.js", "protocol.js", "worklet.js", "style.css"):
             response = httpx.get(f"{url}/{name}")
-            assert response.status_code == 200 and response.content == (ROOT / "web" / name).read_bytes(), name
+            assert response.status_code == 200 and response.content == (WEB / name).read_bytes(), name
         page = httpx.get(url + "/")
-        assert page.status_code == 200 and page.content == (ROOT / "web" / "index.html").read_bytes()
+        assert page.status_code == 200 and page.content == (WEB / "index.html").read_bytes()
         speech = httpx.post(url + "/tts", data={"text": "Hello."}, timeout=60)
         assert speech.status_code == 200 and speech.content[:4] == b"RIFF"
 
@@ -76,7 +79,7 @@ def test_a_wheel_built_here_runs_its_kernels_in_a_fresh_environment_without_a_co
     source.mkdir()
     for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "pocket_tts_numpy.py"):
         shutil.copy(ROOT / name, source / name)
-    for package in ("core", "server", "browser", "web"):
+    for package in ("core", "server"):
         ignored = shutil.ignore_patterns("__pycache__", "*.so")
         shutil.copytree(ROOT / package, source / package, ignore=ignored)
     built = subprocess.run(
@@ -86,6 +89,11 @@ def test_a_wheel_built_here_runs_its_kernels_in_a_fresh_environment_without_a_co
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     (sdist,) = (tmp_path / "dist").glob("*.tar.gz")
     assert "py3-none-any" not in wheel.name and sdist.name == "pocket_tts_numpy-0.1.0.tar.gz"
+    with zipfile.ZipFile(wheel) as contents:  # only the product's names at the top level of site-packages
+        top = {name.split("/")[0] for name in contents.namelist()}
+    assert top == {"core", "server", "pocket_tts_numpy.py", "pocket_tts_numpy-0.1.0.dist-info"}, top
+    with zipfile.ZipFile(wheel) as contents:
+        assert {"server/web/index.html", "core/browser/engine.py"} <= set(contents.namelist())
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"

@@ -83,11 +83,11 @@ class BrowserEngine:
         )
 
     def check_kernels(self) -> str:
-        """JSON of browser/kernel_check.py's report on the kernels this worker runs, or {error}."""
+        """JSON of core/browser/kernel_check.py's report on the kernels this worker runs, or {error}."""
         backend = ops.current()
         if not isinstance(backend, kernels.CompiledKernels):
             return json.dumps({"error": f"no kernels: the products run on {backend.name}"})
-        from browser import kernel_check
+        from core.browser import kernel_check
 
         return json.dumps(kernel_check.run(backend))
 

@@ -1,4 +1,5 @@
-// Browser mode: Pyodide in Web Workers runs the model in this tab (browser/worker.js). The same
+// Browser mode: Pyodide in Web Workers runs the model in this tab (core/browser/worker.js, served as
+// browser/worker.js). The same
 // speak() contract as server-engine.js, plus boot() for the one-time start (with progress).
 //
 // Two workers where the machine has two cores: the flow LM in one, the Mimi decoder in the other,
@@ -212,7 +213,7 @@ function askEach(type) {
   );
 }
 
-// The kernels against NumPy in each worker (browser/kernel_check.py): [report] per worker.
+// The kernels against NumPy in each worker (core/browser/kernel_check.py): [report] per worker.
 export const checkKernels = () => askEach(EngineMessage.CHECK);
 
 // The WebAssembly heap of each worker, in bytes (it only grows: the peak so far).

@@ -1,7 +1,7 @@
 // The messages of the in-browser engine and of the audio player, named once. Every message is a plain
 // object {type, ...fields}; `type` is one of the names below. Three channels:
 //
-// engine: the page (web/browser-engine.js) and an engine worker (browser/worker.js). A worker has a
+// engine: the page (server/web/browser-engine.js) and an engine worker (core/browser/worker.js). A worker has a
 // role given at boot: "flow" (text -> latent frames, voice cloning), "decoder" (frames -> audio) or
 // "both". Requests carry an `id` the page chose; the replies to it carry the same `id`.
 //   page -> worker
@@ -20,7 +20,7 @@
 //                                            transferred)
 //     STOP     {id}                          (all) drop request `id`: nothing more comes for it
 //                                            (a text stream's cancel)
-//     CHECK    {id}                          (all) the kernels against NumPy (browser/kernel_check.py)
+//     CHECK    {id}                          (all) the kernels against NumPy (core/browser/kernel_check.py)
 //     HEAP     {id}                          (all) the size of the WebAssembly heap
 //   worker -> page
 //     PROGRESS {stage, loaded, total}        while booting (model bytes received of total)
@@ -47,7 +47,7 @@
 //     FRAME    {id, frame}                   one latent frame of request `id` (a JSON string)
 //     END      {id}                          request `id` has no more frames
 //
-// audio: the page (web/player.js) and the AudioWorklet processor (web/worklet.js).
+// audio: the page (server/web/player.js) and the AudioWorklet processor (server/web/worklet.js).
 //   page -> worklet
 //     RESET    {}                            drop everything queued (Stop, or a new run)
 //     CHUNK    {chunk}                       audio to queue: Float32Array, transferred

@@ -1,7 +1,7 @@
 // The in-browser engine: a classic Web Worker that boots Pyodide, links the WebAssembly SIMD kernels
 // to Pyodide's own memory, installs `core` (and num2words, for its text normalization) from the
 // site's wheels with micropip, loads its part of the model bundle and runs the very same
-// core.TTSModel the server uses (browser/engine.py).
+// core.TTSModel the server uses (core/browser/engine.py).
 //
 // A worker has one role, given at boot: "flow" (the flow LM and voice cloning: text -> latent frames),
 // "decoder" (the Mimi decoder: frames -> audio), or "both". With two workers (the page's choice), the
@@ -136,7 +136,7 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   // One install for every wheel (core's and num2words's): micropip fetches them at once.
   const wheels = JSON.stringify(site.wheels.map(url));
   await pyodide.runPythonAsync(`import micropip\nawait micropip.install(${wheels})`);
-  pyodide.runPython("import browser.engine");
+  pyodide.runPython("import core.browser.engine");
   const kernels = await linkKernels(memory, chooseKernels(site, kernelBuild, url));
   timings.numpy_ms = performance.now() - start;
 
@@ -151,7 +151,7 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   stage = "Loading the model";
   progress();
   pyodide.globals.set("_role", role);
-  pyodide.runPython("import browser.engine\n_engine = browser.engine.BrowserEngine('/model', _role)");
+  pyodide.runPython("import core.browser.engine\n_engine = core.browser.engine.BrowserEngine('/model', _role)");
   engine = pyodide.globals.get("_engine");
   const info = JSON.parse(engine.info());
   timings.load_ms = performance.now() - start;
@@ -207,7 +207,7 @@ async function linkKernels(memory, build) {
     const bytes = await (await cachedResponse(build.url)).arrayBuffer();
     const { instance } = await WebAssembly.instantiate(bytes, { env: { memory } });
     pyodide.registerJsModule("pocket_kernels", Object.fromEntries(Object.entries(instance.exports)));
-    pyodide.runPython("import browser.engine\nbrowser.engine.install_kernels()");
+    pyodide.runPython("import core.browser.engine\ncore.browser.engine.install_kernels()");
     return build.name;
   } catch (error) {
     return "NumPy only, without acceleration: " + String((error && error.message) || error);
