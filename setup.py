@@ -2,8 +2,8 @@
 
 Where a C compiler and Python's headers exist, `pip install` (or `python -m build`, for a wheel)
 compiles core/portable/kernels.c into core/_kernels once per instruction set of the machine's
-architecture, each copy's functions named after it (pk_linear_f32_avx2, ...): on x86-64 AVX-512,
-AVX2 with FMA, and the baseline every x86-64 has; elsewhere (aarch64: NEON is its baseline) the
+architecture, each copy's functions named after it (pk_linear_f32_avx2, ...): on x86-64 AVX-512
+with VNNI (Ice Lake, Zen 4 and later), AVX2 with FMA, and the baseline every x86-64 has; elsewhere (aarch64: NEON is its baseline) the
 baseline alone. core/native.py asks the library which sets this processor has and binds the best
 (so a wheel built once runs on every machine of its architecture); where the build fails,
 everything runs on NumPy and `core.backend()` says why.
@@ -21,7 +21,7 @@ FLAGS = ["-O3", "-fno-math-errno", "-Wno-psabi"]
 # The instruction sets of each architecture, best first: compiler flags, and the features
 # core/_kernels.c checks before the set is used.
 X86_64 = {
-    "avx512": ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mavx2", "-mfma"],
+    "avx512": ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mavx512vnni", "-mavx2", "-mfma"],
     "avx2": ["-mavx2", "-mfma"],
     "baseline": [],
 }

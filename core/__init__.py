@@ -11,14 +11,21 @@ standard library, Python 3.8). The modules here are its CPython host: the comman
 batch jobs (batch.py), bundle export (export.py), downloads (hub.py), atomic files (files.py) and
 the compiled kernels (native.py). The host imports the model, never the other way round.
 
-This file plugs the host into the model's two seams: downloads of hf:// files (sources.use_fetcher)
-and the fastest backend for the products (ops.use: the kernels pip compiled, else NumPy). Both are
-inert in the browser, which installs its own kernels and loads bundles from its site.
+This file plugs the host into the model's three seams: downloads of hf:// files
+(sources.use_fetcher), the fastest backend for the products (ops.use: the kernels pip compiled,
+else NumPy), and how a generation runs alone (model.use_runner: on a machine of two cores or more,
+the flow LM on a thread of its own, core/pipeline.py: every Python caller gets the fast path). All
+are inert in the browser, which has no threads, installs its own kernels and loads bundles from its
+site.
 """
 
 from __future__ import annotations
 
-from . import hub, native
+import os
+import sys
+
+from . import hub, native, pipeline
+from .portable import model as portable_model
 from .portable import ops, sources
 from .portable.errors import (
     AudioError,
@@ -35,6 +42,8 @@ from .portable.voice_state import VoiceState
 
 sources.use_fetcher(hub.fetch)
 ops.use(native.backend())
+if sys.platform != "emscripten" and (os.cpu_count() or 1) > 1:  # Pyodide has no threads
+    portable_model.use_runner(pipeline.run)
 
 
 def backend() -> str:

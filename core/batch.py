@@ -224,12 +224,13 @@ _workers: Dict[str, Any] = {}
 
 def synthesize(model_source: str, line: Line) -> Outcome:
     """One line, in a worker process (of the pool, or a Ray task)."""
-    from .portable.model import TTSModel
+    from .portable.model import TTSModel, one_thread, use_runner
     from .portable.voice_registry import VoiceRegistry
 
     try:
         if _workers.get("source") != model_source:
             _one_blas_thread()
+            use_runner(one_thread)  # a worker per core already: no second thread of its own
             _workers.clear()
             _workers.update(source=model_source, model=TTSModel.load(model_source))
         model = _workers["model"]

@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Iterator, List, Optional
 
 import numpy as np
 
-from . import hub, pipeline
+from . import hub
 from .files import write_atomically, writes_through
 from .portable import catalog, normalize, ops, sources
 from .portable.audio import pcm16, wav_bytes, wav_header
@@ -103,7 +103,7 @@ def _generate(args: argparse.Namespace) -> None:
     model = _load(args)
     voice = model.voice_state(args.voice)
     options = {name: getattr(args, name) for name in option_names() if getattr(args, name) is not None}
-    chunks = _Timed(pipeline.stream(model, text, voice, GenerationOptions.of(options)))
+    chunks = _Timed(model.stream(text, voice, GenerationOptions.of(options)))
     stdout = sys.stdout.buffer
     if args.stream or args.output == "-":
         kept: List[np.ndarray] = []

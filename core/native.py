@@ -3,8 +3,8 @@ a C compiler exists: setup.py), as the core.portable.ops backend of every CPytho
 line, the Python API, the batch workers and the server. core/__init__.py installs it on import;
 where pip built nothing, NumPy runs everything and `backend()` says why.
 
-The library holds the kernels once per instruction set of its architecture (x86-64: AVX-512,
-AVX2 with FMA, the baseline; elsewhere the baseline), and says which this processor runs: the best
+The library holds the kernels once per instruction set of its architecture (x86-64: AVX-512 with
+VNNI, AVX2 with FMA, the baseline; elsewhere the baseline), and says which this processor runs: the best
 of those is bound, so one build (a wheel) runs on every machine of its architecture. Their results
 differ in the last bits only (fused multiply-adds, wider vectors), within the kernel checks' bounds.
 
@@ -15,12 +15,14 @@ do better, measured on the english flow LM step (README, "Serving many streams")
 product (int8 bundles then stay int8 in memory, a quarter of the bytes read per step), float
 products of up to SMALL_BATCH rows (one stream's step, or a step of a few), attention, LayerNorm,
 the activations, and the convolutions with few output channels over many steps (the decoder's last
-layers); the other convolutions and larger float products stay with NumPy.
+layers); the other convolutions and larger float products stay with NumPy. A product of many rows
+(a text prompt) runs on two threads, half of the weight's rows each.
 """
 
 from __future__ import annotations
 
 import importlib.util
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -37,14 +39,43 @@ SMALL_BATCH = 16
 # weights once for all streams through OpenBLAS and once per stream on the kernels (0.5-0.9x).
 CONV_CHANNELS = 128
 CONV_STEPS = 480
+# Rows from which a product (a text prompt, read before any frame exists) runs on two threads, each
+# on half of the weight's rows: the other core (the decoder's, in a stream) waits for it then.
+SPLIT_ROWS = 16
+# ...and from this many weights: handing a small matrix to the other thread costs more than it saves
+# (first chunk, medium text, int8, this 2-core machine: english 100 -> 72 ms split from 1M weights;
+# english_2m 6.9 ms unsplit, 7.5 split from 256K, 12.3 split at any size).
+SPLIT_WEIGHTS = 1 << 20
 EXTENSION = "core._kernels"
+_second_thread = ThreadPoolExecutor(1, thread_name_prefix="pocket-tts-int8")
 
 
 class NativeKernels(CompiledKernels):
     def linear(self, x: np.ndarray, weight: Weight, bias: Optional[np.ndarray]) -> np.ndarray:
+        if x.size // x.shape[-1] >= SPLIT_ROWS and weight.shape[0] * weight.shape[1] >= SPLIT_WEIGHTS:
+            return self._on_two_threads(x, weight, bias)
+        return self._linear(x, weight, bias)
+
+    def _linear(self, x: np.ndarray, weight: Weight, bias: Optional[np.ndarray]) -> np.ndarray:
         if not isinstance(weight, Int8Matrix) and x.size // x.shape[-1] > SMALL_BATCH:
             return ops.NUMPY.linear(x, weight, bias)
         return super().linear(x, weight, bias)
+
+    def _on_two_threads(self, x: np.ndarray, weight: Weight, bias: Optional[np.ndarray]) -> np.ndarray:
+        """The product of many rows (a text prompt) as two halves of the weight's rows on two
+        threads (the kernels and OpenBLAS let go of the GIL): each output column is computed as the
+        whole product computes it."""
+        half = weight.shape[0] // 2
+        sums = self._sums(weight) if isinstance(weight, Int8Matrix) else None
+
+        def part(kept: slice) -> np.ndarray:
+            matrix: Weight = weight[kept] if sums is None else Int8Matrix(weight.values[kept], weight.scales[kept])
+            if sums is not None:
+                matrix.sums = sums[kept]
+            return self._linear(x, matrix, None if bias is None else bias[kept])
+
+        second = _second_thread.submit(part, slice(half, None))
+        return np.concatenate([part(slice(0, half)), second.result()], axis=-1)
 
     def conv(
         self, x: np.ndarray, weight: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]

@@ -1,28 +1,32 @@
-"""One stream's two halves on two threads: the flow LM makes the frames on a thread of its own while
-the caller's thread decodes them, as the server's scheduler (server/scheduler.py) does for many
-streams at once. NumPy and the compiled kernels let go of the GIL inside their products, so the two
-halves run on two cores, each with one BLAS thread (as the server's): on english int8 the command
-line's real-time factor went from 0.31 to 0.21, the server's single stream (README, "Speed"); with
-BLAS's own threads beside the flow thread it stayed at 0.33. The audio is `TTSModel.stream`'s under
-one BLAS thread, sample for sample.
+"""One stream's two halves on two threads where that pays, the runner of every Python caller on
+CPython (core/__init__.py plugs it into TTSModel.audio, and so `generate`, `stream`, `stream_text`
+and the command line): the flow LM makes the frames on a thread of its own while the caller's thread
+decodes them, as the server's scheduler (server/scheduler.py) does for many streams at once. NumPy
+and the compiled kernels let go of the GIL inside their products, so the two halves run on two
+cores, each with one BLAS thread (as the server's): on english int8 the command line's real-time
+factor went from 0.31 to 0.21 (README, "Speed"); with BLAS's own threads beside the flow thread it
+stayed at 0.33. The audio is the one-thread runner's under one BLAS thread, sample for sample.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Iterator, NamedTuple, Optional
+from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 
 from .portable.decoding import decoded
 from .portable.generation import Frame, Generation
-from .portable.model import TTSModel
-from .portable.options import GenerationOptions
-from .portable.voice_state import VoiceSource
+from .portable.model import TTSModel, one_thread
 
 # Frames the flow LM may make ahead of the decoder: enough to keep both busy.
 AHEAD = 2
+# The flow LM's size (its transformer's weights, about 12 d_model^2 a layer) from which a thread of
+# its own pays. Real-time factor with the second thread / on one (this 2-core machine, 125 frames):
+# english (75M) 0.35 / 0.50, english_18m (25M) 0.10 / 0.14, english_7m (4.8M) 0.10 / 0.085,
+# english_2m (1.2M) 0.053 / 0.040: for small ones, handing each frame over costs more than it saves.
+PAYS_FROM = 8_000_000
 
 
 class _Failed(NamedTuple):
@@ -32,15 +36,21 @@ class _Failed(NamedTuple):
 _END = object()
 
 
-def stream(
-    model: TTSModel, text: str, voice: VoiceSource, options: Optional[GenerationOptions] = None, **overrides: Any
-) -> Iterator[np.ndarray]:
-    """`model.stream(text, voice, options)` with the flow LM on a second thread: the same float32
-    chunks, sooner. Options are checked now; closing the iterator stops the flow LM within a frame."""
-    return _decoded(model, model.generation(text, voice, options, **overrides))
+def pays(model: TTSModel) -> bool:
+    """Whether the model's flow LM is large enough for a thread of its own to pay."""
+    spec = model.flow_spec.transformer
+    return 12 * spec.num_layers * spec.d_model**2 >= PAYS_FROM
 
 
-def _decoded(model: TTSModel, generation: Generation) -> Iterator[np.ndarray]:
+def run(model: TTSModel, generation: Generation) -> Iterator[np.ndarray]:
+    """`generation`'s audio, chunk by chunk: its frames made on a thread of its own where that pays
+    (`pays`), else on the caller's (one_thread)."""
+    return _two_threads(model, generation) if pays(model) else one_thread(model, generation)
+
+
+def _two_threads(model: TTSModel, generation: Generation) -> Iterator[np.ndarray]:
+    """The frames on a thread of its own (which the first chunk asked for starts); closing the
+    iterator stops that thread within a frame."""
     frames = model.step(generation)
     handoff: queue.Queue = queue.Queue(AHEAD)
     stop = threading.Event()

@@ -14,7 +14,7 @@ import pytest
 from core import TTSModel
 from core.browser import kernel_check
 from core.portable import ops
-from core.portable.kernels import SIGNATURES, CompiledKernels, KernelArgumentError, KernelBinding
+from core.portable.kernels import SIGNATURES, CompiledKernels, KernelArgumentError, KernelBinding, i8_scratch
 from core.portable.quantize import Int8Matrix
 
 from conftest import TINY_DIR
@@ -96,7 +96,7 @@ def test_the_binding_refuses_a_module_without_every_kernel(native_kernels) -> No
             np.zeros((2, 3), np.int32),
             None,
             np.empty((1, 2), np.float32),
-            np.empty(68, np.uint8),
+            np.empty(i8_scratch(8), np.uint8),
         )
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import core
-from core.browser import kernel_check
 from core import TTSModel, native
+from core.browser import kernel_check
 from core.portable import ops
 from core.portable.quantize import Int8Matrix
 
@@ -53,7 +53,8 @@ def test_one_build_holds_every_instruction_set_of_its_architecture_and_binds_the
         flags = set(cpuinfo.read().split())
     if x86:
         assert ("avx2" in runs) == ({"avx2", "fma"} <= flags)
-        assert ("avx512" in runs) == ({"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx2", "fma"} <= flags)
+        avx512 = {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx2", "fma"}
+        assert ("avx512" in runs) == (avx512 <= flags)
     missing = [name for name in compiled if name not in runs]
     for name in missing:
         with pytest.raises(ValueError, match="does not run"):
@@ -117,6 +118,7 @@ def test_int8_bundles_run_int8_on_the_server_backend(backend, tmp_path, monkeypa
 
 
 def test_large_float_products_and_convolutions_stay_with_numpy(backend, monkeypatch) -> None:
+    monkeypatch.setattr(native, "SPLIT_ROWS", 10**9)  # the routing alone (many rows: two threads, below)
     calls = []
     for name in ("linear", "conv"):
         original = getattr(ops.NUMPY, name)
@@ -166,3 +168,26 @@ def test_the_backend_is_safe_on_two_threads(backend) -> None:
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+def test_a_product_of_many_rows_runs_on_two_threads_with_the_same_result(backend, monkeypatch) -> None:
+    """A text prompt's products: two halves of the weight's rows on two threads, each column as the
+    whole product computes it (int8: the same integers; float32: OpenBLAS's rounding)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((native.SPLIT_ROWS + 3, 64)).astype(np.float32)
+    values = rng.integers(-127, 128, (96, 64), dtype=np.int8)
+    matrix = Int8Matrix(values, rng.random((96, 1), dtype=np.float32))
+    floats = rng.standard_normal((96, 64)).astype(np.float32)
+    bias = rng.standard_normal(96).astype(np.float32)
+    threads = []
+    submit = native._second_thread.submit
+    monkeypatch.setattr(native._second_thread, "submit", lambda *a: threads.append(1) or submit(*a))
+    backend.linear(x, matrix, bias)
+    assert threads == []  # a small matrix stays on the caller's thread
+    monkeypatch.setattr(native, "SPLIT_WEIGHTS", values.size)
+    split_int8, split_float = backend.linear(x, matrix, bias), backend.linear(x, floats, bias)
+    assert len(threads) == 2
+    monkeypatch.setattr(native, "SPLIT_ROWS", 10**9)
+    assert np.array_equal(split_int8, backend.linear(x, matrix, bias))
+    assert np.allclose(split_float, backend.linear(x, floats, bias), rtol=1e-5, atol=1e-5)
+    assert np.allclose(split_float, x @ floats.T + bias, rtol=1e-4, atol=1e-4)

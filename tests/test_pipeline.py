@@ -1,5 +1,6 @@
-"""The command line's stream (core/pipeline.py: the flow LM on a thread of its own) is the model's
-own stream, sample for sample, and lets go of its thread and its BLAS limit however it ends."""
+"""The flow LM on a thread of its own (core/pipeline.py), the runner of every Python caller on
+CPython: the one-thread runner's audio, sample for sample, letting go of its thread and its BLAS
+limit however it ends; and what every entry of the API runs."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from core import LimitError, TTSModel, pipeline
+from core.portable import model as portable_model
 
 from conftest import TINY_CONFIG, VOICE_24K
 
 OPTIONS = {"temperature": 0.7, "seed": 5, "max_frames": 12, "eos_threshold": 1e9}
+TEXT = "Two halves. Then a second sentence."
 
 
 @pytest.fixture(scope="module")
@@ -25,27 +28,52 @@ def _blas_threads():
     return [pool["num_threads"] for pool in threadpool_info()]
 
 
-def test_the_pipeline_is_the_models_stream(model) -> None:
+@pytest.fixture
+def pays(monkeypatch):
+    """The tiny model as if its flow LM were large enough for a thread of its own."""
+    monkeypatch.setattr(pipeline, "PAYS_FROM", 0)
+
+
+def test_every_python_caller_runs_the_flow_lm_on_a_thread_of_its_own(model, pays) -> None:
+    """On CPython with two cores or more, core plugs the pipeline into TTSModel.audio: generate,
+    stream and stream_text run it (a second thread while the stream runs), with the one-thread
+    runner's audio."""
+    assert portable_model._runner[0] is pipeline.run
     voice = model.voice_state(str(VOICE_24K))
     with threadpool_limits(1):
-        want = list(model.stream("Two halves. Then a second sentence.", voice, **OPTIONS))
-    got = list(pipeline.stream(model, "Two halves. Then a second sentence.", voice, **OPTIONS))
-    assert len(got) == len(want) == 12
-    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+        want = list(portable_model.one_thread(model, model.generation(TEXT, voice, **OPTIONS)))
+    threads = threading.active_count()
+    chunks = model.stream(TEXT, voice, **OPTIONS)
+    got = [next(chunks)]
+    assert threading.active_count() == threads + 1
+    got += list(chunks)
+    assert len(got) == len(want) == 12 and all(np.array_equal(a, b) for a, b in zip(got, want))
+    assert np.array_equal(model.generate(TEXT, voice, **OPTIONS), np.concatenate(want))
+    assert threading.active_count() == threads
 
 
-def test_closing_early_stops_the_flow_thread_and_restores_blas(model) -> None:
+def test_a_small_model_runs_on_the_callers_thread(model) -> None:
+    """Where the flow LM is small, handing each frame over costs more than it saves."""
+    assert not pipeline.pays(model)
+    threads = threading.active_count()
+    chunks = model.stream(TEXT, str(VOICE_24K), **OPTIONS)
+    next(chunks)
+    assert threading.active_count() == threads
+    chunks.close()
+
+
+def test_closing_early_stops_the_flow_thread_and_restores_blas(model, pays) -> None:
     before, threads = _blas_threads(), threading.active_count()
-    chunks = pipeline.stream(model, "Stop me early.", str(VOICE_24K), **dict(OPTIONS, max_frames=200))
+    chunks = model.stream("Stop me early.", str(VOICE_24K), **dict(OPTIONS, max_frames=200))
     next(chunks)
     chunks.close()
     assert threading.active_count() == threads and _blas_threads() == before
 
 
-def test_bad_input_fails_before_any_thread_and_errors_reach_the_caller(model, monkeypatch) -> None:
+def test_bad_input_fails_before_any_thread_and_errors_reach_the_caller(model, monkeypatch, pays) -> None:
     threads = threading.active_count()
     with pytest.raises(LimitError):
-        pipeline.stream(model, "Hi.", str(VOICE_24K), max_frames=10**9)
+        model.stream("Hi.", str(VOICE_24K), max_frames=10**9)
     assert threading.active_count() == threads
 
     def broken(*args, **kwargs):
@@ -53,5 +81,5 @@ def test_bad_input_fails_before_any_thread_and_errors_reach_the_caller(model, mo
 
     monkeypatch.setattr("core.portable.model.advance", broken)
     with pytest.raises(RuntimeError, match="a fault in the flow LM"):
-        list(pipeline.stream(model, "Hi.", str(VOICE_24K), **OPTIONS))
+        list(model.stream("Hi.", str(VOICE_24K), **OPTIONS))
     assert threading.active_count() == threads

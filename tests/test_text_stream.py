@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core import LimitError, PocketTTSError, TTSModel, pipeline
+from core import LimitError, PocketTTSError, TTSModel
+from core.portable.model import one_thread
 from core.portable.options import GenerationOptions
 from core.portable.text import split_into_chunks
 
@@ -93,7 +94,7 @@ def test_cancel_drops_the_text_stops_the_speech_and_gives_back_what_it_did_not_m
     text = model.text_stream(voice, max_seconds=10.0, **OPTIONS)
     first, second = text.push("The first sentence has a few words. Then a second one follows it. And")
     rng = text.rng
-    audio = model.audio(first.generation)
+    audio = one_thread(model, first.generation)  # frames made as they are heard, none ahead
     heard = [next(audio) for _ in range(3)]
     text.cancel()
     assert list(audio) == [] and first.generation.finished and second.generation.finished
@@ -130,7 +131,7 @@ def test_speed_stretches_the_audio_of_every_entry(model, voice, speed) -> None:
     normal = np.concatenate(list(model.stream("A steady sentence.", voice, **options)))
     fast = model.generate("A steady sentence.", voice, **dict(options, speed=speed))
     assert abs(fast.shape[0] - normal.shape[0] / speed) <= 0.02 * normal.shape[0] / speed
-    piped = np.concatenate(list(pipeline.stream(model, "A steady sentence.", voice, **dict(options, speed=speed))))
+    piped = np.concatenate(list(model.stream("A steady sentence.", voice, **dict(options, speed=speed))))
     assert np.array_equal(piped, fast)
     streamed = np.concatenate(list(model.stream_text(["A steady ", "sentence."], voice, **dict(options, speed=speed))))
     assert np.array_equal(streamed, fast)

@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List
 import numpy as np
 
 from core.portable import ops
-from core.portable.kernels import CompiledKernels, KernelArgumentError
+from core.portable.kernels import CompiledKernels, KernelArgumentError, i8_scratch
 from core.portable.quantize import Int8Matrix, quantize
 
 # Allowed error: this many float32 epsilons times sqrt(terms), relative to the sum of |terms|.
@@ -47,7 +47,7 @@ def run(backend: CompiledKernels, seed: int = 7) -> Dict[str, Any]:
         compare(f"linear_f32 {m}x{n}x{k}", out, x.astype(np.float64) @ w.T + b, np.abs(x) @ np.abs(w).T + np.abs(b), k)
 
     shapes_i8 = [(5, 32, 16), (7, 96, 32), (4, 1024, 64), (3, 40, 40), (6, 100, 100)]
-    for m, (n, k, group) in itertools.product([1, 2, 4, 5, 9], shapes_i8):
+    for m, (n, k, group) in itertools.product([1, 2, 4, 5, 9, 17], shapes_i8):
         values = rng.integers(-128, 128, (n, k), dtype=np.int8)
         matrix = Int8Matrix(values, rng.random((n, k // group)).astype(np.float32))
         # Rows of different ranges and offsets; one with a zero half, one of one sign.
@@ -60,9 +60,17 @@ def run(backend: CompiledKernels, seed: int = 7) -> Dict[str, Any]:
         binding.i8_sums(values, k // group, sums)
         compare(f"i8_sums {n}x{k}/{group}", sums, values.reshape(n, -1, group).sum(axis=2), np.ones(sums.shape), 1)
         out = np.empty((m, n), np.float32)
-        binding.linear_i8(x, values, matrix.scales, sums, b, out, np.empty(8 * k + 4, np.uint8))
+        binding.linear_i8(x, values, matrix.scales, sums, b, out, np.empty(i8_scratch(k), np.uint8))
         want, magnitude, slack = int8_product(x, matrix, b)
         compare(f"linear_i8 {m}x{n}x{k}/{group}", out, want, magnitude, k, slack)
+        # Each row's product is the same whether it comes alone or in a block of rows (4 or 8).
+        alone = np.empty((1, n), np.float32)
+        for row in range(m):
+            binding.linear_i8(
+                x[row : row + 1], values, matrix.scales, sums, b, alone, np.empty(i8_scratch(k), np.uint8)
+            )
+            if not np.array_equal(alone[0], out[row]):
+                failures.append(f"linear_i8 {m}x{n}x{k}/{group}: row {row} alone differs from it in a block")
     x = np.zeros((2, 64), np.float32)
     x[1, 5] = 1e-35
     matrix = Int8Matrix(rng.integers(-127, 128, (3, 64), dtype=np.int8), np.ones((3, 1), np.float32))
@@ -162,7 +170,7 @@ def _refusals(binding: Any, randn: Callable[..., np.ndarray]):
     x, w, out = randn(2, 8), randn(3, 8), np.empty((2, 3), np.float32)
     read_only = np.empty((2, 3), np.float32)
     read_only.flags.writeable = False
-    q, sums = w.astype(np.int8), np.zeros((3, 1), np.int32)
+    q, sums, scales, size = w.astype(np.int8), np.zeros((3, 1), np.int32), np.ones((3, 1), np.float32), i8_scratch(8)
     calls = [
         lambda: binding.linear_f32(x.astype(np.float64), w, None, out),
         lambda: binding.linear_f32(randn(8, 2).T, w, None, out),
@@ -171,11 +179,11 @@ def _refusals(binding: Any, randn: Callable[..., np.ndarray]):
         lambda: binding.linear_f32(x, w, None, np.empty((2, 4), np.float32)),
         lambda: binding.linear_f32(x, w, None, read_only),
         lambda: binding.linear_f32(x, w, None, np.empty((3, 2), np.float32).T),
-        lambda: binding.linear_i8(x, w, np.ones((3, 1), np.float32), sums, None, out, np.empty(68, np.uint8)),
-        lambda: binding.linear_i8(x, q, np.ones((3, 1), np.float32), sums, None, out, np.empty(67, np.uint8)),
-        lambda: binding.linear_i8(x, q, np.ones((3, 1), np.float32), sums, None, out, np.empty(68, np.float32)),
-        lambda: binding.linear_i8(x, q, np.ones((3, 1), np.float32), sums[:2], None, out, np.empty(68, np.uint8)),
-        lambda: binding.linear_i8(x, q, np.ones((3, 1), np.float32), sums * 1.0, None, out, np.empty(68, np.uint8)),
+        lambda: binding.linear_i8(x, w, scales, sums, None, out, np.empty(size, np.uint8)),
+        lambda: binding.linear_i8(x, q, scales, sums, None, out, np.empty(size - 1, np.uint8)),
+        lambda: binding.linear_i8(x, q, scales, sums, None, out, np.empty(size, np.float32)),
+        lambda: binding.linear_i8(x, q, scales, sums[:2], None, out, np.empty(size, np.uint8)),
+        lambda: binding.linear_i8(x, q, scales, sums * 1.0, None, out, np.empty(size, np.uint8)),
         lambda: binding.i8_sums(q, 3, np.empty((3, 3), np.int32)),
         lambda: binding.i8_sums(q, 1, np.empty((3, 2), np.int32)),
         lambda: binding.conv_f32(randn(2, 3, 3), randn(3, 9), None, np.empty((2, 8), np.float32), 1),

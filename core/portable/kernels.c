@@ -186,6 +186,14 @@ typedef v128_t iacc;
     acc = wasm_i32x4_add(acc, wasm_i32x4_add(wasm_i32x4_dot_i16x8(wl_, wasm_u16x8_extend_low_u8x16(a_)),     \
                                              wasm_i32x4_dot_i16x8(wh_, wasm_u16x8_extend_high_u8x16(a_)))); \
   } while (0)
+#elif defined(__AVX512VNNI__)
+// AVX-512 VNNI: one vpdpbusd per 64 weights and part (unsigned by signed bytes, summed into int32:
+// no 16-bit pairwise sum at all), where AVX2 takes three instructions per 32.
+#define I8_CHUNK 64
+typedef __m512i iacc;
+#define I8_WEIGHTS(q) __m512i w_ = _mm512_loadu_si512((const void *)(q))
+#define I8_DOT(acc, u) (acc = _mm512_dpbusd_epi32(acc, _mm512_loadu_si512((const void *)(u)), w_))
+#define I8_SUM(acc) _mm512_reduce_add_epi32(acc)
 #elif defined(__AVX2__)
 #define I8_CHUNK 32
 typedef __m256i iacc;
@@ -284,12 +292,62 @@ static inline __attribute__((always_inline)) void linear_i8_rows(const uint8_t *
   }
 }
 
-// scratch: uint8 [8 * K + 4], the caller's (4 rows' parts u, then their parts f, then their zero points).
+#if defined(__AVX512VNNI__)
+// With AVX-512 VNNI's 32 vector registers, 8 rows at a time (16 accumulators): each chunk of weights
+// is read once for 8 rows, half as often as with 4 (a text prompt's 40 rows read a matrix 5 times,
+// not 10). Each row's result is the 4-row function's, operation for operation. Native only: it
+// keeps arrays on the stack, which the WebAssembly builds may not.
+#define I8_BLOCK 8
+static void linear_i8_rows8(const uint8_t *U, const uint8_t *F, const int8_t *Q, const float *S, const int32_t *sums,
+                            float *Y, int N, int K, int G, const float *xs, const uint8_t *zs) {
+  int groups = K / G;
+  const float fine = 1.0f / 126.0f;
+  for (int n = 0; n < N; n++) {
+    const int8_t *q = Q + (long)n * K;
+    const float *s = S + (long)n * groups;
+    const int32_t *sum = sums + (long)n * groups;
+    float t[8] = {0};
+    for (int g = 0; g < groups; g++) {
+      int k = g * G, end = k + G;
+      __m512i a[8], b[8];
+      for (int r = 0; r < 8; r++) a[r] = b[r] = _mm512_setzero_si512();
+      for (; k + I8_CHUNK <= end; k += I8_CHUNK) {
+        __m512i w = _mm512_loadu_si512((const void *)(q + k));
+        for (int r = 0; r < 8; r++) {
+          a[r] = _mm512_dpbusd_epi32(a[r], _mm512_loadu_si512((const void *)(U + (long)r * K + k)), w);
+          b[r] = _mm512_dpbusd_epi32(b[r], _mm512_loadu_si512((const void *)(F + (long)r * K + k)), w);
+        }
+      }
+      int middle = 63 * sum[g];
+      for (int r = 0; r < 8; r++) {
+        const uint8_t *u = U + (long)r * K, *f = F + (long)r * K;
+        int c = I8_SUM(a[r]), d = I8_SUM(b[r]);
+        for (int j = k; j < end; j++) c += u[j] * q[j], d += f[j] * q[j];
+        t[r] += s[g] * ((float)(c - zs[r] * sum[g]) + (float)(d - middle) * fine);
+      }
+    }
+    for (int r = 0; r < 8; r++) Y[(long)r * N + n] = xs[r] * t[r];
+  }
+}
+#else
+#define I8_BLOCK 4
+#endif
+
+// scratch: uint8 [16 * K + 8], the caller's (up to I8_BLOCK rows' parts u, then their parts f, then
+// their zero points).
 EXPORT(pk_linear_i8)
 void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const int32_t *sums, const float *bias, float *Y,
                   int M, int N, int K, int G, uint8_t *scratch) {
-  uint8_t *U = scratch, *F = scratch + 4 * (long)K, *zeros = scratch + 8 * (long)K;
-  for (int m = 0; m < M; m += 4) {
+  uint8_t *U = scratch, *F = scratch + I8_BLOCK * (long)K, *zeros = scratch + 2 * I8_BLOCK * (long)K;
+  int m = 0;
+#if defined(__AVX512VNNI__)
+  for (; m + 8 <= M; m += 8) {
+    float xs[8];
+    for (int r = 0; r < 8; r++) xs[r] = quantize_row(X + (long)(m + r) * K, U + (long)r * K, F + (long)r * K, zeros + r, K);
+    linear_i8_rows8(U, F, Q, S, sums, Y + (long)m * N, N, K, G, xs, zeros);
+  }
+#endif
+  for (; m < M; m += 4) {
     int rows = M - m < 4 ? M - m : 4;
     const float *x = X + (long)m * K;
     float x0 = quantize_row(x, U, F, zeros, K), x1 = 0, x2 = 0, x3 = 0;

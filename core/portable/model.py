@@ -46,6 +46,24 @@ from .voice_state import VoiceSource, VoiceState
 # stops there, and pauses or a max_frames asking for more are refused. The server allows less.
 MAX_SECONDS = 3600.0
 
+# How `TTSModel.audio` runs a generation alone to its end (and so every entry of the Python API):
+# here, on the caller's thread; a host with threads plugs in one that gives the same chunks sooner
+# (core/__init__.py on CPython: core/pipeline.py, the flow LM on a thread of its own).
+Runner = Callable[["TTSModel", Generation], Iterator[np.ndarray]]
+
+
+def one_thread(model: TTSModel, generation: Generation) -> Iterator[np.ndarray]:
+    """A generation's frames, then their audio, chunk by chunk, on the caller's thread."""
+    return decoded(model.decoder(generation.speed), model.step(generation))
+
+
+_runner: List[Runner] = [one_thread]
+
+
+def use_runner(runner: Runner) -> None:
+    """Run every TTSModel.audio with `runner` from now on (one_thread: the default)."""
+    _runner[0] = runner
+
 
 class TTSModel:
     """A loaded Pocket TTS model. Not thread-safe for one stream, but streams do not share state."""
@@ -237,8 +255,9 @@ class TTSModel:
         return TextStream(self, self.voice_state(voice), options, rng, max_seconds, budget)
 
     def audio(self, generation: Generation) -> Iterator[np.ndarray]:
-        """A generation run alone to its end: its decoded audio at its speed, chunk by chunk."""
-        return decoded(self.decoder(generation.speed), self.step(generation))
+        """A generation run alone to its end: its decoded audio at its speed, chunk by chunk (by the
+        runner in use: `use_runner`)."""
+        return _runner[0](self, generation)
 
     def frames(
         self, text: str, voice: VoiceSource, options: Optional[GenerationOptions] = None, **overrides: Any
