@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from core import LimitError, TTSModel, pipeline
+from core import LimitError, TTSModel, native, pipeline
 from core.portable import model as portable_model
+from core.portable import ops
 
 from conftest import TINY_CONFIG, VOICE_24K
 
@@ -30,8 +31,8 @@ def _blas_threads():
 
 @pytest.fixture
 def pays(monkeypatch):
-    """The tiny model as if its flow LM were large enough for a thread of its own."""
-    monkeypatch.setattr(pipeline, "PAYS_FROM", 0)
+    """The tiny model as if a thread of its own paid for its flow LM."""
+    monkeypatch.setattr(pipeline, "pays", lambda model: True)
 
 
 def test_every_python_caller_runs_the_flow_lm_on_a_thread_of_its_own(model, pays) -> None:
@@ -50,6 +51,19 @@ def test_every_python_caller_runs_the_flow_lm_on_a_thread_of_its_own(model, pays
     assert len(got) == len(want) == 12 and all(np.array_equal(a, b) for a, b in zip(got, want))
     assert np.array_equal(model.generate(TEXT, voice, **OPTIONS), np.concatenate(want))
     assert threading.active_count() == threads
+
+
+def test_the_thread_pays_for_a_large_flow_lm_on_the_compiled_kernels(model, monkeypatch) -> None:
+    """Where the flow LM is small, or the products run on NumPy alone (whose BLAS threads itself),
+    handing each frame over costs more than it saves."""
+    assert not pipeline.pays(model)
+    monkeypatch.setattr(pipeline, "PAYS_FROM", 0)
+    with ops.using(ops.NUMPY):
+        assert not pipeline.pays(model)
+    kernels = native.backend()
+    if isinstance(kernels, native.NativeKernels):
+        with ops.using(kernels):
+            assert pipeline.pays(model)
 
 
 def test_a_small_model_runs_on_the_callers_thread(model) -> None:
