@@ -3,10 +3,10 @@
 Where a C compiler and Python's headers exist, `pip install` (or `python -m build`, for a wheel)
 compiles core/portable/kernels.c into core/_kernels once per instruction set of the machine's
 architecture, each copy's functions named after it (pk_linear_f32_avx2, ...): on x86-64 AVX-512
-with VNNI (Ice Lake, Zen 4 and later), AVX2 with FMA, and the baseline every x86-64 has; elsewhere (aarch64: NEON is its baseline) the
-baseline alone. core/native.py asks the library which sets this processor has and binds the best
-(so a wheel built once runs on every machine of its architecture); where the build fails,
-everything runs on NumPy and `core.backend()` says why.
+with VNNI (Ice Lake, Zen 4 and later), AVX2 with FMA, and the baseline every x86-64 has; elsewhere
+(aarch64: NEON is its baseline) the baseline alone. core/native.py asks the library which sets
+this processor has and binds the best (so a wheel built once runs on every machine of its
+architecture); where the build fails, everything runs on NumPy and `core.backend()` says why.
 """
 
 import os
