@@ -34,7 +34,7 @@ def export(
     bundle then speaks only with its voice states). int8 bundles quantize the flow LM and the
     voice-cloning encoder (one scale per row, or per `int8_group` values) and keep the Mimi decoder
     in float32: it measured the largest share of the int8 error for a small share of the bytes
-    (README, "int8 bundles").
+    (docs/cli.md, "int8 bundles").
     """
     if int8_group is not None and (isinstance(int8_group, bool) or not isinstance(int8_group, int) or int8_group < 1):
         raise PocketTTSError(f"the int8 group must be a positive number of values, got {int8_group!r}")

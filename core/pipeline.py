@@ -4,8 +4,8 @@ and the command line): the flow LM makes the frames on a thread of its own while
 decodes them, as the server's scheduler (server/scheduler.py) does for many streams at once. NumPy
 and the compiled kernels let go of the GIL inside their products, so the two halves run on two
 cores, each with one BLAS thread (as the server's): on english int8 the command line's real-time
-factor went from 0.31 to 0.21 (README, "Speed"); with BLAS's own threads beside the flow thread it
-stayed at 0.33. The audio is the one-thread runner's under one BLAS thread, sample for sample.
+factor went from 0.31 to 0.21 (docs/measurements/speed.md); with BLAS's own threads beside the flow
+thread it stayed at 0.33. The audio is the one-thread runner's under one BLAS thread, sample for sample.
 """
 
 from __future__ import annotations

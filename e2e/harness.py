@@ -45,7 +45,7 @@ def site(model: str) -> Path:
     """The static site of a fixture model (int8 bundle with its voice), built again when the code
     that goes into it has changed."""
     out = SITES / f"site-{model}"
-    sources = [ROOT / "pyproject.toml", ROOT / "scripts" / "build_site.py", fixture(model) / "model.safetensors"]
+    sources = [ROOT / "pyproject.toml", ROOT / "tools" / "site.py", fixture(model) / "model.safetensors"]
     for folder in ("core", "server/web"):
         sources += sorted(p for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     digest = hashlib.sha256()
@@ -53,7 +53,7 @@ def site(model: str) -> Path:
         digest.update(str(path.relative_to(ROOT)).encode() + path.read_bytes())
     stamp = out / ".sources"
     if not (out / "site.json").exists() or not stamp.exists() or stamp.read_text() != digest.hexdigest():
-        from scripts.build_site import build
+        from tools.site import build
 
         shutil.rmtree(out, ignore_errors=True)
         voice = str(fixture(model) / "voice_state.safetensors")

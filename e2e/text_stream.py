@@ -16,7 +16,8 @@ clock at `rate` pieces a second, then `end`, the audio played through the AudioW
   worklet counts both); "with text" counts only the gaps before a segment whose text had been
   complete before the audio ran out, that is, where generation, not the writer, was late.
 
-Writes build/e2e/text_stream.json and text_stream.md and prints the table; progress on stderr.
+Writes build/e2e/text_stream.json and text_stream.md, each model's table into
+docs/measurements/text-streaming.md, and prints the table; progress on stderr.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from core.portable.text import TextOptions
 from core.portable.tokenizer import Tokenizer
 from e2e import harness
 from e2e.ttfa import stats
+from tools import measured
 
 REPLY = (
     "Sure, here is a short summary of the plan. The meeting moved to Thursday morning, in the small room "
@@ -158,8 +160,8 @@ def markdown(results: List[Dict[str, Any]]) -> str:
     ]
     for r in results:
         for mode in ("server", "browser"):
-            for rate, measured in r[mode]["rates"].items():
-                s = measured["summary"]
+            for rate, at_rate in r[mode]["rates"].items():
+                s = at_rate["summary"]
                 first = " / ".join(f"{s['first_audio_ms'][k]:.0f}" for k in ("median", "p90", "min", "max"))
                 stalls = f"{s['stalls']['median']:.0f} / {s['stalls']['max']:.0f} ({s['stalls_with_text']['max']:.0f})"
                 stalled = f"{s['stalled_ms']['median']:.0f} / {s['stalled_ms']['max']:.0f}"
@@ -177,9 +179,9 @@ def main() -> None:
     table = ""
     for model in args.models:
         print(f"{model}: building the site, starting the servers", file=sys.stderr)
-        table = harness.save(
-            "text_stream", measure(model, args.rates, args.runs, lambda m: print(m, file=sys.stderr)), markdown
-        )
+        result = measure(model, args.rates, args.runs, lambda m: print(m, file=sys.stderr))
+        table = harness.save("text_stream", result, markdown)
+        measured.record("measurements/text-streaming.md", f"page {model}", markdown([result]))
     print(table)
 
 

@@ -6,18 +6,21 @@
 
 Per model (int8 bundle of the fixture weights; the numbers measure speed, not voice quality):
 a cold page load and first run, then `--runs` warmed short-prompt runs per mode, a reload with the
-model cached, and the download sizes. Writes build/e2e/ttfa.json and ttfa.md and prints the table.
+model cached, and the download sizes. Writes build/e2e/ttfa.json and ttfa.md, each model's tables
+into docs/measurements/ttfa.md (a run under a CPU quota beside the others), and prints the table.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 from typing import Any, Dict, List
 
 from e2e import harness
+from tools import measured
 
 METRICS = [
     ("ttfc_ms", "TTFC (ms)"),
@@ -144,7 +147,11 @@ def main() -> None:
     table = ""
     for model in args.models:
         print(f"{model}: building the site, starting the servers", file=sys.stderr)
-        table = harness.save("ttfa", measure(model, args.runs, lambda m: print(m, file=sys.stderr)), markdown)
+        result = measure(model, args.runs, lambda m: print(m, file=sys.stderr))
+        table = harness.save("ttfa", result, markdown)
+        quota = measured.cpu_quota()
+        share = f" at {quota:g} CPUs" if quota is not None and quota < (os.cpu_count() or 1) else ""
+        measured.record("measurements/ttfa.md", f"ttfa {model}{share}", markdown([result]))
     print(table)
 
 

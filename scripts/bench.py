@@ -9,7 +9,8 @@ Needs the fixtures of scripts/test.sh (build/reference) and the official environ
 Each implementation runs in its own worker process (scripts/bench_worker.py): ours in float32 and
 from its int8 bundle, the official in float32 and with `quantize=True`. Every measurement is taken
 from each implementation in turn, rotating the order every round, so that machine drift falls on
-all of them alike; the tables give medians. Writes build/bench/bench.json and bench.md.
+all of them alike; the tables give medians. Writes build/bench/bench.json and bench.md, and each
+model's table into docs/measurements/speed.md.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from scripts import capacity
-from scripts.bundles import OUT, REFERENCE, ROOT, int8_bundle
+from tools import capacity, measured
+from tools.bundles import OUT, REFERENCE, ROOT, int8_bundle
 
 VOICE_WAV = ROOT / "tests" / "fixtures" / "voice" / "voice_24000.wav"
 TEXTS = {
@@ -193,10 +194,7 @@ def main() -> None:
                 print(f"capacity of {model}{' (int8 bundle)' if int8 else ''}", file=sys.stderr)
                 counts = capacity.DEFAULT_COUNTS.get(model, [1, 2, 4, 8])
                 rows += capacity.measure(model, counts, int8, lambda m: print(m, file=sys.stderr))
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "capacity.json").write_text(json.dumps(rows, indent=1))
-        (args.out / "capacity.md").write_text(capacity.table(rows) + "\n")
-        print(capacity.table(rows))
+        print(capacity.save(rows, args.out))
         return
     results = {}
     for model in args.models:
@@ -206,6 +204,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.json").write_text(json.dumps({"texts": TEXTS, "samples": results}, indent=1))
     (args.out / "bench.md").write_text(markdown + "\n")
+    for model in results:
+        measured.record("measurements/speed.md", f"speed {model}", table({model: results[model]}))
     print(markdown)
 
 

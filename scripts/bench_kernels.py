@@ -1,6 +1,7 @@
 """The WebAssembly kernels' speed in Chromium, SIMD build against relaxed SIMD build, on the shapes
 english runs per frame: the Mimi decoder's convolutions and transformer products, the flow LM's
-int8 products. Prints GFLOP/s per shape and build (a multiply-add counts as 2 FLOP).
+int8 products. Prints GFLOP/s per shape and build (a multiply-add counts as 2 FLOP), and writes the
+table of the committed builds on every shape into docs/kernels.md.
 
     python -m scripts.bench_kernels             # both committed builds (core/portable/kernels*.wasm)
     python -m scripts.bench_kernels --module build/k.wasm -k conv   # and another build, on the convolutions
@@ -19,6 +20,7 @@ from typing import Dict, List
 
 from e2e import harness
 from scripts.build_kernels import BUILDS
+from tools import measured
 
 # (kernel, label, shape): conv (M, C, T, N) at stride 1, dilation 1; linear (M, N, K); int8 linear
 # (M, N, K, G) with one scale per G columns of a row.
@@ -108,12 +110,18 @@ def main() -> None:
     paths = [build.path for build in BUILDS] + args.module
     version, results = run([s for s in SHAPES if args.k in s[1]], paths)
     names = [str(path.name) for path in paths]
-    print(f"Chromium {version}, GFLOP/s (median ms per call)\n")
-    print(f"| shape | {' | '.join(names)} | {names[1]} / {names[0]} |")
-    print("|---|" + "---|" * (len(names) + 1))
+    lines = [
+        f"Chromium {version}, GFLOP/s (median ms per call):",
+        "",
+        f"| shape | {' | '.join(names)} | {names[1]} / {names[0]} |",
+        "|---|" + "---|" * (len(names) + 1),
+    ]
     for row in results:
         cells = [f"{g:.1f} ({t:.3f} ms)" for g, t in zip(row["gflops"], row["ms"])]
-        print(f"| {row['label']} | {' | '.join(cells)} | {row['ms'][0] / row['ms'][1]:.2f}x |")
+        lines.append(f"| {row['label']} | {' | '.join(cells)} | {row['ms'][0] / row['ms'][1]:.2f}x |")
+    if not (args.k or args.module):  # the committed builds on every shape: the page's table
+        measured.record("kernels.md", "kernels in chromium", "\n".join(lines))
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

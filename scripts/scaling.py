@@ -12,7 +12,8 @@ completed per second, and the time to first byte, median and p90.
 
 Batch: LINES such sentences by `python -m core.cli batch` on two worker processes, then with `--ray`
 on the two-CPU cluster: seconds of audio made per second of wall time (model loading included).
-Writes build/bench/scaling.json and scaling.md and prints the tables.
+Writes build/bench/scaling.json and scaling.md, the tables into docs/measurements/scaling.md, and
+prints them.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any, Dict, List
 import httpx
 
 from e2e import harness
+from tools import measured
 
 OUT = harness.ROOT / "build" / "bench"
 FRAMES = 40
@@ -181,6 +183,7 @@ def main() -> None:
     (OUT / "scaling.json").write_text(json.dumps({"serve": serve, "batch": batch}, indent=1))
     table = markdown(args.model, serve, batch, args.clients)
     (OUT / "scaling.md").write_text(table + "\n")
+    measured.record("measurements/scaling.md", f"scaling {args.model}", table)
     print(table)
 
 

@@ -6,7 +6,8 @@
 #      when they are up to date with the script and the committed tokenizer/voice files);
 #   4. rebuilds the WebAssembly kernels and checks they equal the committed core/portable/kernels.wasm
 #      and kernels-relaxed.wasm;
-#   5. checks core/ against Python 3.8, lints, and runs pytest (extra arguments go to pytest).
+#   5. checks core/ against Python 3.8, lints, builds the docs (mkdocs build --strict), and runs pytest
+#      (extra arguments go to pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -43,7 +44,10 @@ step "the committed WebAssembly kernels (SIMD, relaxed SIMD) are the builds of c
 step "core/ runs on Python 3.8 (vermin), lint and format (ruff)"
 .venv/bin/vermin -t=3.8- --no-tips --violations core
 .venv/bin/ruff check .
-.venv/bin/ruff format --check core server scripts e2e tests setup.py pocket_tts_numpy.py
+.venv/bin/ruff format --check core server scripts e2e tools tests setup.py pocket_tts_numpy.py
+
+step "the documentation site builds with no broken link or anchor (mkdocs build --strict)"
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
 
 step "core/ on the Pyodide versions: Python 3.8 with NumPy 1.17.5 (.venv-py38)"
 py38=""

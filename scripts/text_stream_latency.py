@@ -1,13 +1,14 @@
 """Latency of speaking text as it arrives (the WebSocket /v1/audio/speech/stream), as a voice agent
 meets it: a reply sent a piece at a time at an LLM's pace.
 
-    python -m scripts.text_stream_latency                                  # english and english_2m, 30 tokens/s
-    python -m scripts.text_stream_latency --model english --rate 50
+    python -m scripts.text_stream_latency                                  # english and english_2m, 20/30/50 tokens/s
+    python -m scripts.text_stream_latency --model english --rates 50
     python -m scripts.text_stream_latency --url http://127.0.0.1:8000      # a server already running
 
 For each model it starts `python -m server` on the fixture (build/reference, scripts/test.sh
 makes it; or uses --url), warms it up with one short utterance, then sends REPLY in pieces of
---chars characters (about a token each) at --rate pieces a second, `end` after the last, and reports:
+--chars characters (about a token each) at each of --rates pieces a second, `end` after the last,
+and reports (the table also into docs/measurements/text-streaming.md):
 
 - first audio: the time from sending the piece that completes the first sentence (the one that
   brings the space after its period: the segment is complete then) to the first audio byte;
@@ -27,6 +28,8 @@ import sys
 import time
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List
+
+from tools import measured
 
 REPLY = (
     "Sure, here is a quick summary of your day. You have three meetings, the first one at ten with "
@@ -129,12 +132,9 @@ def served(model: str, url: str) -> Iterator[str]:
         yield started
 
 
-def measure(model: str, url: str, size: int, rate: float, seed: int) -> Dict[str, Any]:
-    with served(model, url) as address:
-        print(f"{model}: server at {address}; warming up", file=sys.stderr, flush=True)
-        asyncio.run(speak(address, "Hello there. ", 50, 1000.0, {"seed": seed}))
-        print(f"{model}: sending {len(REPLY)} characters at {rate:g} pieces/s", file=sys.stderr, flush=True)
-        return analyse(asyncio.run(speak(address, REPLY, size, rate, {"seed": seed})))
+def measure(address: str, model: str, size: int, rate: float, seed: int) -> Dict[str, Any]:
+    print(f"{model}: sending {len(REPLY)} characters at {rate:g} pieces/s", file=sys.stderr, flush=True)
+    return analyse(asyncio.run(speak(address, REPLY, size, rate, {"seed": seed})))
 
 
 def report(model: str, result: Dict[str, Any], rate: float) -> str:
@@ -150,17 +150,43 @@ def report(model: str, result: Dict[str, Any], rate: float) -> str:
     return "\n".join(lines)
 
 
+def table(rows: List[Dict[str, Any]]) -> str:
+    lines = [
+        "| model | tokens/s | first sentence -> first audio byte (ms) | underruns: writer's / generation's (ms) "
+        "| text sent over / audio (s) |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        r = row["result"]
+        writers = r["underrun_ms"] - r["generation_underrun_ms"]
+        lines.append(
+            f"| {row['model']} | {row['rate']:g} | {r['first_audio_ms']:.0f} | {writers:.0f} / "
+            f"{r['generation_underrun_ms']:.0f} | {r['text_s']:.1f} / {r['audio_s']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", nargs="+", default=list(MODELS), help="fixture models (default: %(default)s)")
     parser.add_argument("--url", default="", help="a running server instead (then --model only names it)")
-    parser.add_argument("--rate", type=float, default=30.0, help="pieces (tokens) a second (default: %(default)s)")
+    parser.add_argument("--rates", nargs="+", type=float, default=[20.0, 30.0, 50.0], help="pieces (tokens) a second")
     parser.add_argument("--chars", type=int, default=4, help="characters a piece (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     for model in args.model:
-        result = measure(model, args.url, args.chars, args.rate, args.seed)
-        print(report(model, result, args.rate), flush=True)
+        rows = []
+        with served(model, args.url) as address:
+            print(f"{model}: server at {address}; warming up", file=sys.stderr, flush=True)
+            asyncio.run(speak(address, "Hello there. ", 50, 1000.0, {"seed": args.seed}))
+            for rate in args.rates:
+                result = measure(address, model, args.chars, rate, args.seed)
+                print(report(model, result, rate), file=sys.stderr, flush=True)
+                rows.append({"model": model, "rate": rate, "result": result})
+        markdown = table(rows)
+        if not args.url:  # a server of our own: the fixture weights the page says
+            measured.record("measurements/text-streaming.md", f"websocket {model}", markdown)
+        print(markdown, flush=True)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 
 from e2e import harness
 from scripts.text_stream_latency import REPLY, analyse, completing_piece, pieces, speak
+from tools import measured
 
 MODELS = ("english", "english_2m_2026-10")
 TEXT = "The first chunk plays after one frame, and the rest follows as it is made."
@@ -130,8 +131,9 @@ def main() -> None:
         r = measure(model, args.runs, args.chars, args.rate)
         cells = [summary(r[k]) for k in ("wyoming", "http", "wyoming_stream", "websocket")]
         rows.append(f"| {model} | " + " | ".join(cells) + " |")
-    print(f"median / p90 (ms), {args.runs} runs each", flush=True)
-    print("\n".join(rows), flush=True)
+    markdown = f"Median / p90 (ms), {args.runs} runs each:\n\n" + "\n".join(rows)
+    measured.record("measurements/text-streaming.md", "wyoming", markdown)
+    print(markdown, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,1 +1,1 @@
-"""The HTTP server and the CPython-only helpers around the core (see README)."""
+"""The HTTP server and the CPython-only helpers around the core (docs/server.md)."""

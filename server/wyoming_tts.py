@@ -70,16 +70,6 @@ PROJECT = Attribution(name="Pocket TTS in NumPy", url="https://github.com/kyutai
 MAX_EVENT = 64 * 1024
 MAX_RECORDING = 20 * 1024 * 1024
 AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg", ".mp3")
-# The language codes Home Assistant speaks in, of the languages the models speak.
-LANGUAGE_CODES = {
-    "english": "en",
-    "french": "fr",
-    "german": "de",
-    "spanish": "es",
-    "italian": "it",
-    "portuguese": "pt",
-    "dutch": "nl",
-}
 
 
 class Voices:
@@ -136,7 +126,7 @@ class Voices:
 
     @property
     def language(self) -> str:
-        return LANGUAGE_CODES[normalize.language_of(self.engine.name)]
+        return normalize.LANGUAGE_CODES[normalize.language_of(self.engine.name)]
 
     def _clone(self, path: Path) -> str:
         stat = path.stat()
@@ -159,7 +149,7 @@ def _same_language(asked: Optional[str], code: str) -> bool:
     if not asked:
         return False
     asked = asked.replace("-", "_").lower()
-    return asked.split("_")[0] == code or LANGUAGE_CODES.get(asked) == code
+    return asked.split("_")[0] == code or normalize.LANGUAGE_CODES.get(asked) == code
 
 
 class WyomingServer:

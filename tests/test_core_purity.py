@@ -6,8 +6,9 @@ words of text normalization) and the standard library only, PyYAML, the tokenize
 soundfile imported inside the CPython-only loaders that need them, and nothing of the host above it.
 The host (core/*.py) imports the portable model and, inside the functions that need them, the
 libraries of the command line. Every import runs down a floor or stays on its own (portable model <
-CPython host < the browser worker's Python half (core/browser), server < scripts, end-to-end
-harness < the installed command), and no module imports itself round a circle.
+CPython host < the browser worker's Python half (core/browser), server < the development libraries
+(tools/) and the end-to-end harness < the developers' commands (scripts/) < the installed command),
+and no module imports itself round a circle.
 """
 
 from __future__ import annotations
@@ -27,19 +28,21 @@ CPYTHON_ONLY = {"yaml", "sentencepiece", "tokenizers", "soundfile", "huggingface
 # (pure Python; the site carries its wheel for Pyodide).
 NORMALIZATION = ("num2words",)
 FORBIDDEN = {"threading", "multiprocessing", "concurrent", "socket", "urllib", "http", "asyncio", "torch", "scipy"}
-# The floors: a module imports modules of its own part or of a lower floor only. The tools (build
-# scripts, benchmarks, the end-to-end harness) are one part: they use each other.
+# The floors: a module imports modules of its own part or of a lower floor only. The development
+# libraries (tools/: the site, the measurements) and the end-to-end harness are one part: they use
+# each other; the commands of scripts/ stand above them, and nothing below imports a script.
 FLOORS = {
     "core.portable": 0,
     "core": 1,
     "core.browser": 2,
     "server": 2,
-    "scripts": 3,
+    "tools": 3,
     "e2e": 3,
-    "pocket_tts_numpy": 4,
+    "scripts": 4,
+    "pocket_tts_numpy": 5,
 }
-PARTS = {"scripts": "tools", "e2e": "tools"}
-PACKAGES = ("core", "server", "scripts", "e2e", "pocket_tts_numpy.py")
+PARTS = {"tools": "tools", "e2e": "tools"}
+PACKAGES = ("core", "server", "tools", "scripts", "e2e", "pocket_tts_numpy.py")
 
 
 def module_name(path: Path) -> str:

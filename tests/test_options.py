@@ -1,5 +1,6 @@
-"""The generation options have one home (core.portable.options.GenerationOptions): the README's table, the
-command line's flags and the server's request fields are checked against it, so they cannot drift."""
+"""The generation options have one home (core.portable.options.GenerationOptions): the docs' table
+(docs/options.md), the command line's flags and the server's request fields are checked against it,
+so they cannot drift."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ from server.schemas import GenerateRequest
 from conftest import ROOT
 
 
-def test_the_readme_table_is_the_options_and_their_docs() -> None:
-    readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("| option | meaning |") :].split("\n\n")[0]
+def test_the_docs_table_is_the_options_and_their_docs() -> None:
+    page = (ROOT / "docs" / "options.md").read_text()
+    table = page[page.index("| option | meaning |") :].split("\n\n")[0]
     rows = re.findall(r"^\| `(\w+)` \| (.*) \|$", table, re.M)
     assert rows == [(f.name, f.metadata["doc"]) for f in dataclasses.fields(GenerationOptions)]
 

@@ -1,7 +1,5 @@
-"""Server capacity: how many concurrent streams stay real time, measured as a user would.
-
-    .venv/bin/python -m scripts.capacity                        # english and english_2m_2026-10
-    .venv/bin/python -m scripts.capacity --models english --streams 1 2 4 6
+"""Server capacity: how many concurrent streams stay real time, measured as a user would
+(`python -m scripts.capacity`, `python -m scripts.bench --capacity`).
 
 Starts `python -m server` on a fixture model (build/reference, float32 weights, as the server
 loads a config) with room for every stream, then for each N sends N concurrent POST /stream
@@ -9,22 +7,23 @@ requests of FRAMES frames each (EOS off, temperature 0) and measures, per stream
 first byte and its real-time factor after that byte (time from first to last byte over the audio
 after the first chunk). A row: N, the worst stream's RTF, median and p90 time to first byte.
 Then, with N streams running, one more request: its time to first byte (a newcomer's wait on a busy
-server). `scripts.bench --capacity` prints the same table; the README shows it.
+server). `scripts.bench --capacity` measures the same; both write their tables, one per model and
+kind of weights, into docs/measurements/capacity.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import math
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List
 
 import httpx
+
+from tools import measured
 
 ROOT = Path(__file__).resolve().parent.parent
 FRAMES = 75
@@ -102,7 +101,7 @@ def _p90(values: List[float]) -> float:
 
 def measure(model: str, counts: List[int], int8: bool, progress: Any = print) -> List[Dict[str, Any]]:
     from e2e import harness
-    from scripts.bundles import int8_bundle
+    from tools.bundles import int8_bundle
 
     rows = []
     bundle = int8_bundle(model) if int8 else None
@@ -147,28 +146,17 @@ def table(rows: List[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-DEFAULT_COUNTS = {"english": [1, 2, 4, 6, 8, 10, 11, 12], "english_2m_2026-10": [1, 8, 16, 24, 28, 32, 36]}
-
-
-def main() -> None:
-    """One model and one kind of weights at a time (`scripts.bench --capacity` does them all)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=list(DEFAULT_COUNTS))
-    parser.add_argument("--streams", nargs="+", type=int, help="the N to try (default: per model)")
-    parser.add_argument("--int8", action="store_true", help="serve an int8 bundle of the fixture weights")
-    parser.add_argument("--out", type=Path, default=ROOT / "build" / "bench")
-    args = parser.parse_args()
-    rows = []
-    for model in args.models:
-        print(f"capacity of {model}", file=sys.stderr)
-        counts = args.streams or DEFAULT_COUNTS.get(model, [1, 2, 4, 8])
-        rows += measure(model, counts, args.int8, lambda m: print(m, file=sys.stderr))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "capacity.json").write_text(json.dumps(rows, indent=1))
+def save(rows: List[Dict[str, Any]], out: Path) -> str:
+    """The rows as out/capacity.json and capacity.md, and their tables in
+    docs/measurements/capacity.md, one per model and kind of weights; returns the whole table."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "capacity.json").write_text(json.dumps(rows, indent=1))
     markdown = table(rows)
-    (args.out / "capacity.md").write_text(markdown + "\n")
-    print(markdown)
+    (out / "capacity.md").write_text(markdown + "\n")
+    for label in dict.fromkeys(row["model"] for row in rows):
+        kept = [row for row in rows if row["model"] == label]
+        measured.record("measurements/capacity.md", f"capacity {label}", table(kept))
+    return markdown
 
 
-if __name__ == "__main__":
-    main()
+DEFAULT_COUNTS = {"english": [1, 2, 4, 6, 8, 10, 11, 12], "english_2m_2026-10": [1, 8, 16, 24, 28, 32, 36]}

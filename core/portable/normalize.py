@@ -10,7 +10,7 @@ abbreviations, symbols), so the cost is linear in the text; each expression star
 boundary (a look-behind) so a failed match is not retried inside a run of digits, digit groups
 ("1 000 000") or letters.
 
-Rules that need a choice (documented in the README, "Text normalization"):
+Rules that need a choice (documented in docs/speed-and-normalization.md, "Text normalization"):
 - Numbers of more than MAX_DIGITS digits, and digit runs with a leading zero ("007"), are read
   digit by digit; so are phone-like groups ("555-123-4567", "+1 555 123 4567").
 - A four-digit number from 1100 to 2099 is read as a year ("nineteen ninety-nine", "twenty ten",
@@ -39,7 +39,8 @@ LANGUAGES = ("english", "french", "german", "spanish", "italian", "portuguese", 
 # says a sixteen-digit number as a cardinal.
 MAX_DIGITS = 15
 
-_CODE = {
+# Each language's ISO 639-1 code: num2words' name for it, and Home Assistant's (server/wyoming_tts.py).
+LANGUAGE_CODES = {
     "english": "en",
     "french": "fr",
     "german": "de",
@@ -379,7 +380,7 @@ def _guarded(speak: Callable[[re.Match, str], str], language: str) -> Callable[[
 def _n2w(value: int, language: str, to: str = "cardinal") -> str:
     # num2words groups English thousands with commas ("one million, two hundred"); a comma would be
     # read as a pause and could become a chunk boundary.
-    return num2words(value, lang=_CODE[language], to=to).replace(",", "")
+    return num2words(value, lang=LANGUAGE_CODES[language], to=to).replace(",", "")
 
 
 _DIGIT_WORDS: Dict[str, List[str]] = {}
@@ -493,7 +494,7 @@ def _number_start(language: str) -> str:
 
 
 def _rules(language: str) -> List[Tuple[Pattern[str], Callable[[re.Match, str], str]]]:
-    if language not in _CODE:
+    if language not in LANGUAGE_CODES:
         raise TextError(f"unknown language {language!r}: one of {', '.join(LANGUAGES)}")
     cached = _RULES.get(language)
     if cached is None:
@@ -868,7 +869,7 @@ def _currency_words(code: str, language: str) -> Tuple[str, str]:
         return _YEN[language], _YEN[language]
     from num2words import CONVERTER_CLASSES
 
-    singular, plural = CONVERTER_CLASSES[_CODE[language]].CURRENCY_FORMS[code][0][:2]
+    singular, plural = CONVERTER_CLASSES[LANGUAGE_CODES[language]].CURRENCY_FORMS[code][0][:2]
     return singular, plural
 
 
@@ -897,7 +898,9 @@ def _money(match: re.Match, language: str) -> str:
         unit_words = _n2w(units, language) + " " + (singular if units == 1 else plural)
         cent_words = _n2w(cents, language) + " " + (names[2] if cents == 1 else names[3])
     else:
-        both = num2words(units * 100 + cents, lang=_CODE[language], to="currency", currency=code, separator="|")
+        both = num2words(
+            units * 100 + cents, lang=LANGUAGE_CODES[language], to="currency", currency=code, separator="|"
+        )
         unit_words, _, cent_words = (part.strip().replace(",", "") for part in both.partition("|"))
         if code == "GBP" and language in ("french", "portuguese"):  # "une livre", "duas libras"
             amount, _, name = unit_words.rpartition(" ")

@@ -6,7 +6,7 @@ A quantized tensor keeps its checkpoint name and shape, and gets its scales besi
 per row by default. Version 1 files (one scale per row, [rows]) still load. Norms, biases,
 LayerScale and other small tensors stay float32. The file's metadata names the format and version.
 
-What is quantized was chosen by measurement (README, "int8 bundles"): on the fixture weights, finer
+What is quantized was chosen by measurement (docs/cli.md, "int8 bundles"): on the fixture weights, finer
 groups measured no better than one scale per row (those weights have no outliers; trained ones may:
 `core.cli export --int8-group`), tensors under MIN_ELEMENTS cost much error for little size, and
 the bundles keep the Mimi decoder in float32 (core.export).

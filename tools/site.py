@@ -1,0 +1,176 @@
+"""The static site: the web UI with both engines, runnable from any static file server. Built by
+`python -m scripts.build_site` and by the end-to-end runs (e2e/harness.py).
+
+Writes to OUT: the web UI (server/web/), the worker (core/browser/worker.js, as browser/worker.js),
+the service worker (sw.js: a reload downloads nothing, and the site works offline), Pyodide (vendored from npm,
+tools/pyodide.py), this package as the pure-Python wheel `pip wheel` builds and the wheel
+of num2words, which core's text normalization imports (the worker installs both with micropip, in
+one call: it fetches them at once), the WebAssembly kernels (core/portable/kernels.wasm and
+kernels-relaxed.wasm: the worker picks one), the model as an int8 bundle
+in model/ (core.export.export: a weights file per part, config JSON, tokenizer, voice states), and
+site.json, which tells the page where everything is, which worker needs which model file, and
+which file is the voice-cloning part (fetched on the first voice upload, not on a cold visit).
+`python -m server --site OUT` serves the same folder, so one page offers both engines.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.metadata
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from core.portable.bundle import MANIFEST
+from tools.pyodide import vendor
+
+ROOT = Path(__file__).resolve().parent.parent
+# The page, fetched before the service worker controls it: the service worker caches it at install.
+# protocol.js (the messages' names) is also loaded by the workers (from the site's root) and the worklet.
+SHELL = [
+    "index.html",
+    "app.js",
+    "protocol.js",
+    "player.js",
+    "worklet.js",
+    "server-engine.js",
+    "browser-engine.js",
+    "waveform.js",
+    "style.css",
+]
+# Which worker roles (core/browser/worker.js) need a file of the bundle; the rest need them all.
+PART_ROLES = {"flow_lm": ["flow", "both"], "voice_cloning": ["flow", "both"], "decoder": ["decoder", "both"]}
+ALL_ROLES = ["flow", "decoder", "both"]
+
+
+def build_wheel(out: Path) -> Path:
+    """This package as the wheel `pip wheel` builds (pure Python: it installs in Pyodide as it is),
+    from a copy of the sources: setuptools would otherwise reuse what an earlier build left in build/."""
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "source"
+        source.mkdir()
+        for name in ("pyproject.toml", "README.md", "pocket_tts_numpy.py"):
+            shutil.copy(ROOT / name, source / name)
+        for package in ("core", "server"):
+            shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", tmp, str(source)],
+            capture_output=True,
+            text=True,
+        )
+        wheels = list(Path(tmp).glob("*-py3-none-any.whl"))
+        if done.returncode != 0 or len(wheels) != 1:
+            raise SystemExit(f"pip wheel failed: {done.stderr.strip()[-1000:]}")
+        target = out / wheels[0].name
+        shutil.copy(wheels[0], target)
+    return target
+
+
+def build_dependency_wheels(out: Path) -> List[Path]:
+    """The wheels of what core imports beyond NumPy (num2words, pure Python), at the version this
+    environment runs, so that the page normalizes text as the server does. num2words declares
+    docopt, which only its command-line script imports; Pyodide 0.17's micropip installs a wheel
+    from a URL without its declared dependencies, so the site carries num2words alone."""
+    requirement = f"num2words=={importlib.metadata.version('num2words')}"
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", tmp, requirement],
+            capture_output=True,
+            text=True,
+        )
+        wheels = list(Path(tmp).glob("*-py3-none-any.whl"))
+        if done.returncode != 0 or len(wheels) != 1:
+            raise SystemExit(f"pip wheel {requirement} failed: {done.stderr.strip()[-1000:]}")
+        shutil.copy(wheels[0], out / wheels[0].name)
+        return [out / wheels[0].name]
+
+
+def model_roles(bundle: Path) -> Dict[str, List[str]]:
+    """Each file of the bundle -> the worker roles that load it."""
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    by_file = {name: PART_ROLES[part] for part, name in manifest["weights"].items()}
+    by_file.update({path: PART_ROLES["flow_lm"] for path in manifest["voices"].values()})
+    files = sorted(str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file())
+    return {name: by_file.get(name, ALL_ROLES) for name in files}
+
+
+def cloning_file(bundle: Path) -> Optional[str]:
+    """The bundle's file of the voice-cloning part, or None where it cannot clone. The workers fetch
+    it on the first voice upload, not at boot; the page knows from this name whether cloning exists."""
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    return manifest["weights"].get("voice_cloning") if manifest.get("voice_cloning", True) else None
+
+
+def service_worker(files: List[str], version: str) -> str:
+    template = (ROOT / "core" / "browser" / "service-worker.js").read_text()
+    return (
+        template.replace("@VERSION@", version)
+        .replace("@FILES@", json.dumps(files))
+        .replace("@SHELL@", json.dumps(SHELL + ["site.json"]))
+    )
+
+
+def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, object]:
+    from core.export import export
+
+    if out.exists() and not (out / "site.json").exists() and any(out.iterdir()):
+        raise SystemExit(f"{out} exists and is not a site built here: choose an empty or new folder")
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"[1/5] web UI, workers and kernels -> {out}", file=sys.stderr)
+    for path in (ROOT / "server" / "web").iterdir():
+        shutil.copy(path, out / path.name)
+    (out / "browser").mkdir(exist_ok=True)
+    shutil.copy(ROOT / "core" / "browser" / "worker.js", out / "browser" / "worker.js")
+    shutil.copy(ROOT / "core" / "portable" / "kernels.wasm", out / "kernels.wasm")
+    shutil.copy(ROOT / "core" / "portable" / "kernels-relaxed.wasm", out / "kernels-relaxed.wasm")
+    print("[2/5] Pyodide 0.17.1 with NumPy and micropip", file=sys.stderr)
+    pyodide_bytes = vendor(out / "pyodide")
+    print("[3/5] the package's wheel and num2words's (pip wheel)", file=sys.stderr)
+    for old in out.glob("*.whl"):
+        old.unlink()
+    wheels = build_dependency_wheels(out) + [build_wheel(out)]
+    print(f"[4/5] model bundle of {model} ({'int8' if int8 else 'float32'})", file=sys.stderr)
+    report = export(model, str(out / "model"), voices, int8=int8)
+    roles = model_roles(out / "model")
+    files = {name: (out / "model" / name).stat().st_size for name in roles}
+    print("[5/5] site.json and the service worker", file=sys.stderr)
+    (out / "sw.js").unlink(missing_ok=True)
+    digest = hashlib.sha256()
+    for path in sorted(out.rglob("*")):
+        if path.is_file() and path.name != "site.json":
+            digest.update(str(path.relative_to(out)).encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    version = digest.hexdigest()[:16]
+    site = {
+        "format": "pocket-tts-numpy-site",
+        "version": version,
+        "pyodide": "pyodide/",
+        "wheels": [wheel.name for wheel in wheels],
+        "kernels": "kernels.wasm",
+        "kernels_relaxed": "kernels-relaxed.wasm",
+        "model": {
+            "path": "model/",
+            "name": report["bundle"],
+            "files": files,
+            "roles": roles,
+            "voice_cloning": cloning_file(out / "model"),
+        },
+    }
+    (out / "site.json").write_text(json.dumps(site, indent=1))
+    site_files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    (out / "sw.js").write_text(service_worker(site_files, version))
+    total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    gzipped = sum(len(gzip.compress(p.read_bytes(), 6)) for p in out.rglob("*") if p.is_file())
+    return {
+        "site": str(out),
+        "bytes": total,
+        "gzip_bytes": gzipped,
+        "pyodide_bytes": pyodide_bytes,
+        "model_bytes": sum(files.values()),
+        "voices": report["voices"],
+    }
