@@ -57,6 +57,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+# The markers of the quick loop: `pytest -m "not slow"` leaves out every test marked slow, and a
+# test marked browser, cluster or e2e is slow too.
+MARKERS = {
+    "browser": "drives Debian's Chromium through Playwright",
+    "cluster": "starts a local Ray cluster (Ray Serve, batches on Ray)",
+    "e2e": "an end-to-end run of the product as the measurements run it",
+    "slow": "takes long: left out of the quick loop, pytest -m 'not slow'",
+}
+LONG = ("browser", "cluster", "e2e")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, meaning in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {meaning}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """A test that starts Ray or Chromium must say so (its marker), so that the quick loop never
+    starts either; every browser, cluster and e2e test is also slow."""
+    for item in items:
+        marks = {mark.name for mark in item.iter_markers()}
+        needs = set()
+        params = getattr(item, "callspec", None)
+        on_serve = params is not None and any(isinstance(v, str) and v == "serve" for v in params.params.values())
+        if {"served", "ray_address"} & set(item.fixturenames) or on_serve:
+            needs.add("cluster")
+        if "chromium" in item.fixturenames:
+            needs.add("browser")
+        if needs - marks:
+            raise pytest.UsageError(f"{item.nodeid} needs the marker(s) {sorted(needs - marks)}")
+        if marks & set(LONG):
+            item.add_marker(pytest.mark.slow)
+
+
 def tiny_models() -> list:
     return sorted(p.name for p in TINY_DIR.iterdir() if (p / "reference.npz").exists())
 

@@ -175,6 +175,7 @@ def local_run(tmp_path_factory) -> Path:
     return folder / "out"
 
 
+@pytest.mark.cluster
 def test_on_ray_the_job_makes_the_same_files(ray_address, local_run, tmp_path) -> None:
     out = tmp_path / "out"
     done = batch(write_input(tmp_path / "in", [json.dumps(line) for line in MANY]), out, "--ray", ray_address)
@@ -198,6 +199,7 @@ def busy_workers() -> List[int]:
     return found
 
 
+@pytest.mark.cluster
 def test_a_worker_killed_mid_run_costs_nothing(ray_address, local_run, tmp_path) -> None:
     out = tmp_path / "out"
     source = write_input(tmp_path / "in", [json.dumps(line) for line in MANY])

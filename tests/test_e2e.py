@@ -17,6 +17,8 @@ from e2e import harness
 from conftest import SMALL, VOICE_22K, VOICE_24K, record, require_browser
 from metrics import max_abs, nmse_db
 
+pytestmark = pytest.mark.browser
+
 
 @pytest.fixture(scope="module")
 def small_site(request):

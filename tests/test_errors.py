@@ -32,6 +32,7 @@ def edit(config: Path, change) -> None:
     config.write_text(yaml.safe_dump(data))
 
 
+@pytest.mark.slow
 def test_every_official_config_loads(reference_python) -> None:
     """Every config the official package ships (found with its own interpreter, whatever its Python)."""
     where = run_reference(

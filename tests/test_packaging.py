@@ -12,12 +12,15 @@ import zipfile
 from pathlib import Path
 
 import httpx
+import pytest
 
 from core import native
 from e2e import harness
-from scripts.build_site import build_wheel
+from tools.site import build_wheel
 
 from conftest import ROOT, TINY_CONFIG, VOICE_24K
+
+pytestmark = pytest.mark.slow  # each test installs the package into a fresh venv
 
 WEB = ROOT / "server" / "web"  # the UI's files, which an install serves from its own copy
 

@@ -66,7 +66,7 @@ def app_client(engine):
         yield test_client
 
 
-@pytest.fixture(scope="module", params=["app", "serve"])
+@pytest.fixture(scope="module", params=["app", pytest.param("serve", marks=pytest.mark.cluster)])
 def client(request):
     """The routes in process (TestClient), and over HTTP through Ray Serve's proxy."""
     if request.param == "app":
@@ -291,7 +291,7 @@ def live_process():
         yield url
 
 
-@pytest.fixture(scope="module", params=["process", "serve"])
+@pytest.fixture(scope="module", params=["process", pytest.param("serve", marks=pytest.mark.cluster)])
 def live(request):
     """`python -m server`, and the Ray Serve application."""
     yield request.getfixturevalue("live_process" if request.param == "process" else "served")
@@ -434,6 +434,7 @@ def replica_processes() -> list:
     return sorted(found)
 
 
+@pytest.mark.cluster
 def test_a_killed_replica_is_replaced_and_requests_keep_being_answered(served) -> None:
     """Under load (two clients asking one after another), one replica is killed: the other answers
     meanwhile, Serve starts a new one, and then every request succeeds again."""
@@ -473,6 +474,7 @@ def test_a_killed_replica_is_replaced_and_requests_keep_being_answered(served) -
     assert after == [200] * 8, (after, statuses)
 
 
+@pytest.mark.cluster
 def test_a_voice_uploaded_through_one_replica_speaks_through_every_replica(served) -> None:
     """The upload reaches one replica; Serve spreads the requests that follow over both, and each
     answers with that voice (the other clones it from the shared recordings). Were uploads kept per
@@ -496,6 +498,7 @@ def test_a_voice_uploaded_through_one_replica_speaks_through_every_replica(serve
         assert pcm_close(answer.content[44:], answers[0].content[44:])
 
 
+@pytest.mark.cluster
 def test_the_cluster_config_file_with_the_command_line_on_top(request) -> None:
     require_ray(request)
     import yaml

@@ -13,6 +13,8 @@ from e2e import harness
 
 from conftest import SMALL, require_browser, tiny_server
 
+pytestmark = pytest.mark.browser
+
 TEXT = "Hello there. I paid $5 for this. How are you today? Fine."
 SEGMENTS = ["Hello there.", "I paid $5 for this.", "How are you today?", "Fine."]
 PIECES = [word + " " for word in TEXT.split()]

@@ -35,6 +35,7 @@ def load(name: str) -> TTSModel:
     return TTSModel.load(str(TINY_DIR / name / "config.yaml"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["tiny_lsd", "tiny_gqa"])
 def test_our_exported_voice_loads_in_the_official_package(tmp_path, reference_python, name: str) -> None:
     model = load(name)

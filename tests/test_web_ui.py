@@ -7,6 +7,8 @@ import pytest
 
 from conftest import tiny_server
 
+pytestmark = pytest.mark.browser
+
 
 @pytest.fixture(scope="module")
 def browser(chromium):

@@ -334,6 +334,7 @@ def test_a_connection_holds_a_slot_and_busy_is_an_error_frame(model) -> None:
         engine.close()
 
 
+@pytest.mark.slow
 def test_a_client_that_does_not_read_is_dropped_and_its_slot_freed(model, relays) -> None:
     engine = ServerEngine(model, str(VOICE_24K), max_concurrent=1)
     try:
