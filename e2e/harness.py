@@ -169,17 +169,37 @@ def _serving(
 
 
 @contextmanager
-def chromium() -> Iterator[Any]:
+def _playwright() -> Iterator[Any]:
     if CHROMIUM is None:
         raise FileNotFoundError("chromium is not installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
+        yield playwright
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    with _playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def chromium_profile(profile: Path) -> Iterator[Any]:
+    """A browser context on a profile kept in `profile` (its HTTP cache, Cache API, service workers
+    and compiled code): closed and opened again, it is a visitor coming back."""
+    with _playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, args=CHROMIUM_ARGS
+        )
+        try:
+            yield context
+        finally:
+            context.close()
 
 
 # Lets a test hold the workers' "done" messages (window.pocketTTSHold.done = true), so that a generation

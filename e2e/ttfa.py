@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import statistics
 import sys
 from typing import Any, Dict, List
@@ -149,9 +148,7 @@ def main() -> None:
         print(f"{model}: building the site, starting the servers", file=sys.stderr)
         result = measure(model, args.runs, lambda m: print(m, file=sys.stderr))
         table = harness.save("ttfa", result, markdown)
-        quota = measured.cpu_quota()
-        share = f" at {quota:g} CPUs" if quota is not None and quota < (os.cpu_count() or 1) else ""
-        measured.record("measurements/ttfa.md", f"ttfa {model}{share}", markdown([result]))
+        measured.record("measurements/ttfa.md", f"ttfa {model}{measured.share()}", markdown([result]))
     print(table)
 
 

