@@ -248,7 +248,16 @@ class Page:
         self.responses: List[Any] = []
         context.on("requestfinished", lambda request: self.responses.append(request))
         self.page.goto(url + "/" + query)  # query: e.g. "?kernels=simd"
-        self.page.wait_for_function("window.pocketTTS && window.pocketTTS.ready", timeout=120_000)
+        self.wait("window.pocketTTS && window.pocketTTS.ready", 120_000)
+
+    def wait(self, condition: str, timeout_ms: float) -> None:
+        """Wait until `condition` holds in the page, or fail at once where the page or the engine it
+        switched to could not start (a worker that failed to boot, say), not at the timeout."""
+        failed = "(window.pocketTTS && window.pocketTTS.failed)"
+        self.page.wait_for_function(f"({condition}) || {failed}", timeout=timeout_ms)
+        reason = self.page.evaluate(f"!({condition}) && {failed}")
+        if reason:
+            raise RuntimeError(f"the page could not start: {reason}")
 
     @property
     def downloaded(self) -> int:
@@ -267,7 +276,7 @@ class Page:
         if self.page.input_value("#mode") != mode:
             self.page.select_option("#mode", mode)
         if mode == "browser":
-            self.page.wait_for_function("window.pocketTTS.load !== null", timeout=600_000)
+            self.wait("window.pocketTTS.load !== null", 600_000)
         self.page.wait_for_function("!document.getElementById('generate').disabled", timeout=600_000)
         return self.page.evaluate("window.pocketTTS.load")
 

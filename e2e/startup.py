@@ -6,8 +6,9 @@ opened again: everything cached, as a visitor coming back the next day), each se
     .venv/bin/python -m e2e.startup --models english_2m_2026-10 --visits 3
 
 Per visit: page opened -> model ready, -> first audio (ready, then the first click's time to first
-audio), the bytes that came over the network, and each worker's start-up phase by phase
-(core/browser/worker.js). Reports medians (min-max) of the visits; writes build/e2e/startup.json
+audio), the bytes that came over the network, each worker's start-up phase by phase
+(core/browser/worker.js), and how many of the modules compiled ahead of time it ran
+(tools/compiled.py). Reports medians (min-max) of the visits; writes build/e2e/startup.json
 and startup.md, and each model's tables into docs/measurements/startup.md (a run under a CPU quota
 beside the full machine's), with the site's bytes by part.
 """
@@ -32,8 +33,9 @@ PHASES = [
     ("python_init_ms", "Pyodide's start (its files, wasm compile, stdlib)"),
     ("wasm_compile_ms", "of which fetching and compiling pyodide.asm.wasm"),
     ("packages_ms", "NumPy's package"),
-    ("numpy_import_ms", "import numpy"),
     ("wheels_ms", "our wheels unpacked"),
+    ("compiled_ms", "compiled modules written"),
+    ("numpy_import_ms", "import numpy"),
     ("core_import_ms", "import core"),
     ("kernels_ms", "kernels linked"),
     ("download_wait_ms", "waiting for the model's download"),
@@ -48,18 +50,21 @@ def visit(profile: Path, url: str) -> Dict[str, Any]:
         page = harness.Page(context, url)
         load = page.page.evaluate("window.pocketTTS.load")
         run = page.run()
+        modules = page.page.evaluate("import('./browser-engine.js').then((e) => e.compiledModules())")
         return {
             "ready_ms": load["ready_at_ms"],
             "first_audio_ms": load["ready_at_ms"] + run["ttfa_ms"],
             "ttfa_ms": run["ttfa_ms"],
             "bytes": page.downloaded,
             "phases": load["phases"],
+            "compiled": dict(zip(load["phases"], modules)),
             "errors": page.errors,
         }
 
 
 def site_parts(site: Path) -> Dict[str, int]:
-    """The site's bytes by part: Pyodide's runtime and packages, the model's files, our wheels, the rest."""
+    """The site's bytes by part: Pyodide's runtime and packages, the model's files, our wheels, the
+    modules compiled ahead of time (tools/compiled.py), the rest."""
     parts: Dict[str, int] = {}
     for path in site.rglob("*"):
         if not path.is_file():
@@ -67,7 +72,7 @@ def site_parts(site: Path) -> Dict[str, int]:
         relative = path.relative_to(site).parts
         part = {"pyodide": "Pyodide", "model": "model"}.get(relative[0])
         if part is None:
-            part = "wheels" if path.suffix == ".whl" else "page, kernels and the rest"
+            part = {".whl": "wheels", ".gz": "compiled modules"}.get(path.suffix, "page, kernels and the rest")
         parts[part] = parts.get(part, 0) + path.stat().st_size
     return parts
 
@@ -113,6 +118,12 @@ def markdown(results: List[Dict[str, Any]]) -> str:
                 values = [v["phases"][worker][key] for v in r[kind] if key in v["phases"][worker]]
                 cells.append(f"{statistics.median(values):.0f}" if values else "n/a")
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        counts = [r[kind][-1]["compiled"][worker] for kind, worker in columns]
+        lines.append(
+            "| modules run from a compiled .pyc / written / compiled from source instead | "
+            + " | ".join(f"{c['used']} / {c['shipped']} / {c['stale']}" for c in counts)
+            + " |"
+        )
         lines += ["", f"| {r['model']}: the site's files | MB |", "|---|---|"]
         for name, size in sorted(r["site"].items(), key=lambda part: -part[1]):
             lines.append(f"| {name} | {size / 1e6:.1f} |")

@@ -20,7 +20,8 @@ def test_a_first_and_a_returning_visit_report_every_phase_of_both_workers(reques
     require_browser(request, SMALL)
     result = startup.measure(SMALL, visits=1, progress=lambda _message: None)
     first, returning = result["first"][0], result["returning"][0]
-    model = json.loads((harness.site(SMALL) / "site.json").read_text())["model"]
+    model_site = json.loads((harness.site(SMALL) / "site.json").read_text())
+    model = model_site["model"]
     cloning = model["files"][model["voice_cloning"]]
     # The first visit downloads the model (all but its voice-cloning part); the returning one nothing.
     assert first["bytes"] >= sum(model["files"].values()) - cloning
@@ -33,6 +34,10 @@ def test_a_first_and_a_returning_visit_report_every_phase_of_both_workers(reques
             assert {key for key, _ in startup.PHASES} <= set(phases)
             assert all(phases[key] >= 0 for key, _ in startup.PHASES)
             assert phases["wasm_compile_ms"] <= phases["python_init_ms"]
+        if model_site["compiled"]:  # built where a Python 3.8 is at hand (tools/compiled.py)
+            for modules in visit["compiled"].values():
+                assert modules["shipped"] > 250 and modules["used"] > 0.75 * modules["shipped"], modules
+                assert modules["stale"] < modules["used"] / 4, modules
     assert sum(result["site"].values()) == sum(p.stat().st_size for p in harness.site(SMALL).rglob("*") if p.is_file())
     table = startup.markdown([result])
     assert table.count(f"| {SMALL} | ") == 2 and "| of which fetching and compiling pyodide.asm.wasm |" in table

@@ -5,7 +5,8 @@ Writes to OUT: the web UI (server/web/), the worker (core/browser/worker.js, as 
 the service worker (sw.js: a reload downloads nothing, and the site works offline), Pyodide (vendored from npm,
 tools/pyodide.py), this package as the pure-Python wheel `pip wheel` builds and the wheel
 of num2words, which core's text normalization imports (the worker fetches both while Python
-starts and unpacks them into site-packages), the WebAssembly kernels (core/portable/kernels.wasm and
+starts and unpacks them into site-packages), the modules a worker imports compiled for its
+Python 3.8 (tools/compiled.py; where a Python 3.8 is at hand), the WebAssembly kernels (core/portable/kernels.wasm and
 kernels-relaxed.wasm: the worker picks one), the model as an int8 bundle
 in model/ (core.export.export: a weights file per part, config JSON, tokenizer, voice states), and
 site.json, which tells the page where everything is, which worker needs which model file, and
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from core.portable.bundle import MANIFEST
+from tools import compiled
 from tools.pyodide import vendor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,6 +136,15 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
     for old in out.glob("*.whl"):
         old.unlink()
     wheels = build_dependency_wheels(out) + [build_wheel(out)]
+    (out / compiled.NAME).unlink(missing_ok=True)
+    modules = compiled.archive(wheels, out)
+    print(
+        f"      and the modules a worker imports, compiled for Python 3.8: {modules.name}"
+        if modules
+        else "      no Python 3.8 with NumPy 1.17.5 (.venv-py38, made by scripts/test.sh): the page compiles "
+        "its modules from source on every visit",
+        file=sys.stderr,
+    )
     print(f"[4/5] model bundle of {model} ({'int8' if int8 else 'float32'})", file=sys.stderr)
     report = export(model, str(out / "model"), voices, int8=int8)
     roles = model_roles(out / "model")
@@ -151,6 +162,7 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
         "version": version,
         "pyodide": "pyodide/",
         "wheels": [wheel.name for wheel in wheels],
+        "compiled": modules.name if modules else None,
         "kernels": "kernels.wasm",
         "kernels_relaxed": "kernels-relaxed.wasm",
         "model": {

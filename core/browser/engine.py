@@ -16,7 +16,9 @@ the same way; a frame's latent is a few dozen floats, exact through JSON.
 from __future__ import annotations
 
 import collections
+import importlib.util
 import json
+import sys
 from typing import Any, Deque, Iterator, List, Optional
 
 import numpy as np
@@ -188,3 +190,28 @@ def _result(key: str, run: Any) -> str:
         return json.dumps({"error": str(error)})
     except Exception as error:  # anything else still reaches the page as a message, not a hang
         return json.dumps({"error": f"{type(error).__name__}: {error}"})
+
+
+def compiled_modules() -> str:
+    """How the imported modules' .pyc files compiled ahead of time (tools/compiled.py: checked-hash,
+    PEP 552) served: JSON {"used": modules run from one, "stale": modules whose source differs from
+    the one it was compiled from (Python compiled those from source)}. The worker turns off writing
+    bytecode before it imports anything, so every checked-hash .pyc here is one the site shipped."""
+    used = stale = 0
+    for module in list(sys.modules.values()):
+        source, cached = getattr(module, "__file__", None), getattr(module, "__cached__", None)
+        if not source or not cached:
+            continue
+        try:
+            with open(cached, "rb") as f:
+                header = f.read(16)
+        except OSError:
+            continue
+        if int.from_bytes(header[4:8], "little") != 0b11:  # not a checked-hash .pyc
+            continue
+        with open(source, "rb") as f:
+            if importlib.util.source_hash(f.read()) == header[8:16]:
+                used += 1
+            else:
+                stale += 1
+    return json.dumps({"used": used, "stale": stale})

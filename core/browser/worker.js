@@ -37,6 +37,7 @@ let cloning = null;
 const stopped = new Set(); // requests the decoder side drops
 const decodeQueue = []; // frames and ends the decoder side has yet to handle
 let decoding = false;
+let shipped = 0; // compiled modules written at boot (tools/compiled.py)
 
 const post = (message, transfer) => self.postMessage(message, transfer || []);
 
@@ -68,6 +69,8 @@ self.onmessage = async (event) => {
         return post({ type: EngineMessage.CHECK, id: message.id, report: JSON.parse(engine.check_kernels()) });
       case EngineMessage.HEAP:
         return post({ type: EngineMessage.HEAP, id: message.id, bytes: pyodide._module.HEAPU8.length });
+      case EngineMessage.MODULES:
+        return post({ type: EngineMessage.MODULES, id: message.id, report: { shipped, ...JSON.parse(pyodide.runPython("core.browser.engine.compiled_modules()")) } });
       default:
         throw new Error(`unknown message type: ${message.type}`);
     }
@@ -122,6 +125,12 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   downloads.catch(() => {}); // awaited below; a failure is reported there
   const wheels = Promise.all(site.wheels.map(async (name) => [name, await fetchBytes(url(name))]));
   wheels.catch(() => {});
+  // The modules compiled ahead of time (tools/compiled.py), where the site has them and this browser
+  // can gunzip them; without them Python compiles each module from source, as it would anyway.
+  const compiled = site.compiled && typeof DecompressionStream !== "undefined"
+    ? fetchBytes(url(site.compiled)).then(gunzip)
+    : Promise.resolve(null);
+  compiled.catch(() => {});
   progress();
   // Each phase of the start-up on its own (the page's load record and the e2e report show them):
   // `phase` adds the time since the last one under its name.
@@ -135,21 +144,27 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   phase("pyodide_js_ms");
   const memory = await capturingMemory(() => loadPyodide({ indexURL: pyodideBase }), timings);
   phase("python_init_ms"); // Pyodide's own start: its files, the wasm compile (wasm_compile_ms), the stdlib
+  // No .pyc written from here on: the file system lives as long as the worker, and every .pyc in it
+  // is then one the site shipped (core.browser.engine.compiled_modules counts them).
+  pyodide.runPython("import sys\nsys.dont_write_bytecode = True");
   timings.pyodide_ms = timings.pyodide_js_ms + timings.python_init_ms;
 
   stage = "Loading NumPy";
   progress();
   await pyodide.loadPackage(["numpy"]);
   phase("packages_ms");
-  // loadPackage reports failures on the console only: check that the import really works.
-  const numpyVersion = pyodide.runPython("import numpy\nnumpy.__version__");
-  phase("numpy_import_ms");
   // The wheels (core's and num2words's) are pure Python: unpacked into site-packages as they are,
   // which costs less than loading micropip and the packages it imports to do the same.
   fileSystem().mkdirTree(WHEELS);
   for (const [name, data] of await wheels) fileSystem().writeFile(WHEELS + name, data);
   pyodide.runPython(UNPACK_WHEELS);
   phase("wheels_ms");
+  const modules = await compiled;
+  shipped = modules ? writeCompiled(modules) : 0;
+  phase("compiled_ms");
+  // loadPackage reports failures on the console only: check that the import really works.
+  const numpyVersion = pyodide.runPython("import numpy\nnumpy.__version__");
+  phase("numpy_import_ms");
   pyodide.runPython("import core.browser.engine");
   phase("core_import_ms");
   const kernels = await linkKernels(memory, chooseKernels(site, kernelBuild, url));
@@ -179,13 +194,43 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
 }
 
 const WHEELS = "/tmp/wheels/";
+// Python caches what each folder on sys.path holds, checked by the folder's mtime: a package
+// unpacked within the same tick as the last look would stay unseen without invalidate_caches.
 const UNPACK_WHEELS = `
-import os, sys, zipfile
+import importlib, os, sys, zipfile
 site_packages = next(path for path in sys.path if path.endswith("site-packages"))
 for name in os.listdir("${WHEELS}"):
     with zipfile.ZipFile("${WHEELS}" + name) as wheel:
         wheel.extractall(site_packages)
+importlib.invalidate_caches()
 `;
+
+// The bytes of a .gz file, gunzipped unless the host already did: some send a .gz file with
+// `Content-Encoding: gzip` (the server's static files, Apache), and the browser decodes it.
+async function gunzip(bytes) {
+  if (bytes[0] !== 0x1f || bytes[1] !== 0x8b) return bytes;
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+// Writes the compiled modules (a line of JSON, [[source path, .pyc path, size], ...], then the files
+// one after another: tools/compiled.py) into the file system, each where its source is (a .pyc
+// without one would make a package of its folder); returns how many.
+function writeCompiled(data) {
+  const newline = data.indexOf(10);
+  const files = JSON.parse(new TextDecoder().decode(data.subarray(0, newline)));
+  let offset = newline + 1;
+  let written = 0;
+  for (const [source, path, size] of files) {
+    if (fileSystem().analyzePath(source).exists) {
+      fileSystem().mkdirTree(path.slice(0, path.lastIndexOf("/")));
+      fileSystem().writeFile(path, data.subarray(offset, offset + size));
+      written += 1;
+    }
+    offset += size;
+  }
+  return written;
+}
 
 // Runs `load` (Pyodide's boot) while catching the WebAssembly.Memory it creates: Pyodide 0.17 keeps
 // it in a closure, and the kernels must import that very memory to work on NumPy's arrays. Its

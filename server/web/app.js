@@ -10,7 +10,8 @@
 // which part_ms fetching and loading the voice-cloning part: the first upload in the browser), and every text
 // stream that ended to window.pocketTTS.streams (see textStream), and the in-browser model's start-up
 // to window.pocketTTS.load ({total_ms, ready_at_ms (since the page opened), phases: each worker's
-// start-up phase by phase (core/browser/worker.js), ...}). Automation reads them
+// start-up phase by phase (core/browser/worker.js), ...}); why the page or the engine it switched to
+// could not start is window.pocketTTS.failed. Automation reads them
 // (tests/test_web_ui.py, tests/test_text_stream_page.py, e2e/).
 
 import * as browser from "./browser-engine.js";
@@ -35,6 +36,7 @@ window.pocketTTS = {
   uploads: [],
   streams: [],
   ready: false,
+  failed: null, // why the page or the engine it switched to could not start
   load: null,
   collect,
   textStream,
@@ -486,7 +488,15 @@ $("live").addEventListener("change", () => {
 $("speed").addEventListener("input", () => {
   $("speed-value").textContent = `${Number($("speed").value).toFixed(2)}×`;
 });
-$("mode").addEventListener("change", () => useMode(mode()).catch((error) => status(error.message, true)));
+function failed(error) {
+  window.pocketTTS.failed = error.message;
+  status(error.message, true);
+}
+
+$("mode").addEventListener("change", () => {
+  window.pocketTTS.failed = null;
+  useMode(mode()).catch(failed);
+});
 $("voice-file").addEventListener("change", async (event) => {
   const file = event.target.files[0];
   if (!file) return;
@@ -522,4 +532,4 @@ async function start() {
 }
 
 renderPanel();
-start().catch((error) => status(error.message, true));
+start().catch(failed);

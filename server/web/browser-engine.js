@@ -119,6 +119,7 @@ function route(message) {
   else if (message.type === EngineMessage.NORMALIZE) request.resolve(message.text);
   else if (message.type === EngineMessage.CHECK) request.resolve(message.report);
   else if (message.type === EngineMessage.HEAP) request.resolve(message.bytes);
+  else if (message.type === EngineMessage.MODULES) request.resolve(message.report);
 }
 
 function stopEverywhere(id) {
@@ -218,3 +219,6 @@ export const checkKernels = () => askEach(EngineMessage.CHECK);
 
 // The WebAssembly heap of each worker, in bytes (it only grows: the peak so far).
 export const heapBytes = () => askEach(EngineMessage.HEAP);
+
+// How the modules compiled ahead of time served each worker: [{shipped, used, stale}] per worker.
+export const compiledModules = () => askEach(EngineMessage.MODULES);

@@ -22,6 +22,7 @@
 //                                            (a text stream's cancel)
 //     CHECK    {id}                          (all) the kernels against NumPy (core/browser/kernel_check.py)
 //     HEAP     {id}                          (all) the size of the WebAssembly heap
+//     MODULES  {id}                          (all) how the modules compiled ahead of time served
 //   worker -> page
 //     PROGRESS {stage, loaded, total}        while booting (model bytes received of total)
 //     PROGRESS {id, stage, loaded, total}    (flow, both) the first VOICE `id` fetches and loads the
@@ -38,6 +39,8 @@
 //     NORMALIZE {id, text}                   (flow, both) the normalized text
 //     CHECK    {id, report}                  the kernel check's report
 //     HEAP     {id, bytes}                   the heap's size (it only grows: the peak so far)
+//     MODULES  {id, report}                  {shipped: .pyc files written at boot, used: modules
+//                                            run from one, stale: from source (tools/compiled.py)}
 //     ERROR    {id, message}                 any failure; no `id` when booting failed. The page
 //                                            never waits on a silent worker.
 //
@@ -82,6 +85,7 @@ globalThis.PocketProtocol = Object.freeze({
     STOP: "stop",
     CHECK: "check",
     HEAP: "heap",
+    MODULES: "modules",
     PROGRESS: "progress",
     READY: "ready",
     SEGMENT: "segment",
