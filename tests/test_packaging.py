@@ -45,7 +45,7 @@ def test_an_installed_server_serves_the_page(tmp_path: Path) -> None:
     )
     assert Path(where.stdout.strip()).is_relative_to(site)
     with harness.server(["--model", str(TINY_CONFIG), "--voice", str(VOICE_24K)], cwd=tmp_path, env=env) as url:
-        for name in ("index.html", "app.js", "protocol.js", "worklet.js", "style.css"):
+        for name in sorted(path.name for path in WEB.iterdir()):  # every file of the UI, its manifest and icon
             response = httpx.get(f"{url}/{name}")
             assert response.status_code == 200 and response.content == (WEB / name).read_bytes(), name
         page = httpx.get(url + "/")

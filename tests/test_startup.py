@@ -41,3 +41,15 @@ def test_a_first_and_a_returning_visit_report_every_phase_of_both_workers(reques
     assert sum(result["site"].values()) == sum(p.stat().st_size for p in harness.site(SMALL).rglob("*") if p.is_file())
     table = startup.markdown([result])
     assert table.count(f"| {SMALL} | ") == 2 and "| of which fetching and compiling pyodide.asm.wasm |" in table
+
+
+def test_the_site_can_be_installed_as_an_app(request, tmp_path) -> None:
+    """Chromium's own verdict (DevTools' installability check) on the site's web app manifest, in
+    a normal profile (an incognito one never installs)."""
+    require_browser(request, SMALL)
+    with harness.static_server(harness.site(SMALL)) as url, harness.chromium_profile(tmp_path) as context:
+        page = harness.Page(context, url)
+        devtools = context.new_cdp_session(page.page)
+        assert devtools.send("Page.getInstallabilityErrors")["installabilityErrors"] == []
+        manifest = devtools.send("Page.getAppManifest")
+        assert manifest["errors"] == [] and manifest["url"] == url + "/manifest.webmanifest"

@@ -44,6 +44,8 @@ SHELL = [
     "browser-engine.js",
     "waveform.js",
     "style.css",
+    "manifest.webmanifest",  # the web app manifest: the site can be installed as an app
+    "icon.svg",
 ]
 # Which worker roles (core/browser/worker.js) need a file of the bundle; the rest need them all.
 PART_ROLES = {"flow_lm": ["flow", "both"], "voice_cloning": ["flow", "both"], "decoder": ["decoder", "both"]}
