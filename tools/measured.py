@@ -58,19 +58,24 @@ def cpu_quota() -> Optional[float]:
     return None
 
 
+def limit() -> Optional[float]:
+    """The CPUs this process may use where its quota is below the machine's cores, else None."""
+    quota = cpu_quota()
+    return quota if quota is not None and quota < (os.cpu_count() or 1) else None
+
+
 def share() -> str:
     """ " at N CPUs" where this process's CPU time is limited below the machine's cores, else "": the
     suffix of a key measured under a quota, beside the full machine's."""
-    quota = cpu_quota()
-    return f" at {quota:g} CPUs" if quota is not None and quota < (os.cpu_count() or 1) else ""
+    quota = limit()
+    return "" if quota is None else f" at {quota:g} CPUs"
 
 
 def machine() -> str:
     """The CPU, its cores (and the share this process may use, where it is limited) and the system."""
-    cores = os.cpu_count() or 1
-    quota = cpu_quota()
-    share = f", limited to {quota:g} of them" if quota is not None and quota < cores else ""
-    return f"{cpu_model()}, {cores} cores{share}, {platform.system()} {platform.machine()}"
+    quota = limit()
+    share = "" if quota is None else f", limited to {quota:g} of them"
+    return f"{cpu_model()}, {os.cpu_count() or 1} cores{share}, {platform.system()} {platform.machine()}"
 
 
 def command() -> str:
