@@ -19,6 +19,7 @@ import pytest
 from core import TTSModel
 from core.files import save_tensors
 from core.portable import catalog, safetensors_file
+from core.portable.model import load_weights
 
 from conftest import FIXTURES, ROOT, TINY_DIR, VOICE_24K, model_dir, record_int8
 from fake_hub import FakeHub
@@ -179,7 +180,7 @@ def test_bundle_round_trip(tmp_path, monkeypatch) -> None:
     from core.export import export
     from core.portable import quantize
 
-    monkeypatch.setattr(quantize, "MIN_ELEMENTS", 1024)  # the tiny model's matrices are all small
+    monkeypatch.setattr(quantize, "MIN_ELEMENTS", 512)  # the tiny model's matrices are all small
     out = tmp_path / "bundle"
     report = export(str(TINY_DIR / "tiny_gqa" / "config.yaml"), str(out), [str(VOICE_24K)])
     manifest = json.loads((out / "bundle.json").read_text())
@@ -187,8 +188,14 @@ def test_bundle_round_trip(tmp_path, monkeypatch) -> None:
         "voice_24000": "voices/voice_24000.safetensors"
     }
     assert report["weights_bytes"] < 0.6 * report["source_weights_bytes"]
+    # The Mimi decoder: its linear layers int8, its convolutions float16, widened to float32 at load.
     decoder, _ = safetensors_file.load(str(out / "decoder.safetensors"))
-    assert all(v.dtype == np.float32 for v in decoder.values())  # the Mimi decoder stays float32
+    assert decoder["mimi.decoder_transformer.transformer.layers.0.linear1.weight"].dtype == np.int8
+    assert decoder["mimi.decoder.model.0.conv.weight"].dtype == np.float16
+    assert {v.dtype for v in decoder.values() if v.size < quantize.MIN_ELEMENTS} == {np.dtype(np.float32)}
+    loaded = load_weights({"decoder": str(out / "decoder.safetensors")})
+    assert np.array_equal(loaded["mimi.decoder.model.0.conv.weight"], decoder["mimi.decoder.model.0.conv.weight"])
+    assert loaded["mimi.decoder.model.0.conv.weight"].dtype == np.float32
     flow, _ = safetensors_file.load(str(out / "flow_lm.safetensors"))
     assert flow["flow_lm.transformer.layers.0.linear1.weight"].dtype == np.int8
     assert manifest["weights"] == {part: f"{part}.safetensors" for part in ("flow_lm", "decoder", "voice_cloning")}

@@ -3,13 +3,15 @@
 A quantized tensor keeps its checkpoint name and shape, and gets its scales beside it under
 `<name>.int8_scale`: [rows, groups], one scale per `group` values of each row of the tensor seen as
 [rows, rest] (rest = in_features for a linear layer, C_in * K for a convolution kernel); one group
-per row by default. Version 1 files (one scale per row, [rows]) still load. Norms, biases,
-LayerScale and other small tensors stay float32. The file's metadata names the format and version.
+per row by default. A tensor can be stored float16 instead (half the bytes; version 3), widened
+to float32 at load. Version 1 files (one scale per row, [rows]) and version 2 ones (no float16)
+still load. Norms, biases, LayerScale and other small tensors stay float32. The file's metadata
+names the format and version.
 
 What is quantized was chosen by measurement (docs/cli.md, "int8 bundles"): on the fixture weights, finer
 groups measured no better than one scale per row (those weights have no outliers; trained ones may:
 `core.cli export --int8-group`), tensors under MIN_ELEMENTS cost much error for little size, and
-the bundles keep the Mimi decoder in float32 (core.export).
+the Mimi decoder's smaller convolutions are stored float16, the rest of it int8 (core.export).
 
 At load, a runtime with int8 kernels (core.portable.ops) keeps the matrices of linear layers as `Int8Matrix`
 (a quarter of the memory); everywhere else the weights are dequantized once, to exactly the float32
@@ -25,8 +27,8 @@ import numpy as np
 from .errors import WeightsError
 
 FORMAT = "pocket-tts-numpy-int8"
-VERSION = "2"
-READABLE_VERSIONS = ("1", "2")
+VERSION = "3"
+READABLE_VERSIONS = ("1", "2", "3")
 SCALE_SUFFIX = ".int8_scale"
 # Tensors smaller than this stay float32: together a few hundred KB, and quantizing them measured
 # worse than their size is worth (Mimi's upsampling and quantizer projection alone: -47 dB of audio).
@@ -78,14 +80,20 @@ def quantizes(value: np.ndarray) -> bool:
 
 
 def quantize(
-    tensors: Mapping[str, np.ndarray], group: Optional[int] = None, keep: Callable[[str], bool] = lambda key: False
+    tensors: Mapping[str, np.ndarray],
+    group: Optional[int] = None,
+    keep: Callable[[str], bool] = lambda key: False,
+    half: Callable[[str], bool] = lambda key: False,
 ) -> Dict[str, np.ndarray]:
     """int8 tensors and their scales: a scale per row, or per `group` values of a row where that
-    divides it (`keep(key)`: leave that tensor float32)."""
+    divides it (`keep(key)`: leave that tensor float32; `half(key)`: store it float16)."""
     out: Dict[str, np.ndarray] = {}
     for key, value in tensors.items():
         if not quantizes(value) or keep(key):
             out[key] = np.asarray(value, dtype=value.dtype)
+            continue
+        if half(key):
+            out[key] = value.astype(np.float16)
             continue
         rows = value.reshape(value.shape[0], -1)  # [rows, rest]
         size = group_size(rows.shape[1], group)
@@ -114,6 +122,9 @@ def dequantize(
     out: Dict[str, Weight] = {}
     for key, value in tensors.items():
         if key.endswith(SCALE_SUFFIX):
+            continue
+        if value.dtype == np.float16:
+            out[key] = value.astype(np.float32)
             continue
         if value.dtype != np.int8:
             out[key] = value
