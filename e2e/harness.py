@@ -272,12 +272,18 @@ class Page:
         )
 
     def use(self, mode: str) -> Dict[str, Any]:
-        """Switch the engine; for the browser, wait for the model and return its load timings."""
+        """Switch the engine; for the browser, wait for the model in every worker (the decoder worker
+        joins after the first: see all_workers) and return its load timings."""
         if self.page.input_value("#mode") != mode:
             self.page.select_option("#mode", mode)
         if mode == "browser":
-            self.wait("window.pocketTTS.load !== null", 600_000)
+            self.all_workers()
         self.page.wait_for_function("!document.getElementById('generate').disabled", timeout=600_000)
+        return self.page.evaluate("window.pocketTTS.load")
+
+    def all_workers(self) -> Dict[str, Any]:
+        """Wait until every in-browser worker is up (the page is ready with the first) -> the load record."""
+        self.wait("window.pocketTTS.load !== null && window.pocketTTS.load.all_ready_at_ms !== null", 600_000)
         return self.page.evaluate("window.pocketTTS.load")
 
     def run(self, text: str = SHORT_TEXT) -> Dict[str, Any]:

@@ -22,7 +22,8 @@ def main() -> None:
     args = parser.parse_args()
     report = build(args.model, args.out, args.voice, not args.float32)
     print(
-        f"site: {args.out} {report['bytes'] / 1e6:.1f} MB ({report['gzip_bytes'] / 1e6:.1f} MB gzipped): "
+        f"site: {args.out} {report['bytes'] / 1e6:.1f} MB (a first visit downloads "
+        f"{sum(report['download_bytes'].values()) / 1e6:.1f} MB, gzip twins where they pay): "
         f"Pyodide {report['pyodide_bytes'] / 1e6:.1f} MB, model {report['model_bytes'] / 1e6:.1f} MB, "
         f"voices: {', '.join(report['voices']) or 'none'}",
         file=sys.stderr,

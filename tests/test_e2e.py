@@ -13,6 +13,7 @@ import pytest
 from core import TTSModel
 from core.portable.audio import pcm16
 from e2e import harness
+from tools.site import download_bytes
 
 from conftest import SMALL, VOICE_22K, VOICE_24K, record, require_browser
 from metrics import max_abs, nmse_db
@@ -64,6 +65,23 @@ def test_the_browser_engine_reports_its_runtime(page) -> None:
     load = page.page.evaluate("window.pocketTTS.load")
     assert all(load[k] > 0 for k in ("pyodide_ms", "numpy_ms", "download_ms", "load_ms", "total_ms"))
     assert load["workers"] == 2 and len(load["heap_bytes"]) == 2
+
+
+def test_the_first_worker_alone_says_what_two_workers_say(page, browser, site_url) -> None:
+    """The "both" worker that boots first decodes its own frames: on one core (the page's
+    navigator.hardwareConcurrency set to 1) it stays alone, no decoder worker boots, and its audio is
+    the two workers' to the bit (the same kernels on the same frames)."""
+    context = browser.new_context()
+    context.add_init_script("Object.defineProperty(navigator, 'hardwareConcurrency', {get: () => 1})")
+    alone = harness.Page(context, site_url)
+    load = alone.use("browser")
+    assert load["workers"] == 1 and set(load["phases"]) == {"both"} and len(load["heap_bytes"]) == 1
+    assert alone.page.inner_text("#status").endswith(", one worker).")
+    options = {"temperature": 0.0, "max_frames": 12, "eos_threshold": 1000.0}
+    text = "One worker or two."
+    assert alone.collect("browser", text, options) == page.collect("browser", text, options)
+    assert alone.errors == []
+    context.close()
 
 
 @pytest.mark.parametrize("build", ["relaxed", "simd"])
@@ -143,7 +161,11 @@ def test_after_the_first_visit_a_reload_downloads_nothing_and_works_offline(brow
     context = browser.new_context()
     first = harness.Page(context, site_url)
     first.use("browser")
-    assert first.downloaded >= sum(p.stat().st_size for p in (small_site / "pyodide").iterdir())
+    # Pyodide's files came over the network once each, as their gzip twins (the cache keeps them gunzipped).
+    pyodide = {name: size for name, size in download_bytes(small_site).items() if name.startswith("pyodide/")}
+    assert first.downloaded >= sum(pyodide.values())
+    originals = [p for p in (small_site / "pyodide").iterdir() if p.suffix != ".gz"]
+    assert sum(pyodide.values()) < 0.6 * sum(p.stat().st_size for p in originals)
     reload = harness.Page(context, site_url)
     reload.use("browser")
     assert reload.downloaded == 0
@@ -152,6 +174,23 @@ def test_after_the_first_visit_a_reload_downloads_nothing_and_works_offline(brow
     offline.use("browser")
     assert offline.run()["played"]["audible"] > 0 and offline.errors == []
     context.close()
+
+
+def test_a_host_without_the_gzip_twins_serves_the_files_themselves(browser, small_site, tmp_path) -> None:
+    """A deploy that left the .gz twins out: the service worker falls back to each file itself."""
+    site = tmp_path / "site"
+    shutil.copytree(small_site, site)
+    compressed = json.loads((site / "site.json").read_text())["compressed"]
+    for name in compressed:
+        (site / (name + ".gz")).unlink()
+    with harness.static_server(site) as url:
+        context = browser.new_context()
+        page = harness.Page(context, url)
+        page.use("browser")
+        assert page.run()["played"]["audible"] > 0 and page.errors == []
+        pyodide = [site / name for name in compressed if name.startswith("pyodide/")]
+        assert page.downloaded >= sum(path.stat().st_size for path in pyodide)
+        context.close()
 
 
 def test_a_new_site_version_replaces_the_cached_files(browser, small_site, tmp_path) -> None:
@@ -178,7 +217,7 @@ def test_a_new_site_version_replaces_the_cached_files(browser, small_site, tmp_p
 
 def test_without_the_kernels_the_page_says_so_and_numpy_runs_the_model(browser, site_url) -> None:
     context = browser.new_context()
-    context.route("**/kernels*.wasm", lambda route: route.abort())
+    context.route("**/kernels*.wasm*", lambda route: route.abort())  # the files and their gzip twins
     page = harness.Page(context, site_url)
     page.use("browser")
     status = page.page.inner_text("#status")

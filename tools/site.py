@@ -110,13 +110,37 @@ def cloning_file(bundle: Path) -> Optional[str]:
     return manifest["weights"].get("voice_cloning") if manifest.get("voice_cloning", True) else None
 
 
-def service_worker(files: List[str], version: str) -> str:
+def service_worker(files: List[str], version: str, compressed: List[str]) -> str:
     template = (ROOT / "core" / "browser" / "service-worker.js").read_text()
     return (
         template.replace("@VERSION@", version)
         .replace("@FILES@", json.dumps(files))
         .replace("@SHELL@", json.dumps(SHELL + ["site.json"]))
+        .replace("@COMPRESSED@", json.dumps(compressed))
     )
+
+
+# A file gets a gzip twin (NAME.gz) where that saves at least this share of its bytes: Pyodide's
+# WebAssembly, JavaScript and packages, the tokenizer; not the int8 weights, which gzip barely shrinks.
+GZIP_SAVES = 0.1
+
+
+def gzip_twins(out: Path) -> List[str]:
+    """Writes NAME.gz beside each file of the site that gzip shrinks enough (GZIP_SAVES), for the
+    service worker to download in its place: a host cannot be relied on to compress (a plain static
+    server does not), and the browser's DecompressionStream can. The originals stay for a page
+    without a service worker. Returns the files that have a twin, relative to `out`."""
+    for stale in out.rglob("*.gz"):
+        if stale.with_suffix("").is_file():
+            stale.unlink()
+    twins = []
+    for path in sorted(p for p in out.rglob("*") if p.is_file() and p.suffix != ".gz"):
+        data = path.read_bytes()
+        packed = gzip.compress(data, 9, mtime=0)
+        if len(packed) <= (1 - GZIP_SAVES) * len(data):
+            path.with_name(path.name + ".gz").write_bytes(packed)
+            twins.append(str(path.relative_to(out)))
+    return twins
 
 
 def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, object]:
@@ -151,8 +175,10 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
     report = export(model, str(out / "model"), voices, int8=int8)
     roles = model_roles(out / "model")
     files = {name: (out / "model" / name).stat().st_size for name in roles}
-    print("[5/5] site.json and the service worker", file=sys.stderr)
+    print("[5/5] gzip twins, site.json and the service worker", file=sys.stderr)
     (out / "sw.js").unlink(missing_ok=True)
+    (out / "site.json").unlink(missing_ok=True)
+    compressed = gzip_twins(out)
     digest = hashlib.sha256()
     for path in sorted(out.rglob("*")):
         if path.is_file() and path.name != "site.json":
@@ -167,6 +193,7 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
         "compiled": modules.name if modules else None,
         "kernels": "kernels.wasm",
         "kernels_relaxed": "kernels-relaxed.wasm",
+        "compressed": compressed,  # the files with a gzip twin (the service worker downloads that)
         "model": {
             "path": "model/",
             "name": report["bundle"],
@@ -176,15 +203,26 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
         },
     }
     (out / "site.json").write_text(json.dumps(site, indent=1))
+    twins = {name + ".gz" for name in compressed}
     site_files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    (out / "sw.js").write_text(service_worker(site_files, version))
-    total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    gzipped = sum(len(gzip.compress(p.read_bytes(), 6)) for p in out.rglob("*") if p.is_file())
+    (out / "sw.js").write_text(service_worker([f for f in site_files if f not in twins], version, compressed))
     return {
         "site": str(out),
-        "bytes": total,
-        "gzip_bytes": gzipped,
+        "bytes": sum(p.stat().st_size for p in out.rglob("*") if p.is_file() and str(p.relative_to(out)) not in twins),
+        "download_bytes": download_bytes(out),
         "pyodide_bytes": pyodide_bytes,
         "model_bytes": sum(files.values()),
         "voices": report["voices"],
     }
+
+
+def download_bytes(out: Path) -> Dict[str, int]:
+    """What a visitor's service worker downloads of each file of the site at `out`: its gzip twin
+    where it has one, else the file."""
+    twins = set(json.loads((out / "site.json").read_text())["compressed"])
+    sizes = {}
+    for path in out.rglob("*"):
+        name = str(path.relative_to(out))
+        if path.is_file() and not (name.endswith(".gz") and name[:-3] in twins):
+            sizes[name] = (path.with_name(path.name + ".gz") if name in twins else path).stat().st_size
+    return sizes

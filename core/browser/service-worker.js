@@ -1,17 +1,23 @@
 // The site's service worker: after the first visit, every file of the site comes from this
 // version's cache, so a reload downloads nothing and the site works with the network gone.
-// scripts/build_site.py writes it as sw.js at the site's root with the three constants below filled
-// in; a new build has a new version, so the browser installs the new worker, which drops the old
+// tools/site.py writes it as sw.js at the site's root with the four constants below filled in; a
+// new build has a new version, so the browser installs the new worker, which drops the old
 // version's files. Requests for anything else (the server's API in server mode) pass through.
+// A file with a gzip twin (NAME.gz: Pyodide's files, the tokenizer) is downloaded as the twin and
+// gunzipped here (DecompressionStream): the cache keeps, and the page gets, the file itself.
 
 const VERSION = "@VERSION@";
 const FILES = @FILES@; // paths relative to the site's root
 const SHELL = @SHELL@; // the page itself, fetched before this worker controls it: cached at install
+const COMPRESSED = @COMPRESSED@; // the files with a gzip twin
 const CACHE = "pocket-tts-" + VERSION;
 
 const root = new URL("./", self.location.href);
 const cached = new Set(FILES.map((path) => new URL(path, root).href));
 cached.add(root.href);
+const twins = new Set(typeof DecompressionStream === "undefined" ? [] : COMPRESSED.map((path) => new URL(path, root).href));
+// The type the page needs where it matters: WebAssembly compiles while it streams only as application/wasm.
+const TYPES = { wasm: "application/wasm", js: "text/javascript", json: "application/json" };
 
 // Downloads of this version's files revalidate whatever the HTTP cache holds: a file of the same
 // name from the previous version must not come back from there.
@@ -68,7 +74,7 @@ function serve(event, url) {
         release();
         return hit;
       }
-      const response = await fresh(url);
+      const response = twins.has(url) ? await gunzipped(url) : await fresh(url);
       if (response.status !== 200) {
         release();
         return response;
@@ -82,4 +88,45 @@ function serve(event, url) {
       throw error;
     }
   });
+}
+
+// The file at `url`, downloaded as its gzip twin: its bytes gunzipped as they arrive, unless the
+// host already decoded them (some send a .gz file with Content-Encoding: gzip). Where the host has
+// no twin (a deploy that left the .gz files out), the file itself.
+async function gunzipped(url) {
+  const response = await fresh(url + ".gz");
+  if (response.status !== 200) return fresh(url);
+  const reader = response.body.getReader();
+  let head = new Uint8Array(0);
+  let done = false;
+  while (head.length < 2 && !done) {
+    const next = await reader.read();
+    done = next.done;
+    if (next.value) head = concatenated(head, next.value);
+  }
+  const body = new ReadableStream({
+    start(controller) {
+      if (head.length > 0) controller.enqueue(head);
+      if (done) controller.close();
+    },
+    async pull(controller) {
+      const next = await reader.read();
+      if (next.done) controller.close();
+      else controller.enqueue(next.value);
+    },
+    cancel: (reason) => reader.cancel(reason),
+  });
+  const gzipped = head[0] === 0x1f && head[1] === 0x8b;
+  const type = TYPES[url.split(".").pop()] || "application/octet-stream";
+  return new Response(gzipped ? body.pipeThrough(new DecompressionStream("gzip")) : body, {
+    status: 200,
+    headers: { "Content-Type": type },
+  });
+}
+
+function concatenated(a, b) {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
 }

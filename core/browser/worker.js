@@ -3,11 +3,12 @@
 // site's wheels, loads its part of the model bundle and runs the very same
 // core.TTSModel the server uses (core/browser/engine.py).
 //
-// A worker has one role, given at boot: "flow" (the flow LM and voice cloning: text -> latent frames),
-// "decoder" (the Mimi decoder: frames -> audio), or "both". With two workers (the page's choice), the
-// flow worker sends each frame (a few dozen floats) straight to the decoder worker through a
-// MessagePort, so the two halves of every frame run on two cores, as the server's scheduler runs them
-// on two threads (server/scheduler.py).
+// A worker has a role, given at boot: "flow" (the flow LM and voice cloning: text -> latent frames),
+// "decoder" (the Mimi decoder: frames -> audio), or "both". The page boots a "both" worker first,
+// and, with two cores, a decoder worker after it: once that one is up (HANDOVER), the first worker
+// becomes "flow" at its next request and sends each frame (a few dozen floats) straight to the
+// decoder worker through a MessagePort, so the two halves of every frame run on two cores, as the
+// server's scheduler runs them on two threads (server/scheduler.py).
 //
 // A request is a text to say (SPEAK) or a text stream (STREAM, then TEXT pieces, FLUSH, END: text
 // arriving as an LLM writes it or a user types), said one generation after another: the whole text,
@@ -27,6 +28,7 @@ let pyodide = null;
 let engine = null;
 let role = null;
 let port = null; // to the decoder worker, or from the flow worker
+let handover = null; // the port to a decoder worker that takes over from the next request ("both")
 let cacheName = null;
 let useCacheApi = true; // false when a service worker already caches what this worker fetches
 let running = null; // the flow side's current request (see pump)
@@ -59,6 +61,8 @@ self.onmessage = async (event) => {
       case EngineMessage.FLUSH:
       case EngineMessage.END:
         return await streamText(message);
+      case EngineMessage.HANDOVER:
+        return handOver(message.port);
       case EngineMessage.STOP:
         return stop(message.id);
       case EngineMessage.NORMALIZE:
@@ -358,9 +362,21 @@ function toDecoder(message) {
   else port.postMessage(message);
 }
 
+// A "both" worker's decoding moves to the decoder worker behind `decoderPort`, between two requests:
+// the one under way (if any) is decoded here to its end.
+function handOver(decoderPort) {
+  if (role !== "both" && role !== "flow") throw new Error(`a ${role} worker has no frames to hand over`);
+  handover = decoderPort;
+}
+
 function begin(id, answer, ended) {
   const started = JSON.parse(answer);
   if (started.error) throw new Error(started.error);
+  if (handover) {
+    role = "flow";
+    port = handover;
+    handover = null;
+  }
   running = { id, stopped: false, ended, pumping: false }; // a newer request replaces this one
   return running;
 }

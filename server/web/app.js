@@ -121,11 +121,13 @@ async function useMode(name) {
     const share = progress.total ? ` (model ${Math.round((100 * progress.loaded) / progress.total)}%)` : "";
     status(`${progress.stage}…${share}`);
   });
-  if (!window.pocketTTS.load) {
+  const firstLoad = !window.pocketTTS.load;
+  if (firstLoad) {
     window.pocketTTS.load = {
       ...timings,
       total_ms: performance.now() - start,
       ready_at_ms: performance.now(), // since the page was opened
+      all_ready_at_ms: null, // once every worker is up (the decoder worker joins after the first)
       phases,
       workers,
       heap_bytes: info.heap_bytes,
@@ -136,8 +138,16 @@ async function useMode(name) {
   offerUploads(info.can_clone_voices, info.can_clone_voices ? cloningNote() : "this model comes without voice cloning");
   renderPanel();
   $("generate").disabled = false;
-  const runs = workers === 2 ? "two workers" : "one worker";
-  status(`Ready (in this browser: Python ${info.python}, NumPy ${info.numpy}, ${info.kernels}, ${runs}).`);
+  const ready = (count) =>
+    `Ready (in this browser: Python ${info.python}, NumPy ${info.numpy}, ${info.kernels}, ${count === 2 ? "two workers" : "one worker"}).`;
+  status(ready(workers));
+  browser.allWorkers().then((all) => {
+    if (firstLoad) {
+      window.pocketTTS.load.all_ready_at_ms = performance.now();
+      window.pocketTTS.load.workers = all.workers;
+    }
+    if (all.workers !== workers && $("status").textContent === ready(workers)) status(ready(all.workers));
+  });
 }
 
 async function generate() {

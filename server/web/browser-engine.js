@@ -2,16 +2,20 @@
 // browser/worker.js). The same
 // speak() contract as server-engine.js, plus boot() for the one-time start (with progress).
 //
-// Two workers where the machine has two cores: the flow LM in one, the Mimi decoder in the other,
-// each with its own Pyodide, the frames going from one to the other through a MessageChannel; both
-// boot at once. One worker ("both") where there is a single core. The messages: protocol.js.
+// The first worker ("both": the flow LM and the Mimi decoder) boots alone, so that it has the CPU to
+// itself and the page can speak as soon as it is ready. Where the machine has two cores, a second
+// worker (the decoder) boots after it, and from the next request on the first worker sends it
+// each frame through a MessageChannel (HANDOVER): the two halves of every frame then run on two
+// cores. Booting both at once, as the page did before, made the first audio wait for two Pythons
+// starting on two cores, and twice as long where the two cores are shared. The messages: protocol.js.
 
 import "./protocol.js";
 
 const { engine: EngineMessage } = globalThis.PocketProtocol;
 
-let workers = null; // {flow, decoder}: the same Worker twice with one worker
-let booted = null; // Promise of {info, timings}
+let workers = null; // {flow, decoder}: the same Worker twice until the decoder worker joins
+let booted = null; // Promise of the first worker's {info, timings, phases, workers}
+let joined = null; // Promise of the same record once every worker is up (phases.decoder added)
 let nextId = 1;
 const pending = new Map(); // id -> {onChunk, onSegment, resolve, reject}
 
@@ -70,28 +74,43 @@ export function boot(siteInfo, onProgress) {
   if (booted) return booted;
   booted = (async () => {
     const cached = await serviceWorker();
-    if (!twoWorkers()) {
-      const both = start(siteInfo, "both", cached, null, onProgress);
-      workers = { flow: both.worker, decoder: both.worker };
-      const { info, timings } = await both.ready;
-      return { info: { ...info, heap_bytes: [info.heap_bytes] }, timings, phases: { both: timings }, workers: 1 };
-    }
-    const channel = new MessageChannel();
-    const flow = start(siteInfo, "flow", cached, channel.port1, onProgress);
-    const decoder = start(siteInfo, "decoder", cached, channel.port2, () => {});
-    workers = { flow: flow.worker, decoder: decoder.worker };
-    const [flowReady, decoderReady] = await Promise.all([flow.ready, decoder.ready]);
-    // The voices come from the flow side, the audio format from the decoder side.
-    const info = { ...flowReady.info, sample_rate: decoderReady.info.sample_rate, frame_size: decoderReady.info.frame_size };
-    info.heap_bytes = [flowReady.info.heap_bytes, decoderReady.info.heap_bytes];
-    const timings = {};
-    for (const key of Object.keys(flowReady.timings)) timings[key] = Math.max(flowReady.timings[key], decoderReady.timings[key]);
-    return { info, timings, phases: { flow: flowReady.timings, decoder: decoderReady.timings }, workers: 2 };
+    const first = start(siteInfo, "both", cached, null, onProgress);
+    workers = { flow: first.worker, decoder: first.worker };
+    const { info, timings } = await first.ready;
+    const load = { info: { ...info, heap_bytes: [info.heap_bytes] }, timings, phases: { both: timings }, workers: 1 };
+    joined = twoWorkers() ? addDecoder(siteInfo, cached, load) : Promise.resolve(load);
+    return load;
   })();
   booted.catch(() => {
     booted = null;
   });
   return booted;
+}
+
+// The boot's record once every worker of this machine is up: with two cores, after the decoder
+// worker has joined (or failed to: the first worker then goes on decoding, and the record says one).
+export async function allWorkers() {
+  await booted;
+  return joined;
+}
+
+// The decoder worker, booted once the first is ready; from then on the first worker's next request
+// sends its frames there.
+async function addDecoder(siteInfo, cached, load) {
+  const channel = new MessageChannel();
+  const decoder = start(siteInfo, "decoder", cached, channel.port2, () => {});
+  try {
+    const { info, timings } = await decoder.ready;
+    workers.flow.postMessage({ type: EngineMessage.HANDOVER, port: channel.port1 }, [channel.port1]);
+    workers = { flow: workers.flow, decoder: decoder.worker };
+    load.phases.decoder = timings;
+    load.info.heap_bytes.push(info.heap_bytes);
+    load.workers = 2;
+  } catch (error) {
+    console.warn("the decoder worker did not start: the first worker goes on decoding", error);
+    decoder.worker.terminate();
+  }
+  return load;
 }
 
 function route(message) {

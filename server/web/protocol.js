@@ -6,8 +6,8 @@
 // "both". Requests carry an `id` the page chose; the replies to it carry the same `id`.
 //   page -> worker
 //     BOOT     {site, role, cached, port?,   site: site.json; cached: a service worker already keeps
-//               kernels?}                    what the worker fetches; port: the MessagePort to the
-//                                            other worker (two workers), transferred; kernels: "simd"
+//               kernels?}                    what the worker fetches; port: (decoder) the MessagePort
+//                                            the frames come through, transferred; kernels: "simd"
 //                                            forces the WebAssembly SIMD build (else relaxed SIMD
 //                                            where the browser validates it)
 //     SPEAK    {id, text, voice, options}    (flow, both) voice: "" for the default
@@ -18,6 +18,8 @@
 //     NORMALIZE {id, text}                   (flow, both) what normalization makes of `text`
 //     VOICE    {id, samples, sampleRate}     (flow, both) a recording to clone (Float32Array, mono,
 //                                            transferred)
+//     HANDOVER {port}                        (both) from the next request on, send the frames to the
+//                                            decoder worker on `port` (transferred), as "flow" does
 //     STOP     {id}                          (all) drop request `id`: nothing more comes for it
 //                                            (a text stream's cancel)
 //     CHECK    {id}                          (all) the kernels against NumPy (core/browser/kernel_check.py)
@@ -44,7 +46,8 @@
 //     ERROR    {id, message}                 any failure; no `id` when booting failed. The page
 //                                            never waits on a silent worker.
 //
-// frames: the flow worker -> the decoder worker, through the boot's MessagePort (two workers).
+// frames: the flow worker -> the decoder worker, through the MessagePort of BOOT and HANDOVER (two
+// workers).
 //     SEGMENT  {id, text, spoken, speed}     a generation of request `id` begins: its frames
 //                                            follow (a new decoder at `speed`)
 //     FRAME    {id, frame}                   one latent frame of request `id` (a JSON string)
@@ -82,6 +85,7 @@ globalThis.PocketProtocol = Object.freeze({
     END: "end",
     NORMALIZE: "normalize",
     VOICE: "voice",
+    HANDOVER: "handover",
     STOP: "stop",
     CHECK: "check",
     HEAP: "heap",
