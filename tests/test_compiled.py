@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tools import compiled
+from tools.pyodide import packaged_files, vendor
 from tools.site import build_dependency_wheels, build_wheel
 
 MAGIC_38 = (3413).to_bytes(2, "little") + b"\r\n"  # Python 3.8's .pyc magic number
@@ -33,8 +34,10 @@ def wheels(tmp_path_factory) -> list:
 
 
 def test_each_pyc_is_checked_against_the_source_the_site_ships(wheels, tmp_path: Path) -> None:
-    files = compiled.read(compiled.archive(wheels, tmp_path))
-    sources = {}
+    vendor(tmp_path / "pyodide")
+    files = compiled.read(compiled.archive(wheels, tmp_path, tmp_path / "pyodide"))
+    # Pyodide's own standard library (3.8.2), and our wheels' sources.
+    sources = packaged_files(tmp_path / "pyodide", compiled.STDLIB)
     for wheel in wheels:
         with zipfile.ZipFile(wheel) as archive:
             for name in archive.namelist():
@@ -50,7 +53,10 @@ def test_each_pyc_is_checked_against_the_source_the_site_ships(wheels, tmp_path:
         assert data[:4] == MAGIC_38 and int.from_bytes(data[4:8], "little") == 0b11  # checked hash
         if source in hashes:
             assert data[8:16].hex() == hashes[source], source
+        else:  # NumPy's package, the same 1.17.5 as pip's
+            assert source.startswith(compiled.SITE_PACKAGES + "numpy/"), source
     shipped = {source for source, _, _ in files}
+    assert not [s for s in shipped if s.startswith(compiled.STDLIB + "ctypes/")]  # Pyodide has no ctypes
     # Every module of ours a worker imports, and num2words's, and NumPy's package itself.
     for module in ("core/__init__.py", "core/browser/engine.py", "core/portable/model.py", "num2words/__init__.py"):
         assert compiled.SITE_PACKAGES + module in shipped
@@ -60,5 +66,5 @@ def test_each_pyc_is_checked_against_the_source_the_site_ships(wheels, tmp_path:
 
 def test_without_a_python_3_8_the_site_has_none(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setattr(compiled, "PYTHON38", tmp_path / "missing" / "python")
-    assert compiled.interpreter() is None and compiled.archive([], tmp_path) is None
+    assert compiled.interpreter() is None and compiled.archive([], tmp_path, tmp_path / "pyodide") is None
     assert list(tmp_path.iterdir()) == []

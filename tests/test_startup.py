@@ -39,8 +39,10 @@ def test_a_first_and_a_returning_visit_report_every_phase_of_both_workers(reques
             assert phases["wasm_compile_ms"] <= phases["python_init_ms"]
         if model_site["compiled"]:  # built where a Python 3.8 is at hand (tools/compiled.py)
             for modules in visit["compiled"].values():
-                assert modules["shipped"] > 250 and modules["used"] > 0.75 * modules["shipped"], modules
-                assert modules["stale"] < modules["used"] / 4, modules
+                assert modules["shipped"] > 300 and modules["used"] > 0.9 * modules["shipped"], modules
+                # The standard library's compiled from Pyodide's own sources: (almost) none stale
+                # (41 of them were, compiled from the building Python's later 3.8).
+                assert modules["stale"] < 10, modules
     # The site's parts are what a first visit downloads: each file once, as its gzip twin where it has one.
     assert sum(result["site"].values()) == sum(downloads.values()) and first["bytes"] < sum(downloads.values()) + 2e5
     assert {"pyodide/pyodide.asm.wasm", "pyodide/numpy.data"} <= set(model_site["compressed"])

