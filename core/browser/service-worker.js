@@ -42,13 +42,17 @@ self.addEventListener("install", (event) => {
 });
 
 self.addEventListener("activate", (event) => {
-  event.waitUntil(
-    caches
-      .keys()
-      .then((names) => Promise.all(names.filter((n) => n.startsWith("pocket-tts-") && n !== CACHE).map((n) => caches.delete(n))))
-      .then(() => self.clients.claim()),
-  );
+  event.waitUntil(dropOtherVersions().then(() => self.clients.claim()));
 });
+
+// The caches of the site's other versions. Dropped at activation, and again at each visit of the
+// page: a request the previous worker was still serving may have stored into its version's cache
+// after the drop.
+function dropOtherVersions() {
+  return caches
+    .keys()
+    .then((names) => Promise.all(names.filter((n) => n.startsWith("pocket-tts-") && n !== CACHE).map((n) => caches.delete(n))));
+}
 
 // Per file, the request being served: the next one for the same file waits until it is cached (two
 // workers boot at once and ask for the same Pyodide files; they are downloaded once).
@@ -57,6 +61,7 @@ const busy = new Map();
 self.addEventListener("fetch", (event) => {
   const url = event.request.url.split(/[?#]/)[0];
   if (event.request.method !== "GET" || !cached.has(url)) return;
+  if (event.request.mode === "navigate") event.waitUntil(dropOtherVersions());
   event.respondWith(serve(event, url));
 });
 
@@ -68,19 +73,25 @@ function serve(event, url) {
   done.then(() => busy.get(url) === done && busy.delete(url));
   return previous.then(async () => {
     try {
-      const cache = await caches.open(CACHE);
-      const hit = await cache.match(url);
+      // Looked up and stored without caches.open, which would create this version's cache again
+      // after a newer worker dropped it (a request still under way when the new version activates:
+      // that left an old version's files behind, and made tests/test_e2e.py's new-version test flaky).
+      const hit = await caches.match(url, { cacheName: CACHE });
       if (hit) {
         release();
         return hit;
       }
       const response = twins.has(url) ? await gunzipped(url) : await fresh(url);
-      if (response.status !== 200) {
+      if (response.status !== 200 || !(await caches.has(CACHE))) {
         release();
         return response;
       }
       // Stored while the page reads it (a model file shows its download progress as it arrives).
-      const stored = cache.put(url, response.clone()).finally(release);
+      const copy = response.clone();
+      const stored = caches
+        .open(CACHE)
+        .then((cache) => cache.put(url, copy))
+        .finally(release);
       event.waitUntil(stored);
       return response;
     } catch (error) {
