@@ -4,26 +4,14 @@ read out of its LZ4-packed data (the browser runs that load them: tests/test_e2e
 
 from __future__ import annotations
 
-import re
 import tarfile
 from pathlib import Path
-from typing import Dict
 
 import pytest
 
 from tools import pyodide
 
 pytestmark = pytest.mark.slow
-
-
-def package(out: Path, name: str) -> Dict[str, bytes]:
-    """Every file of a package in file_packager's format (numpy.js's object literals), unpacked."""
-    script = (out / f"{name}.js").read_text()
-    data = (out / f"{name}.data").read_bytes()
-    table = {key: pyodide._numbers(script, key) for key in ("offsets", "sizes", "successes")}
-    whole = b"".join(pyodide._block(data, *row) for row in zip(table["offsets"], table["sizes"], table["successes"]))
-    entries = re.finditer(r'\{filename:"([^"]+)",start:([0-9.e+]+),end:([0-9.e+]+)', script)
-    return {m.group(1): whole[int(float(m.group(2))) : int(float(m.group(3)))] for m in entries}
 
 
 def test_numpy_is_trimmed_to_what_the_page_imports_and_keeps_the_rest_exact(tmp_path: Path) -> None:
@@ -33,7 +21,7 @@ def test_numpy_is_trimmed_to_what_the_page_imports_and_keeps_the_rest_exact(tmp_
     with tarfile.open(pyodide.tarball()) as archive:
         for name in ("numpy.js", "numpy.data"):
             (original / name).write_bytes(archive.extractfile(f"package/dist/{name}").read())
-    before, after = package(original, "numpy"), package(tmp_path / "site", "numpy")
+    before, after = pyodide.package_files(original, "numpy"), pyodide.package_files(tmp_path / "site", "numpy")
     assert (tmp_path / "site" / "numpy.js").read_text().startswith(pyodide.TRIMMED)
     assert after == {name: data for name, data in before.items() if not pyodide.NUMPY_UNUSED.search(name)}
     assert len(before) - len(after) > 300 and "/lib/python3.8/site-packages/numpy/core/_multiarray_umath.so" in after

@@ -13,7 +13,6 @@ To move to a newer Pyodide, change PACKAGE and FILES (docs/page.md): the worker 
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -79,19 +78,13 @@ def trim_numpy(out: Path) -> None:
     worker has less to download, decompress and write at every start."""
     import lz4.block
 
-    script = (out / "numpy.js").read_text()
-    data = (out / "numpy.data").read_bytes()
-    entries = re.compile(r'\{filename:"([^"]+)",start:([0-9.e+]+),end:([0-9.e+]+),audio:0\}')
-    files = [(m.group(1), int(float(m.group(2))), int(float(m.group(3)))) for m in entries.finditer(script)]
-    table = {key: _numbers(script, key) for key in ("offsets", "sizes", "successes")}
-    whole = b"".join(_block(data, *row) for row in zip(table["offsets"], table["sizes"], table["successes"]))
     kept, listed, offset = [], [], 0
-    for name, start, end in files:
+    for name, data in package_files(out, "numpy").items():
         if NUMPY_UNUSED.search(name):
             continue
-        kept.append(whole[start:end])
-        listed.append(f'{{filename:"{name}",start:{offset},end:{offset + end - start},audio:0}}')
-        offset += end - start
+        kept.append(data)
+        listed.append(f'{{filename:"{name}",start:{offset},end:{offset + len(data)},audio:0}}')
+        offset += len(data)
     blob = b"".join(kept)
     packed_blocks, offsets, sizes, successes, at = [], [], [], [], 0
     for begin in range(0, len(blob), LZ4_CHUNK):
@@ -105,6 +98,7 @@ def trim_numpy(out: Path) -> None:
         at += len(keep)
     # The package's data is the blocks, then room for the two blocks the loader caches.
     (out / "numpy.data").write_bytes(b"".join(packed_blocks) + bytes(2 * LZ4_CHUNK))
+    script = (out / "numpy.js").read_text()
     listing = "loadPackage({files:[" + ",".join(listed) + "]"
     script = re.sub(r"loadPackage\(\{files:\[.*?\]", lambda _: listing, script, count=1, flags=re.S)
     for key, values in (("offsets", offsets), ("sizes", sizes), ("successes", successes)):
@@ -114,40 +108,33 @@ def trim_numpy(out: Path) -> None:
     (out / "numpy.js").write_text(TRIMMED + script)
 
 
-def _numbers(script: str, key: str) -> List[int]:
-    """The numbers of the array `key:[...]` in a package's script (the JS writes 279000 as 279e3)."""
-    found = re.search(key + r":\[([^\]]*)\]", script)
-    return [int(float(value)) for value in found.group(1).split(",")]
-
-
 def packaged_files(out: Path, prefix: str) -> Dict[str, bytes]:
-    """The files under `prefix` that Pyodide's runtime puts in its file system at start: those of
-    pyodide.asm.data, as emscripten's file_packager wrote them (the file list and the LZ4 chunk
-    table in pyodide.asm.js, as JSON; the .data in blocks of LZ4_CHUNK bytes). Its standard
-    library's sources are 3.8.2's, which no Python here has (tools/compiled.py compiles them)."""
-    script = (out / "pyodide.asm.js").read_text()
-    decoder = json.JSONDecoder()
-    files = decoder.raw_decode(script, script.index('loadPackage({"files"') + len("loadPackage("))[0]["files"]
-    chunks = decoder.raw_decode(script, script.index('compressedData={"data":null') + len("compressedData="))[0]
-    data = (out / "pyodide.asm.data").read_bytes()
-    unpacked: Dict[int, bytes] = {}
+    """The files under `prefix` that Pyodide's runtime puts in its file system at start (those of
+    pyodide.asm.data). Its standard library's sources are 3.8.2's, which no Python here has
+    (tools/compiled.py compiles them)."""
+    return {name: data for name, data in package_files(out, "pyodide.asm").items() if name.startswith(prefix)}
 
-    def chunk(index: int) -> bytes:
-        if index not in unpacked:
-            row = (int(chunks[key][index]) for key in ("offsets", "sizes", "successes"))  # JS writes 279e3
-            unpacked[index] = _block(data, *row)
-        return unpacked[index]
 
-    found = {}
-    for entry in files:
-        if not entry["filename"].startswith(prefix):
-            continue
-        start, end = int(entry["start"]), int(entry["end"])
-        parts = [chunk(i) for i in range(start // LZ4_CHUNK, (end - 1) // LZ4_CHUNK + 1)] if end > start else []
-        joined = b"".join(parts)
-        offset = start - (start // LZ4_CHUNK) * LZ4_CHUNK
-        found[entry["filename"]] = joined[offset : offset + end - start]
-    return found
+# A file of a package's list in its script: pyodide.asm.js quotes the keys (JSON), numpy.js does
+# not; numbers may be written 279e3.
+_FILE = re.compile(r'\{"?filename"?:"([^"]+)","?start"?:([0-9.e+]+),"?end"?:([0-9.e+]+)')
+
+
+def package_files(out: Path, name: str) -> Dict[str, bytes]:
+    """Every file of the package `name` (NAME.js and NAME.data, as emscripten's file_packager wrote
+    them with LZ4: the file list and the block table in the script, the .data in blocks of
+    LZ4_CHUNK bytes), unpacked, in the package's order."""
+    script = (out / f"{name}.js").read_text()
+    data = (out / f"{name}.data").read_bytes()
+    table = [_numbers(script, key) for key in ("offsets", "sizes", "successes")]
+    whole = b"".join(_block(data, *row) for row in zip(*table))
+    return {m.group(1): whole[int(float(m.group(2))) : int(float(m.group(3)))] for m in _FILE.finditer(script)}
+
+
+def _numbers(script: str, key: str) -> List[int]:
+    """The numbers of the array `key:[...]` of a package's LZ4 table."""
+    found = re.search(f'"?{key}"?:\\[([^\\]]*)\\]', script)
+    return [int(float(value)) for value in found.group(1).split(",")]
 
 
 def _block(data: bytes, begin: int, size: int, packed: int) -> bytes:
