@@ -96,7 +96,7 @@ def export(
 DECODER_INT8_CONVOLUTION = 1 << 20
 
 
-def _decoder_float16(key: str, value: object) -> bool:
+def _decoder_float16(key: str, value: np.ndarray) -> bool:
     """Whether an int8 bundle stores this tensor float16: the Mimi decoder's convolutions, but for
     the two largest (english: its first convolution and first upsampling, 3.4 of its 10 million
     values). Its linear layers are int8, as the flow LM's. Measured on english against the official
@@ -104,8 +104,7 @@ def _decoder_float16(key: str, value: object) -> bool:
     int8 -39.0 dB; this mix -40.4 dB for 11 MB (float32: 41 MB); the official quantize=True -38.3 dB."""
     if params.part_of(key) != params.DECODER:
         return False
-    shape = getattr(value, "shape", ())
-    return len(shape) != 2 and int(np.prod(shape)) < DECODER_INT8_CONVOLUTION
+    return value.ndim != 2 and value.size < DECODER_INT8_CONVOLUTION
 
 
 def export_voice(model: TTSModel, source: VoiceSource, path: str, sample_rate: Optional[int] = None) -> None:

@@ -80,16 +80,13 @@ def quantizes(value: np.ndarray) -> bool:
 
 
 def quantize(
-    tensors: Mapping[str, np.ndarray],
-    group: Optional[int] = None,
-    keep: Callable[[str], bool] = lambda key: False,
-    half: Callable[[str], bool] = lambda key: False,
+    tensors: Mapping[str, np.ndarray], group: Optional[int] = None, half: Callable[[str], bool] = lambda key: False
 ) -> Dict[str, np.ndarray]:
     """int8 tensors and their scales: a scale per row, or per `group` values of a row where that
-    divides it (`keep(key)`: leave that tensor float32; `half(key)`: store it float16)."""
+    divides it (`half(key)`: store that tensor float16 instead)."""
     out: Dict[str, np.ndarray] = {}
     for key, value in tensors.items():
-        if not quantizes(value) or keep(key):
+        if not quantizes(value):
             out[key] = np.asarray(value, dtype=value.dtype)
             continue
         if half(key):
