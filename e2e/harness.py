@@ -45,8 +45,8 @@ def site(model: str) -> Path:
     """The static site of a fixture model (int8 bundle with its voice), built again when the code
     that goes into it has changed."""
     out = SITES / f"site-{model}"
-    sources = [ROOT / "pyproject.toml", ROOT / "tools" / "site.py", fixture(model) / "model.safetensors"]
-    for folder in ("core", "server/web"):
+    sources = [ROOT / "pyproject.toml", fixture(model) / "model.safetensors"]
+    for folder in ("core", "server/web", "tools"):
         sources += sorted(p for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     digest = hashlib.sha256()
     for path in sources:

@@ -124,8 +124,8 @@ def markdown(results: List[Dict[str, Any]]) -> str:
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         counts = [r[kind][-1]["compiled"][worker] for kind, worker in columns]
         lines.append(
-            "| modules run from a compiled .pyc / written / compiled from source instead | "
-            + " | ".join(f"{c['used']} / {c['shipped']} / {c['stale']}" for c in counts)
+            "| modules run from a shipped .pyc / .pyc written by the worker / compiled from source (stale .pyc) | "
+            + " | ".join(f"{c['used']} / {c['shipped']} / {c['source'] + c['stale']} ({c['stale']})" for c in counts)
             + " |"
         )
         head = f"| {r['model']}: the site's files, as downloaded (gzip twins where they pay) | MB |"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tools import compiled
-from tools.pyodide import packaged_files, vendor
+from tools.pyodide import add_to_runtime, packaged_files, vendor
 from tools.site import build_dependency_wheels, build_wheel
 
 MAGIC_38 = (3413).to_bytes(2, "little") + b"\r\n"  # Python 3.8's .pyc magic number
@@ -35,9 +35,11 @@ def wheels(tmp_path_factory) -> list:
 
 def test_each_pyc_is_checked_against_the_source_the_site_ships(wheels, tmp_path: Path) -> None:
     vendor(tmp_path / "pyodide")
-    files = compiled.read(compiled.archive(wheels, tmp_path, tmp_path / "pyodide"))
-    # Pyodide's own standard library (3.8.2), and our wheels' sources.
-    sources = packaged_files(tmp_path / "pyodide", compiled.STDLIB)
+    archived = compiled.read(compiled.archive(wheels, tmp_path, tmp_path / "pyodide"))
+    # Pyodide's own modules' .pyc files went into its own package, beside their sources.
+    runtime = packaged_files(tmp_path / "pyodide", compiled.STDLIB)
+    added = {path: data for path, data in runtime.items() if "/__pycache__/" in path}
+    sources = {path: data for path, data in runtime.items() if path.endswith(".py")}
     for wheel in wheels:
         with zipfile.ZipFile(wheel) as archive:
             for name in archive.namelist():
@@ -47,7 +49,9 @@ def test_each_pyc_is_checked_against_the_source_the_site_ships(wheels, tmp_path:
     python = compiled.interpreter()
     done = subprocess.run([python, "-c", HASHES], input=text, capture_output=True, text=True, check=True)
     hashes = json.loads(done.stdout)
-    for source, pyc, data in files:
+    in_runtime = [(source, pyc, added.pop(pyc)) for source, pyc in _sources_of(added, sources)]
+    assert added == {}  # each beside a source of Pyodide's
+    for source, pyc, data in archived + in_runtime:
         folder, name = source.rsplit("/", 1)
         assert source.startswith(compiled.STDLIB) and pyc == f"{folder}/__pycache__/{name[:-3]}.cpython-38.pyc"
         assert data[:4] == MAGIC_38 and int.from_bytes(data[4:8], "little") == 0b11  # checked hash
@@ -55,16 +59,54 @@ def test_each_pyc_is_checked_against_the_source_the_site_ships(wheels, tmp_path:
             assert data[8:16].hex() == hashes[source], source
         else:  # NumPy's package, the same 1.17.5 as pip's
             assert source.startswith(compiled.SITE_PACKAGES + "numpy/"), source
-    shipped = {source for source, _, _ in files}
-    assert not [s for s in shipped if s.startswith(compiled.STDLIB + "ctypes/")]  # Pyodide has no ctypes
+    shipped, started = {source for source, _, _ in archived}, {source for source, _, _ in in_runtime}
+    # The worker writes NumPy's and ours; Pyodide's package holds those of its standard library
+    # and its own packages: what Python's start (os, encodings) and Pyodide's (asyncio, its
+    # pyodide package) import, and the rest of the standard library a worker imports (json).
+    assert all(source.startswith(compiled.SITE_PACKAGES) for source in shipped)
+    for module in ("os.py", "encodings/utf_8.py", "asyncio/base_events.py", "json/__init__.py", "ast.py"):
+        assert compiled.STDLIB + module in started
+    for module in ("pyodide/webloop.py", "_pyodide/_core.py"):
+        assert compiled.SITE_PACKAGES + module in started
+    assert not [s for s in started if s.startswith(compiled.STDLIB + "ctypes/")]  # Pyodide has no ctypes
     # Every module of ours a worker imports, and num2words's, and NumPy's package itself.
     for module in ("core/__init__.py", "core/browser/engine.py", "core/portable/model.py", "num2words/__init__.py"):
         assert compiled.SITE_PACKAGES + module in shipped
-    assert compiled.SITE_PACKAGES + "numpy/__init__.py" in shipped and compiled.STDLIB + "json/__init__.py" in shipped
-    assert not [s for s in shipped if "/tests/" in s or s.endswith("/cli.py")]  # only what a worker imports
+    assert compiled.SITE_PACKAGES + "numpy/__init__.py" in shipped
+    assert not [s for s in shipped | started if "/tests/" in s or s.endswith("/cli.py")]  # only what a worker imports
+    # Pyodide's own files are kept as they were; a site built again holds each .pyc once.
+    assert {path: data for path, data in runtime.items() if "/__pycache__/" not in path} == packaged_files(
+        _original(tmp_path), compiled.STDLIB
+    )
+    compiled.archive(wheels, tmp_path, tmp_path / "pyodide")
+    assert list(packaged_files(tmp_path / "pyodide", compiled.STDLIB)) == list(runtime)
+
+
+def _sources_of(pycs: dict, sources: dict) -> list:
+    """(source, .pyc) for each .pyc path: the source beside its __pycache__ folder."""
+    found = []
+    for pyc in pycs:
+        folder, name = pyc.split("/__pycache__/")
+        source = f"{folder}/{name.split('.')[0]}.py"
+        assert source in sources, pyc
+        found.append((source, pyc))
+    return found
+
+
+def _original(tmp_path: Path) -> Path:
+    """Pyodide's package as it came (no .pyc added), vendored apart."""
+    vendor(tmp_path / "original")
+    return tmp_path / "original"
 
 
 def test_without_a_python_3_8_the_site_has_none(monkeypatch, tmp_path: Path) -> None:
+    vendor(tmp_path / "pyodide")
+    original = packaged_files(tmp_path / "pyodide", compiled.STDLIB)
+    # As an earlier build with a Python 3.8 left it, then a build without one: no archive, and
+    # Pyodide's package back as it came.
+    add_to_runtime(tmp_path / "pyodide", {compiled.STDLIB + "__pycache__/os.cpython-38.pyc": b"compiled"})
+    assert len(packaged_files(tmp_path / "pyodide", compiled.STDLIB)) == len(original) + 1
     monkeypatch.setattr(compiled, "PYTHON38", tmp_path / "missing" / "python")
     assert compiled.interpreter() is None and compiled.archive([], tmp_path, tmp_path / "pyodide") is None
-    assert list(tmp_path.iterdir()) == []
+    assert not (tmp_path / compiled.NAME).exists()
+    assert packaged_files(tmp_path / "pyodide", compiled.STDLIB) == original

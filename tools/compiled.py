@@ -1,24 +1,29 @@
 """The page's Python modules compiled ahead of time, for Pyodide 0.17's Python 3.8: without them, each
 worker compiles every module it imports from source on every visit (numpy's alone cost ~0.3 s of
-a worker's start-up).
+a worker's start-up, Python's and Pyodide's own start ~0.3 s more).
 
-`archive(wheels, out)` (run by tools/site.py on the building Python) starts a Python 3.8 with
-NumPy 1.17.5 (the .venv-py38 that scripts/test.sh makes) on this module; it imports what a worker
-imports (numpy, and core.browser.engine from the site's wheels, which brings num2words) and
-compiles every module that came from the wheels, NumPy or the standard library. Each one is a
-checked-hash .pyc (PEP 552) at the path Pyodide's file system gives its source, so Python uses
-it only where its source is byte for byte the one it was compiled from, and compiles the source
-as before where it is not. The standard library's modules are compiled from Pyodide's own
-sources (3.8.2, read out of pyodide.asm.data: tools/pyodide.py), not from the later 3.8 here,
-whose files differ in 41 of them (and those Pyodide leaves out are left out). The
-archive is one gzip file: a line of JSON, [[source path, .pyc path, size], ...], then the files one
-after another; the worker writes each whose source its file system has (Pyodide leaves out some
-of the standard library, ctypes for one: a .pyc there would make an empty package of it) before
-it imports numpy and core (core/browser/worker.js).
+`archive(wheels, out, pyodide)` (run by tools/site.py on the building Python) starts a Python 3.8
+with NumPy 1.17.5 (the .venv-py38 that scripts/test.sh makes) on this module; it imports what
+Pyodide's start imports (Python's own start, and the module-level imports of Pyodide's `pyodide`
+and `_pyodide` packages) and what a worker imports (numpy, and core.browser.engine from the
+site's wheels, which brings num2words), and compiles every module that came from the wheels,
+NumPy or the standard library, and each of Pyodide's packages. Each one is a checked-hash .pyc
+(PEP 552) at the path Pyodide's file system gives its source, so Python uses it only where its
+source is byte for byte the one it was compiled from, and compiles the source as before where it
+is not. The standard library's modules are compiled from Pyodide's own sources (3.8.2, read out
+of pyodide.asm.data: tools/pyodide.py), not from the later 3.8 here, whose files differ in 41 of
+them (and those Pyodide leaves out are left out).
+
+Those of Pyodide's own files go into its own package (tools/pyodide.add_to_runtime): Pyodide
+writes them with its standard library, before Python starts. The others (NumPy's, ours) make the
+archive, one gzip file: a line of JSON, [[source path, .pyc path, size], ...], then the files one
+after another; the worker writes each whose source its file system has before it imports numpy
+and core (core/browser/worker.js).
 """
 
 from __future__ import annotations
 
+import ast
 import gzip
 import importlib
 import importlib.util
@@ -33,7 +38,7 @@ import zipfile
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from tools.pyodide import packaged_files
+from tools.pyodide import add_to_runtime, packaged_files
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON38 = ROOT / ".venv-py38" / "bin" / "python"
@@ -42,6 +47,7 @@ STDLIB = "/lib/python3.8/"  # where Pyodide's file system keeps them
 SITE_PACKAGES = STDLIB + "site-packages/"
 IMPORTS = ("numpy", "core.browser.engine")  # what a worker imports (core/browser/worker.js)
 NAME = "python-3.8.pyc.gz"
+PYODIDE_PACKAGES = ("pyodide", "_pyodide")  # Pyodide's own, in its site-packages: its start imports them
 
 
 def interpreter() -> Optional[str]:
@@ -54,35 +60,53 @@ def interpreter() -> Optional[str]:
 
 
 def archive(wheels: List[Path], out: Path, pyodide: Path) -> Optional[Path]:
-    """Write out/NAME from the site's wheels and the standard library of the Pyodide in `pyodide`;
-    None (and nothing written) without a Python 3.8 with NumPy 1.17.5, where the page compiles its
-    modules itself as before."""
+    """Write out/NAME from the site's wheels, and add the .pyc files of Pyodide's own modules (its
+    standard library and its `pyodide` packages) to its package in `pyodide` (add_to_runtime);
+    None (nothing written, Pyodide's package as it came) without a Python 3.8 with NumPy 1.17.5,
+    where the page compiles its modules itself as before."""
     python = interpreter()
     if python is None:
+        script = pyodide / "pyodide.asm.js"
+        if script.exists() and "/__pycache__/" in script.read_text():  # added by an earlier build
+            add_to_runtime(pyodide, {})
         return None
     target = out / NAME
-    with tempfile.TemporaryDirectory() as stdlib:
-        for path, data in packaged_files(pyodide, STDLIB).items():
-            if path.endswith(".py") and not path.startswith(SITE_PACKAGES):
-                copy = Path(stdlib) / path[len(STDLIB) :]
+    runtime = packaged_files(pyodide, STDLIB)
+    with tempfile.TemporaryDirectory() as folder:
+        for path, data in runtime.items():
+            if path.endswith(".py"):
+                copy = Path(folder) / path[len(STDLIB) :]
                 copy.parent.mkdir(parents=True, exist_ok=True)
                 copy.write_bytes(data)
-        command = [python, "-m", "tools.compiled", str(target), stdlib, *map(str, wheels)]
+        listing = Path(folder) / "compiled"
+        command = [python, "-m", "tools.compiled", str(listing), folder, *map(str, wheels)]
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"compiling the page's modules failed: {done.stderr.strip()[-1000:]}")
+        if done.returncode != 0:
+            raise SystemExit(f"compiling the page's modules failed: {done.stderr.strip()[-1000:]}")
+        files = _parse(listing.read_bytes())
+    add_to_runtime(pyodide, {pyc: data for source, pyc, data in files if source in runtime})
+    target.write_bytes(_archived([(source, pyc, data) for source, pyc, data in files if source not in runtime]))
     return target
 
 
-def read(path: Path) -> List[Tuple[str, str, bytes]]:
-    """The (source path, .pyc path, .pyc bytes) of an archive."""
-    data = gzip.decompress(path.read_bytes())
+def _archived(files: List[Tuple[str, str, bytes]]) -> bytes:
+    """The archive's bytes: gzip of a line of JSON, [[source path, .pyc path, size], ...], then the files."""
+    header = json.dumps([[source, pyc, len(data)] for source, pyc, data in files]).encode()
+    return gzip.compress(header + b"\n" + b"".join(data for _, _, data in files), 9, mtime=0)
+
+
+def _parse(data: bytes) -> List[Tuple[str, str, bytes]]:
     header, _, body = data.partition(b"\n")
     files, offset = [], 0
     for source, pyc, size in json.loads(header):
         files.append((source, pyc, body[offset : offset + size]))
         offset += size
     return files
+
+
+def read(path: Path) -> List[Tuple[str, str, bytes]]:
+    """The (source path, .pyc path, .pyc bytes) of an archive."""
+    return _parse(gzip.decompress(path.read_bytes()))
 
 
 def pyodide_path(source: str, roots: List[Tuple[str, str]]) -> Optional[str]:
@@ -92,39 +116,72 @@ def pyodide_path(source: str, roots: List[Tuple[str, str]]) -> Optional[str]:
     return None
 
 
+def start_imports(folder: str) -> List[str]:
+    """The modules that Pyodide's own packages (under `folder`, its site-packages) import as they are
+    imported themselves (their module-level imports, not those inside functions): with Python's
+    own start, what Pyodide's start imports."""
+    names = set()
+    for package in PYODIDE_PACKAGES:
+        for path in sorted(Path(folder, package).glob("*.py")):
+            tree = ast.parse(path.read_bytes())
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                    continue
+                if isinstance(node, ast.Import):
+                    names.update(alias.name for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names.add(node.module)
+    return sorted(name for name in names if name.split(".")[0] not in PYODIDE_PACKAGES)
+
+
 def compile_imports(target: Path, stdlib: str, wheels: List[str]) -> None:
-    """Under Python 3.8: import IMPORTS from the unpacked wheels and write the archive, the standard
-    library's modules compiled from Pyodide's sources in `stdlib` (those Pyodide lacks left out)."""
+    """Under Python 3.8: import what Python's and Pyodide's start import and IMPORTS (from the
+    unpacked wheels), and write to `target` (uncompressed) every module that came from the wheels,
+    NumPy or the standard library, those compiled from Pyodide's sources in `stdlib` (its
+    standard library, those it lacks left out, and its own packages, each of their modules)."""
     with tempfile.TemporaryDirectory() as unpacked:
         for wheel in wheels:
             with zipfile.ZipFile(wheel) as archive_file:
                 archive_file.extractall(unpacked)
         sys.path.insert(0, unpacked)
-        # What a fresh interpreter has imported before anything runs (Pyodide's start imports them too).
+        # What a fresh interpreter has imported before anything runs: Pyodide's Python imports the
+        # same standard modules; others (this environment's own) are not the page's.
         fresh = subprocess.run([sys.executable, "-c", "import sys; print(' '.join(sys.modules))"], capture_output=True)
         before = set(fresh.stdout.decode().split())
+        pyodide_packages = os.path.join(stdlib, "site-packages")
+        for name in start_imports(pyodide_packages):
+            try:
+                importlib.import_module(name)
+            except ImportError:  # Pyodide's own (js, its core): no standard module to compile
+                pass
         for name in IMPORTS:
             importlib.import_module(name)
         numpy_home = os.path.dirname(os.path.dirname(sys.modules["numpy"].__file__))
         homes = [(unpacked, SITE_PACKAGES), (numpy_home, SITE_PACKAGES), (sysconfig.get_paths()["stdlib"], STDLIB)]
         roots = [(os.path.realpath(home), target) for home, target in homes]
-        files = []
-        for name in sorted(set(sys.modules) - before):
+        sources = []
+        for name in sorted(sys.modules):
             source = getattr(sys.modules[name], "__file__", None) or ""
             path = pyodide_path(os.path.realpath(source), roots) if source.endswith(".py") else None
-            if path is None:
+            if path is None or (name in before and not path.startswith(STDLIB)):
                 continue
             if not path.startswith(SITE_PACKAGES):
                 source = os.path.join(stdlib, path[len(STDLIB) :])
                 if not os.path.exists(source):
                     continue
-            compiled = os.path.join(unpacked, "compiled.pyc")
+            sources.append((source, path))
+        for package in PYODIDE_PACKAGES:
+            for source in sorted(Path(pyodide_packages, package).glob("*.py")):
+                sources.append((str(source), f"{SITE_PACKAGES}{package}/{source.name}"))
+        files = []
+        compiled = os.path.join(unpacked, "compiled.pyc")
+        for source, path in sources:
             checked = py_compile.PycInvalidationMode.CHECKED_HASH
             py_compile.compile(source, compiled, dfile=path, doraise=True, invalidation_mode=checked)
             with open(compiled, "rb") as f:
                 files.append((path, importlib.util.cache_from_source(path), f.read()))
     header = json.dumps([[source, pyc, len(data)] for source, pyc, data in files]).encode()
-    target.write_bytes(gzip.compress(header + b"\n" + b"".join(data for _, _, data in files), 9, mtime=0))
+    target.write_bytes(header + b"\n" + b"".join(data for _, _, data in files))
 
 
 if __name__ == "__main__":

