@@ -207,7 +207,9 @@ def test_a_new_site_version_replaces_the_cached_files(browser, small_site, tmp_p
         (site / "sw.js").write_text((site / "sw.js").read_text().replace(old, new))
         (site / "index.html").write_text((site / "index.html").read_text().replace("<title>", "<title>New: "))
         updated = harness.Page(context, url)  # the browser checks sw.js on navigation: the new one installs
-        updated.page.wait_for_function(f"caches.keys().then((k) => k.length === 1 && k[0] === 'pocket-tts-{new}')")
+        # Polled into the page: wait_for_function takes a returned Promise itself for true.
+        updated.page.evaluate("setInterval(() => caches.keys().then((k) => (window.cacheNames = k)), 50)")
+        updated.page.wait_for_function(f"String(window.cacheNames) === 'pocket-tts-{new}'")
         latest = harness.Page(context, url)
         assert latest.page.title().startswith("New: ")
         latest.use("browser")

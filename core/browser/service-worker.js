@@ -47,11 +47,21 @@ self.addEventListener("activate", (event) => {
 
 // The caches of the site's other versions. Dropped at activation, and again at each visit of the
 // page: a request the previous worker was still serving may have stored into its version's cache
-// after the drop.
+// after the drop. Only by the newest worker: an older one still serves what its pages asked
+// before the new version activated (a late worker's downloads, a navigation), and would drop the
+// new version's cache while that one installs.
 function dropOtherVersions() {
-  return caches
-    .keys()
-    .then((names) => Promise.all(names.filter((n) => n.startsWith("pocket-tts-") && n !== CACHE).map((n) => caches.delete(n))));
+  return caches.keys().then((names) => {
+    if (!newest()) return;
+    return Promise.all(names.filter((n) => n.startsWith("pocket-tts-") && n !== CACHE).map((n) => caches.delete(n)));
+  });
+}
+
+// Whether this is the site's newest service worker: the active one, with none installing or waiting.
+function newest() {
+  const registration = self.registration;
+  if (registration.installing || registration.waiting) return false;
+  return !self.serviceWorker || registration.active === self.serviceWorker;
 }
 
 // Per file, the request being served: the next one for the same file waits until it is cached (two
@@ -82,7 +92,7 @@ function serve(event, url) {
         return hit;
       }
       const response = twins.has(url) ? await gunzipped(url) : await fresh(url);
-      if (response.status !== 200 || !(await caches.has(CACHE))) {
+      if (response.status !== 200 || !newest() || !(await caches.has(CACHE))) {
         release();
         return response;
       }
