@@ -57,6 +57,8 @@ def visit(profile: Path, url: str) -> Dict[str, Any]:
             "ready_ms": ready_ms,
             "first_audio_ms": ready_ms + run["ttfa_ms"],
             "all_ready_ms": load["all_ready_at_ms"],
+            "decoder_started_ms": load["decoder_started_at_ms"],
+            "run_ms": [run["started_at_ms"], run["started_at_ms"] + run["total_ms"]],
             "ttfa_ms": run["ttfa_ms"],
             "bytes": page.downloaded,
             "phases": load["phases"],

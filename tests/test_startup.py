@@ -31,8 +31,12 @@ def test_a_first_and_a_returning_visit_report_every_phase_of_both_workers(reques
     for visit in (first, returning):
         assert visit["errors"] == []
         assert 0 < visit["ttfa_ms"] < visit["first_audio_ms"] and visit["ready_ms"] < visit["first_audio_ms"]
-        # The first worker ("both") speaks alone; the decoder worker boots once it is ready.
-        assert set(visit["phases"]) == {"both", "decoder"} and visit["ready_ms"] < visit["all_ready_ms"]
+        # The first worker ("both") speaks alone; the decoder worker boots once it has had a pause:
+        # never while the first run is under way (before the click, or after the run).
+        assert set(visit["phases"]) == {"both", "decoder"} and visit["ready_ms"] < visit["decoder_started_ms"]
+        started, ended = visit["run_ms"]
+        assert not started <= visit["decoder_started_ms"] <= ended, visit
+        assert visit["decoder_started_ms"] < visit["all_ready_ms"]
         for phases in visit["phases"].values():
             assert {key for key, _ in startup.PHASES} <= set(phases)
             assert all(phases[key] >= 0 for key, _ in startup.PHASES)

@@ -3,8 +3,8 @@
 // engines with one contract (speak, textStream, uploadVoice): the server (POST /stream and the
 // WebSocket /v1/audio/speech/stream; its voices from GET /voices) and the browser (Pyodide in
 // workers; its voices from the model's info at boot).
-// Every finished run is appended to window.pocketTTS.runs as {mode, ttfc_ms, ttfa_ms, total_ms,
-// audio_ms}, every run that played out to window.pocketTTS.played as {samples, audible, stalls}
+// Every finished run is appended to window.pocketTTS.runs as {mode, started_at_ms (since the page
+// opened), ttfc_ms, ttfa_ms, total_ms, audio_ms}, every run that played out to window.pocketTTS.played as {samples, audible, stalls}
 // (samples the worklet rendered, how many not silent, how often playback waited for audio), every
 // voice upload to window.pocketTTS.uploads as {mode, ms, part_ms} (ms until the voice was ready, of
 // which part_ms fetching and loading the voice-cloning part: the first upload in the browser), and every text
@@ -128,6 +128,7 @@ async function useMode(name) {
       total_ms: performance.now() - start,
       ready_at_ms: performance.now(), // since the page was opened
       all_ready_at_ms: null, // once every worker is up (the decoder worker joins after the first)
+      decoder_started_at_ms: null, // when the decoder worker began to boot (after a pause in requests)
       phases,
       workers,
       heap_bytes: info.heap_bytes,
@@ -144,6 +145,7 @@ async function useMode(name) {
   browser.allWorkers().then((all) => {
     if (firstLoad) {
       window.pocketTTS.load.all_ready_at_ms = performance.now();
+      window.pocketTTS.load.decoder_started_at_ms = all.decoder_started_at_ms || null;
       window.pocketTTS.load.workers = all.workers;
     }
     if (all.workers !== workers && $("status").textContent === ready(workers)) status(ready(all.workers));
@@ -204,7 +206,7 @@ function finish(run) {
   if (run.record) return; // a text stream: its record is in pocketTTS.streams
   const record = () => {
     window.pocketTTS.runs.push({
-      mode: run.mode, ttfc_ms: run.ttfc, ttfa_ms: run.ttfa, total_ms: run.end, audio_ms: audioMs,
+      mode: run.mode, started_at_ms: run.t0, ttfc_ms: run.ttfc, ttfa_ms: run.ttfa, total_ms: run.end, audio_ms: audioMs,
     });
     renderPanel();
     status(`Done: ${(audioMs / 1000).toFixed(2)} s of audio, first audio after ${ms(run.ttfa)} ms.`);

@@ -4,10 +4,13 @@
 //
 // The first worker ("both": the flow LM and the Mimi decoder) boots alone, so that it has the CPU to
 // itself and the page can speak as soon as it is ready. Where the machine has two cores, a second
-// worker (the decoder) boots after it, and from the next request on the first worker sends it
-// each frame through a MessageChannel (HANDOVER): the two halves of every frame then run on two
-// cores. Booting both at once, as the page did before, made the first audio wait for two Pythons
-// starting on two cores, and twice as long where the two cores are shared. The messages: protocol.js.
+// worker (the decoder) boots once the first has had a pause (no request for IDLE_MS: at once if the
+// visitor does not click, after the first run if they do), and from the next request on the first
+// worker sends it each frame through a MessageChannel (HANDOVER): the two halves of every frame
+// then run on two cores. Booting both at once, as the page did before, made the first audio wait
+// for two Pythons starting on two cores, and twice as long where the two cores are shared; booting
+// the second at the first's ready made a visitor's first click share the CPU with it. The
+// messages: protocol.js.
 
 import "./protocol.js";
 
@@ -17,6 +20,12 @@ let workers = null; // {flow, decoder}: the same Worker twice until the decoder 
 let booted = null; // Promise of the first worker's {info, timings, phases, workers}
 let joined = null; // Promise of the same record once every worker is up (phases.decoder added)
 let nextId = 1;
+// The requests that keep the first worker working (texts said, text streams, voice uploads), and
+// the decoder worker's start while it waits for a pause in them (see boot).
+const IDLE_MS = 1000;
+let working = 0;
+let startDecoder = null;
+let idleTimer = null;
 const pending = new Map(); // id -> {onChunk, onSegment, resolve, reject}
 
 // The site's description (site.json, written by scripts/build_site.py), or null when this page is
@@ -78,7 +87,15 @@ export function boot(siteInfo, onProgress) {
     workers = { flow: first.worker, decoder: first.worker };
     const { info, timings } = await first.ready;
     const load = { info: { ...info, heap_bytes: [info.heap_bytes] }, timings, phases: { both: timings }, workers: 1 };
-    joined = twoWorkers() ? addDecoder(siteInfo, cached, load) : Promise.resolve(load);
+    joined = twoWorkers()
+      ? new Promise((resolve) => {
+          startDecoder = () => {
+            load.decoder_started_at_ms = performance.now(); // since the page was opened
+            resolve(addDecoder(siteInfo, cached, load));
+          };
+          whenIdle();
+        })
+      : Promise.resolve(load);
     return load;
   })();
   booted.catch(() => {
@@ -94,8 +111,31 @@ export async function allWorkers() {
   return joined;
 }
 
-// The decoder worker, booted once the first is ready; from then on the first worker's next request
-// sends its frames there.
+// `request` (a Promise) keeps the first worker working until it settles: the decoder worker waits.
+function work(request) {
+  working += 1;
+  clearTimeout(idleTimer);
+  const settled = () => {
+    working -= 1;
+    whenIdle();
+  };
+  request.then(settled, settled);
+  return request;
+}
+
+// Starts the decoder worker (if it waits) once no request has kept the first worker working for IDLE_MS.
+function whenIdle() {
+  if (!startDecoder || working > 0) return;
+  clearTimeout(idleTimer);
+  idleTimer = setTimeout(() => {
+    const begin = startDecoder;
+    startDecoder = null;
+    if (begin) begin();
+  }, IDLE_MS);
+}
+
+// The decoder worker, booted once the first has had a pause (boot); from then on the first
+// worker's next request sends its frames there.
 async function addDecoder(siteInfo, cached, load) {
   const channel = new MessageChannel();
   const decoder = start(siteInfo, "decoder", cached, channel.port2, () => {});
@@ -147,7 +187,7 @@ function stopEverywhere(id) {
 
 export function speak({ text, voice, signal, onChunk, options }) {
   const id = nextId++;
-  return new Promise((resolve, reject) => {
+  return work(new Promise((resolve, reject) => {
     pending.set(id, { onChunk, resolve, reject });
     signal.addEventListener("abort", () => {
       stopEverywhere(id);
@@ -155,7 +195,7 @@ export function speak({ text, voice, signal, onChunk, options }) {
       reject(new DOMException("stopped", "AbortError"));
     });
     workers.flow.postMessage({ type: EngineMessage.SPEAK, id, text, voice, options: options || {} });
-  });
+  }));
 }
 
 // A text stream: text that arrives in pieces (an LLM's reply, a user typing), said segment by
@@ -169,7 +209,7 @@ export function speak({ text, voice, signal, onChunk, options }) {
 // given, as read (normalized), and the samples sent before it.
 export function textStream({ voice, options, onChunk, onSegment }) {
   const id = nextId++;
-  const done = new Promise((resolve, reject) => pending.set(id, { onChunk, onSegment, resolve, reject }));
+  const done = work(new Promise((resolve, reject) => pending.set(id, { onChunk, onSegment, resolve, reject })));
   const send = (message) => {
     if (pending.has(id)) workers.flow.postMessage({ ...message, id });
   };
@@ -209,10 +249,12 @@ export async function uploadVoice(file, sampleRate, onProgress) {
     for (let i = 0; i < samples.length; i++) samples[i] += channel[i] / decoded.numberOfChannels;
   }
   const id = nextId++;
-  return new Promise((resolve, reject) => {
-    pending.set(id, { resolve, reject, onProgress });
-    workers.flow.postMessage({ type: EngineMessage.VOICE, id, samples, sampleRate: decoded.sampleRate }, [samples.buffer]);
-  });
+  return work(
+    new Promise((resolve, reject) => {
+      pending.set(id, { resolve, reject, onProgress });
+      workers.flow.postMessage({ type: EngineMessage.VOICE, id, samples, sampleRate: decoded.sampleRate }, [samples.buffer]);
+    }),
+  );
 }
 
 // The workers, once each (one or two).
