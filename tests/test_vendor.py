@@ -19,13 +19,17 @@ def test_numpy_is_trimmed_to_what_the_page_imports_and_keeps_the_rest_exact(tmp_
     original = tmp_path / "original"
     original.mkdir()
     with tarfile.open(pyodide.tarball()) as archive:
-        for name in ("numpy.js", "numpy.data"):
+        for name in ("numpy.js", "numpy.data", "pyodide.asm.js", "pyodide.asm.data"):
             (original / name).write_bytes(archive.extractfile(f"package/dist/{name}").read())
     before, after = pyodide.package_files(original, "numpy"), pyodide.package_files(tmp_path / "site", "numpy")
     assert (tmp_path / "site" / "numpy.js").read_text().startswith(pyodide.TRIMMED)
     assert after == {name: data for name, data in before.items() if not pyodide.NUMPY_UNUSED.search(name)}
     assert len(before) - len(after) > 300 and "/lib/python3.8/site-packages/numpy/core/_multiarray_umath.so" in after
     assert not any("/tests/" in name or "/f2py/" in name for name in after)
+    # Both packages' blocks stored as they are: nothing to decompress in the browser.
+    for name in ("numpy", "pyodide.asm"):
+        assert set(pyodide._numbers((tmp_path / "site" / f"{name}.js").read_text(), "successes")) == {0}
+    assert pyodide.package_files(tmp_path / "site", "pyodide.asm") == pyodide.package_files(original, "pyodide.asm")
     # A second build keeps the trimmed package as it is.
     data = (tmp_path / "site" / "numpy.data").read_bytes()
     pyodide.vendor(tmp_path / "site")

@@ -5,8 +5,9 @@
 current `pyodide` npm package holds only the runtime and fetches NumPy from a CDN. The tarball is
 kept in build/cache, and only the files a site needs are copied out (25 MB, 12 MB gzipped): the
 runtime and NumPy, NumPy's package repacked without its tests, f2py and distutils (trim_numpy;
-the worker unpacks our wheels itself: no micropip). `packaged_files` reads Pyodide's own files
-(its standard library) out of its LZ4-packed data, and `add_to_runtime` packs the .pyc files of
+the worker unpacks our wheels itself: no micropip), and both packages (NumPy's, and Pyodide's own
+standard library) with their blocks stored rather than LZ4-compressed (repack). `packaged_files`
+reads Pyodide's own files out of its packed data, and `add_to_runtime` packs the .pyc files of
 them in beside them, for tools/compiled.py.
 To move to a newer Pyodide, change PACKAGE and FILES (docs/page.md): the worker finds `loadPyodide`,
 `loadPackage` and the file system the same way in newer releases.
@@ -51,7 +52,8 @@ def tarball() -> Path:
 
 def vendor(out: Path) -> int:
     """Copy the site's Pyodide files to `out` (and remove any other, left by an older build), NumPy's
-    package trimmed (trim_numpy); returns their total size in bytes."""
+    package trimmed (trim_numpy), both packages repacked with their blocks stored (repack); returns
+    their total size in bytes."""
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.iterdir():
         if stale.name not in FILES:
@@ -65,16 +67,17 @@ def vendor(out: Path) -> int:
                 with open(out / name, "wb") as target:
                     shutil.copyfileobj(source, target)
         trim_numpy(out)
+        repack(out, "pyodide.asm", package_files(out, "pyodide.asm"))
     return sum((out / name).stat().st_size for name in FILES)
 
 
 # What the page never imports of NumPy's package: its tests, f2py, distutils, C headers and library.
 NUMPY_UNUSED = re.compile(r"/tests/|/numpy/(f2py|distutils|core/include|core/lib)/|^/bin/f2py|egg-info/SOURCES\.txt$")
-TRIMMED = "// NumPy's package without its tests, f2py and distutils (tools/pyodide.py)\n"
+TRIMMED = "// NumPy's package without its tests, f2py and distutils, its blocks stored (tools/pyodide.py)\n"
 
 
 def trim_numpy(out: Path) -> None:
-    """Repack NumPy's package (numpy.js and numpy.data, emscripten's file_packager format with LZ4)
+    """Repack NumPy's package (numpy.js and numpy.data, emscripten's file_packager format)
     without the files NUMPY_UNUSED matches: 307 of its 468 files, 4.9 of its 17.3 MB unpacked; a
     worker has less to download, decompress and write at every start."""
     kept = {name: data for name, data in package_files(out, "numpy").items() if not NUMPY_UNUSED.search(name)}
@@ -94,12 +97,11 @@ def add_to_runtime(out: Path, added: Dict[str, bytes]) -> None:
 
 
 def repack(out: Path, name: str, files: Dict[str, bytes]) -> None:
-    """Write the package `name` (NAME.js and NAME.data, emscripten's file_packager format with LZ4)
+    """Write the package `name` (NAME.js and NAME.data, emscripten's file_packager format with its
+    LZ4 table)
     with `files` (path -> bytes, in order): the .data's blocks, and in the script the file list,
     the folders it creates, the block table and the sizes. NAME.js quotes its keys (JSON,
     pyodide.asm.js) or not (numpy.js): kept as it is."""
-    import lz4.block
-
     script = (out / f"{name}.js").read_text()
     quote = '"' if '"files":[' in script else ""
 
@@ -111,19 +113,17 @@ def repack(out: Path, name: str, files: Dict[str, bytes]) -> None:
         fields = (f'{key("filename")}:"{path}"', f"{key('start')}:{offset}", f"{key('end')}:{offset + len(data)}")
         listed.append("{" + ",".join(fields) + f",{key('audio')}:0}}")
         offset += len(data)
+    # Every block stored as it is (the table's LZ4 "successes" all 0): a worker's reads then copy
+    # instead of decompressing (the loader keeps two blocks decompressed, so reading the files
+    # decompressed most blocks again at every start), and the gzip twin compresses the plain
+    # bytes better than LZ4's (NumPy 3.7 -> 2.8 MB, Pyodide's 4.3 -> 3.2 MB).
     blob = b"".join(files.values())
-    packed_blocks, offsets, sizes, successes, at = [], [], [], [], 0
-    for begin in range(0, len(blob), LZ4_CHUNK):
-        block = blob[begin : begin + LZ4_CHUNK]
-        packed = lz4.block.compress(block, store_size=False)
-        keep = packed if len(packed) < len(block) else block
-        packed_blocks.append(keep)
-        offsets.append(at)
-        sizes.append(len(keep))
-        successes.append(int(keep is packed))
-        at += len(keep)
+    offsets = list(range(0, len(blob), LZ4_CHUNK))
+    sizes = [min(LZ4_CHUNK, len(blob) - begin) for begin in offsets]
+    successes = [0] * len(offsets)
+    at = len(blob)
     # The package's data is the blocks, then room for the two blocks the loader caches.
-    (out / f"{name}.data").write_bytes(b"".join(packed_blocks) + bytes(2 * LZ4_CHUNK))
+    (out / f"{name}.data").write_bytes(blob + bytes(2 * LZ4_CHUNK))
     listing = f"loadPackage({{{key('files')}:[" + ",".join(listed) + "]"
     script = re.sub(r'loadPackage\(\{"?files"?:\[.*?\]', lambda _: listing, script, count=1, flags=re.S)
     script = _create_folders(script, files)
