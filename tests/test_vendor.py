@@ -23,7 +23,15 @@ def test_numpy_is_trimmed_to_what_the_page_imports_and_keeps_the_rest_exact(tmp_
             (original / name).write_bytes(archive.extractfile(f"package/dist/{name}").read())
     before, after = pyodide.package_files(original, "numpy"), pyodide.package_files(tmp_path / "site", "numpy")
     assert (tmp_path / "site" / "numpy.js").read_text().startswith(pyodide.TRIMMED)
-    assert after == {name: data for name, data in before.items() if not pyodide.NUMPY_UNUSED.search(name)}
+    kept = {name: data for name, data in before.items() if not pyodide.NUMPY_UNUSED.search(name)}
+    # Its libraries apart, each a file of its own, empty in the package.
+    libraries = pyodide.libraries(tmp_path / "site")
+    assert len(libraries) > 10 and "numpy.core._multiarray_umath.wasm" in libraries.values()
+    for name, data in kept.items():
+        if name.endswith(".so"):
+            assert after[name] == b"" and (tmp_path / "site" / libraries[name]).read_bytes() == data
+    assert after == {name: b"" if name.endswith(".so") else data for name, data in kept.items()}
+    assert not any(name.endswith("_umath_tests.so") for name in after)
     assert len(before) - len(after) > 300 and "/lib/python3.8/site-packages/numpy/core/_multiarray_umath.so" in after
     assert not any("/tests/" in name or "/f2py/" in name for name in after)
     # Both packages' blocks stored as they are: nothing to decompress in the browser.

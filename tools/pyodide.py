@@ -52,12 +52,9 @@ def tarball() -> Path:
 
 def vendor(out: Path) -> int:
     """Copy the site's Pyodide files to `out` (and remove any other, left by an older build), NumPy's
-    package trimmed (trim_numpy), both packages repacked with their blocks stored (repack); returns
-    their total size in bytes."""
+    package trimmed and its libraries apart (trim_numpy), both packages repacked with their blocks
+    stored (repack); returns their total size in bytes."""
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.iterdir():
-        if stale.name not in FILES:
-            stale.unlink()
     done = all((out / name).exists() for name in FILES)
     if not done or not (out / "numpy.js").read_text().startswith(TRIMMED):
         with tarfile.open(tarball()) as archive:
@@ -68,21 +65,53 @@ def vendor(out: Path) -> int:
                     shutil.copyfileobj(source, target)
         trim_numpy(out)
         repack(out, "pyodide.asm", package_files(out, "pyodide.asm"))
-    return sum((out / name).stat().st_size for name in FILES)
+    names = set(FILES) | set(libraries(out).values())
+    for stale in out.iterdir():
+        if stale.name not in names:
+            stale.unlink()
+    return sum((out / name).stat().st_size for name in names)
 
 
-# What the page never imports of NumPy's package: its tests, f2py, distutils, C headers and library.
-NUMPY_UNUSED = re.compile(r"/tests/|/numpy/(f2py|distutils|core/include|core/lib)/|^/bin/f2py|egg-info/SOURCES\.txt$")
-TRIMMED = "// NumPy's package without its tests, f2py and distutils, its blocks stored (tools/pyodide.py)\n"
+# What the page never imports of NumPy's package: its tests (and their extension modules), f2py,
+# distutils, C headers and library.
+NUMPY_UNUSED = re.compile(
+    r"/tests/|/numpy/(f2py|distutils|core/include|core/lib)/|^/bin/f2py|egg-info/SOURCES\.txt$"
+    r"|/numpy/core/_(umath|rational|struct_ufunc|operand_flag)_tests\.so$"
+)
+TRIMMED = "// NumPy's package without its tests, f2py and distutils, its libraries apart (tools/pyodide.py)\n"
+SITE_PACKAGES = "/lib/python3.8/site-packages/"
 
 
 def trim_numpy(out: Path) -> None:
     """Repack NumPy's package (numpy.js and numpy.data, emscripten's file_packager format)
-    without the files NUMPY_UNUSED matches: 307 of its 468 files, 4.9 of its 17.3 MB unpacked; a
-    worker has less to download, decompress and write at every start."""
-    kept = {name: data for name, data in package_files(out, "numpy").items() if not NUMPY_UNUSED.search(name)}
+    without the files NUMPY_UNUSED matches (311 of its 468 files, 4.9 of its 17.3 MB unpacked: a
+    worker has less to download and write at every start), and its libraries (its extension
+    modules' WebAssembly, 9.3 MB) apart: each one a file of its own beside the package
+    (library_name), empty in the package. The worker compiles those with
+    WebAssembly.compileStreaming, which the browser's code cache serves on the next visit; from
+    the package's bytes, Pyodide compiled them again at every start."""
+    kept = {}
+    for name, data in package_files(out, "numpy").items():
+        if NUMPY_UNUSED.search(name):
+            continue
+        if name.endswith(".so"):
+            (out / library_name(name)).write_bytes(data)
+            data = b""
+        kept[name] = data
     repack(out, "numpy", kept)
     (out / "numpy.js").write_text(TRIMMED + (out / "numpy.js").read_text())
+
+
+def library_name(path: str) -> str:
+    """The file beside the packages of the library at `path` in Pyodide's file system:
+    numpy.core._multiarray_umath.wasm for .../site-packages/numpy/core/_multiarray_umath.so."""
+    assert path.startswith(SITE_PACKAGES) and path.endswith(".so"), path
+    return path[len(SITE_PACKAGES) : -len(".so")].replace("/", ".") + ".wasm"
+
+
+def libraries(out: Path) -> Dict[str, str]:
+    """NumPy's libraries set apart by trim_numpy: {path in Pyodide's file system: file name in `out`}."""
+    return {name: library_name(name) for name in package_files(out, "numpy") if name.endswith(".so")}
 
 
 def add_to_runtime(out: Path, added: Dict[str, bytes]) -> None:

@@ -29,7 +29,7 @@ from typing import Dict, List, Optional
 
 from core.portable.bundle import MANIFEST
 from tools import compiled
-from tools.pyodide import vendor
+from tools.pyodide import libraries, vendor
 
 ROOT = Path(__file__).resolve().parent.parent
 # The page, fetched before the service worker controls it: the service worker caches it at install.
@@ -189,6 +189,8 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
         "format": "pocket-tts-numpy-site",
         "version": version,
         "pyodide": "pyodide/",
+        # NumPy's libraries, each a file in pyodide/: {path in Pyodide's file system: file name}
+        "libraries": libraries(out / "pyodide"),
         "wheels": [wheel.name for wheel in wheels],
         "compiled": modules.name if modules else None,
         "kernels": "kernels.wasm",

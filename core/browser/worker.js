@@ -135,6 +135,11 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
     ? fetchBytes(url(site.compiled)).then(gunzip)
     : Promise.resolve(null);
   compiled.catch(() => {});
+  // NumPy's libraries compile while Python starts, each streamed from its own file (tools/pyodide.py):
+  // the browser's code cache keeps their compiled code for the next visit.
+  const libraries = new Map(
+    Object.entries(site.libraries || {}).map(([path, name]) => [path, compileLibrary(pyodideBase + name)]),
+  );
   progress();
   // Each phase of the start-up on its own (the page's load record and the e2e report show them):
   // `phase` adds the time since the last one under its name.
@@ -156,6 +161,7 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   const numpyStart = mark;
   stage = "Loading NumPy";
   progress();
+  useCompiledLibraries(libraries);
   await pyodide.loadPackage(["numpy"]);
   phase("packages_ms");
   // The wheels (core's and num2words's) are pure Python: unpacked into site-packages as they are,
@@ -234,6 +240,42 @@ function writeCompiled(data) {
     offset += size;
   }
   return written;
+}
+
+// A library's compiled WebAssembly.Module, streamed from `url`; its bytes where this browser cannot
+// compile a response as it streams (the library's instantiation compiles them then).
+function compileLibrary(url) {
+  const compiling = WebAssembly.compileStreaming
+    ? WebAssembly.compileStreaming(cachedResponse(url)).catch(() => fetchBytes(url))
+    : fetchBytes(url);
+  compiling.catch(() => {}); // awaited at NumPy's load; a failure is reported there
+  return compiling;
+}
+
+// NumPy's package holds its libraries empty (tools/pyodide.py): Pyodide's loader of shared libraries
+// (its preload plugin for .so files, which instantiates each in turn with Pyodide's dynamic linker)
+// gets each one's compiled module instead, in the same order.
+function useCompiledLibraries(libraries) {
+  const module = pyodide._module;
+  const plugin = module.preloadPlugins.find((candidate) => candidate.canHandle("library.so"));
+  const handle = plugin.handle;
+  plugin.handle = function (bytes, name, onload, onerror) {
+    if (!libraries.has(name)) return handle.call(this, bytes, name, onload, onerror);
+    const compiled = libraries.get(name);
+    this.asyncWasmLoadPromise = this.asyncWasmLoadPromise
+      .then(() => compiled)
+      .then((library) => module.loadWebAssemblyModule(library, { loadAsync: true, nodelete: true }))
+      .then(
+        (exports) => {
+          module.preloadedWasm[name] = exports;
+          onload();
+        },
+        (error) => {
+          console.warn(`cannot load ${name}:`, error);
+          onerror();
+        },
+      );
+  };
 }
 
 // Runs `load` (Pyodide's boot) while catching the WebAssembly.Memory it creates: Pyodide 0.17 keeps
