@@ -96,6 +96,17 @@ function serve(event, url) {
         release();
         return response;
       }
+      // WebAssembly is stored first, then served from the cache: the browser keeps what it compiles
+      // from a cached response in its code cache, so the next visit skips compiling it (compiled
+      // from a response made here, the second visit compiled everything again; the third did not).
+      if (url.endsWith(".wasm")) {
+        try {
+          await caches.open(CACHE).then((cache) => cache.put(url, response));
+          return (await caches.match(url, { cacheName: CACHE })) || (twins.has(url) ? gunzipped(url) : fresh(url));
+        } finally {
+          release();
+        }
+      }
       // Stored while the page reads it (a model file shows its download progress as it arrives).
       const copy = response.clone();
       const stored = caches
