@@ -113,8 +113,13 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   );
   const total = files.reduce((n, [, size]) => n + size, 0);
   const received = new Map();
+  // Said at each new stage and each percent of the model, not at each of its ~2000 pieces (every
+  // message costs this worker and the page's status line a turn).
+  let said = { stage: null, loaded: -1 };
   const progress = () => {
     const loaded = [...received.values()].reduce((n, bytes) => n + bytes, 0);
+    if (stage === said.stage && loaded < total && loaded - said.loaded < total / 100) return;
+    said = { stage, loaded };
     post({ type: EngineMessage.PROGRESS, stage, loaded, total });
   };
   const downloads = Promise.all(
@@ -167,7 +172,7 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   // The wheels (core's and num2words's) are pure Python: unpacked into site-packages as they are,
   // which costs less than loading micropip and the packages it imports to do the same.
   fileSystem().mkdirTree(WHEELS);
-  for (const [name, data] of await wheels) fileSystem().writeFile(WHEELS + name, data);
+  for (const [name, data] of await wheels) fileSystem().writeFile(WHEELS + name, data, { canOwn: true });
   pyodide.runPython(UNPACK_WHEELS);
   phase("wheels_ms");
   const modules = await compiled;
@@ -185,7 +190,8 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   stage = "Downloading the model";
   progress();
   fileSystem().mkdirTree("/model/voices");
-  for (const [name, data] of await downloads) fileSystem().writeFile("/model/" + name, data);
+  // The file system keeps the downloaded bytes themselves (canOwn), not a copy of the model's 100 MB.
+  for (const [name, data] of await downloads) fileSystem().writeFile("/model/" + name, data, { canOwn: true });
   phase("download_wait_ms");
 
   stage = "Loading the model";
@@ -562,7 +568,7 @@ async function loadCloning(id) {
   const progress = (stage, loaded) => post({ type: EngineMessage.PROGRESS, id, stage, loaded, total: size });
   progress("Downloading the voice-cloning part", 0);
   const data = await fetchBytes(url, (loaded) => progress("Downloading the voice-cloning part", loaded));
-  fileSystem().writeFile("/model/" + name, data);
+  fileSystem().writeFile("/model/" + name, data, { canOwn: true });
   progress("Loading the voice-cloning part", size);
   await yieldToEvents(); // the page hears of it before the load holds this worker
   const result = JSON.parse(engine.add_cloning());
