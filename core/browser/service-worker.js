@@ -99,13 +99,18 @@ function serve(event, url) {
       // WebAssembly is stored first, then served from the cache: the browser keeps what it compiles
       // from a cached response in its code cache, so the next visit skips compiling it (compiled
       // from a response made here, the second visit compiled everything again; the third did not).
+      // Where it cannot be stored (no room left), it is downloaded again and answered as it comes.
       if (url.endsWith(".wasm")) {
         try {
           await caches.open(CACHE).then((cache) => cache.put(url, response));
-          return (await caches.match(url, { cacheName: CACHE })) || (twins.has(url) ? gunzipped(url) : fresh(url));
+          const stored = await caches.match(url, { cacheName: CACHE });
+          if (stored) return stored;
+        } catch (error) {
+          console.warn(`${url} was not stored:`, error);
         } finally {
           release();
         }
+        return twins.has(url) ? gunzipped(url) : fresh(url);
       }
       // Stored while the page reads it (a model file shows its download progress as it arrives).
       const copy = response.clone();
