@@ -90,9 +90,14 @@ def archive(wheels: List[Path], out: Path, pyodide: Path) -> Optional[Path]:
 
 
 def _archived(files: List[Tuple[str, str, bytes]]) -> bytes:
-    """The archive's bytes: gzip of a line of JSON, [[source path, .pyc path, size], ...], then the files."""
+    """The archive's bytes: the listing of `files`, gzipped."""
+    return gzip.compress(_listing(files), 9, mtime=0)
+
+
+def _listing(files: List[Tuple[str, str, bytes]]) -> bytes:
+    """A line of JSON, [[source path, .pyc path, size], ...], then the files one after another."""
     header = json.dumps([[source, pyc, len(data)] for source, pyc, data in files]).encode()
-    return gzip.compress(header + b"\n" + b"".join(data for _, _, data in files), 9, mtime=0)
+    return header + b"\n" + b"".join(data for _, _, data in files)
 
 
 def _parse(data: bytes) -> List[Tuple[str, str, bytes]]:
@@ -180,8 +185,7 @@ def compile_imports(target: Path, stdlib: str, wheels: List[str]) -> None:
             py_compile.compile(source, compiled, dfile=path, doraise=True, invalidation_mode=checked)
             with open(compiled, "rb") as f:
                 files.append((path, importlib.util.cache_from_source(path), f.read()))
-    header = json.dumps([[source, pyc, len(data)] for source, pyc, data in files]).encode()
-    target.write_bytes(header + b"\n" + b"".join(data for _, _, data in files))
+    target.write_bytes(_listing(files))
 
 
 if __name__ == "__main__":

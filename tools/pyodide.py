@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "build" / "cache" / "npm"
@@ -111,7 +111,7 @@ def library_name(path: str) -> str:
 
 def libraries(out: Path) -> Dict[str, str]:
     """NumPy's libraries set apart by trim_numpy: {path in Pyodide's file system: file name in `out`}."""
-    return {name: library_name(name) for name in package_files(out, "numpy") if name.endswith(".so")}
+    return {name: library_name(name) for name, _, _ in _listed(out, "numpy") if name.endswith(".so")}
 
 
 def add_to_runtime(out: Path, added: Dict[str, bytes]) -> None:
@@ -127,8 +127,7 @@ def add_to_runtime(out: Path, added: Dict[str, bytes]) -> None:
 
 def repack(out: Path, name: str, files: Dict[str, bytes]) -> None:
     """Write the package `name` (NAME.js and NAME.data, emscripten's file_packager format with its
-    LZ4 table)
-    with `files` (path -> bytes, in order): the .data's blocks, and in the script the file list,
+    LZ4 table) with `files` (path -> bytes, in order): the .data's blocks, and in the script the file list,
     the folders it creates, the block table and the sizes. NAME.js quotes its keys (JSON,
     pyodide.asm.js) or not (numpy.js): kept as it is."""
     script = (out / f"{name}.js").read_text()
@@ -150,7 +149,6 @@ def repack(out: Path, name: str, files: Dict[str, bytes]) -> None:
     offsets = list(range(0, len(blob), LZ4_CHUNK))
     sizes = [min(LZ4_CHUNK, len(blob) - begin) for begin in offsets]
     successes = [0] * len(offsets)
-    at = len(blob)
     # The package's data is the blocks, then room for the two blocks the loader caches.
     (out / f"{name}.data").write_bytes(blob + bytes(2 * LZ4_CHUNK))
     listing = f"loadPackage({{{key('files')}:[" + ",".join(listed) + "]"
@@ -159,8 +157,8 @@ def repack(out: Path, name: str, files: Dict[str, bytes]) -> None:
     for word, values in (("offsets", offsets), ("sizes", sizes), ("successes", successes)):
         array = key(word) + ":[" + ",".join(map(str, values)) + "]"
         script = re.sub(f'"?{word}"?:\\[[^\\]]*\\]', lambda _, array=array: array, script, count=1)
-    script = re.sub(r'("?cachedOffset"?:)[0-9.e+]+', lambda m: f"{m.group(1)}{at}", script, count=1)
-    size = at + 2 * LZ4_CHUNK
+    script = re.sub(r'("?cachedOffset"?:)[0-9.e+]+', lambda m: f"{m.group(1)}{len(blob)}", script, count=1)
+    size = len(blob) + 2 * LZ4_CHUNK
     script = re.sub(r'("?remote_package_size"?:)[0-9.e+]+', lambda m: f"{m.group(1)}{size}", script, count=1)
     (out / f"{name}.js").write_text(script)
 
@@ -204,7 +202,13 @@ def package_files(out: Path, name: str) -> Dict[str, bytes]:
     data = (out / f"{name}.data").read_bytes()
     table = [_numbers(script, key) for key in ("offsets", "sizes", "successes")]
     whole = b"".join(_block(data, *row) for row in zip(*table))
-    return {m.group(1): whole[int(float(m.group(2))) : int(float(m.group(3)))] for m in _FILE.finditer(script)}
+    return {path: whole[start:end] for path, start, end in _listed(out, name, script)}
+
+
+def _listed(out: Path, name: str, script: Optional[str] = None) -> List[Tuple[str, int, int]]:
+    """The files the package `name` lists in its script (NAME.js): (path, start, end) in its data."""
+    script = (out / f"{name}.js").read_text() if script is None else script
+    return [(m.group(1), int(float(m.group(2))), int(float(m.group(3)))) for m in _FILE.finditer(script)]
 
 
 def _numbers(script: str, key: str) -> List[int]:

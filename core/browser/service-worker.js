@@ -91,7 +91,7 @@ function serve(event, url) {
         release();
         return hit;
       }
-      const response = twins.has(url) ? await gunzipped(url) : await fresh(url);
+      const response = await download(url);
       if (response.status !== 200 || !newest() || !(await caches.has(CACHE))) {
         release();
         return response;
@@ -110,7 +110,7 @@ function serve(event, url) {
         } finally {
           release();
         }
-        return twins.has(url) ? gunzipped(url) : fresh(url);
+        return download(url);
       }
       // Stored while the page reads it (a model file shows its download progress as it arrives).
       const copy = response.clone();
@@ -125,6 +125,11 @@ function serve(event, url) {
       throw error;
     }
   });
+}
+
+// The file at `url` from the network: as its gzip twin where it has one.
+function download(url) {
+  return twins.has(url) ? gunzipped(url) : fresh(url);
 }
 
 // The file at `url`, downloaded as its gzip twin: its bytes gunzipped as they arrive, unless the

@@ -4,7 +4,8 @@
 // WebSocket /v1/audio/speech/stream; its voices from GET /voices) and the browser (Pyodide in
 // workers; its voices from the model's info at boot).
 // Every finished run is appended to window.pocketTTS.runs as {mode, started_at_ms (since the page
-// opened), ttfc_ms, ttfa_ms, total_ms, audio_ms}, every run that played out to window.pocketTTS.played as {samples, audible, stalls}
+// opened), ttfc_ms, ttfa_ms, total_ms, audio_ms}, every run that played out to
+// window.pocketTTS.played as {samples, audible, stalls}
 // (samples the worklet rendered, how many not silent, how often playback waited for audio), every
 // voice upload to window.pocketTTS.uploads as {mode, ms, part_ms} (ms until the voice was ready, of
 // which part_ms fetching and loading the voice-cloning part: the first upload in the browser), and every text
