@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from core.portable.bundle import MANIFEST
-from tools import compiled
+from core.portable.normalize import LANGUAGE_CODES
+from tools import compiled, num2words_wheel
 from tools.pyodide import libraries, vendor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,9 +78,10 @@ def build_wheel(out: Path) -> Path:
 
 def build_dependency_wheels(out: Path) -> List[Path]:
     """The wheels of what core imports beyond NumPy (num2words, pure Python), at the version this
-    environment runs, so that the page normalizes text as the server does. num2words declares
-    docopt, which only its command-line script imports; the worker unpacks the wheels it is given
-    and resolves no dependency, so the site carries num2words alone."""
+    environment runs, so that the page normalizes text as the server does, trimmed to the
+    languages core speaks (tools/num2words_wheel.py). num2words declares docopt, which only its
+    command-line script imports; the worker unpacks the wheels it is given and resolves no
+    dependency, so the site carries num2words alone."""
     requirement = f"num2words=={importlib.metadata.version('num2words')}"
     with tempfile.TemporaryDirectory() as tmp:
         done = subprocess.run(
@@ -90,8 +92,10 @@ def build_dependency_wheels(out: Path) -> List[Path]:
         wheels = list(Path(tmp).glob("*-py3-none-any.whl"))
         if done.returncode != 0 or len(wheels) != 1:
             raise SystemExit(f"pip wheel {requirement} failed: {done.stderr.strip()[-1000:]}")
-        shutil.copy(wheels[0], out / wheels[0].name)
-        return [out / wheels[0].name]
+        target = out / wheels[0].name
+        shutil.copy(wheels[0], target)
+    num2words_wheel.trim(target, LANGUAGE_CODES.values())
+    return [target]
 
 
 def model_roles(bundle: Path) -> Dict[str, List[str]]:
