@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tools import compiled
-from tools.pyodide import add_to_runtime, packaged_files, vendor
+from tools.pyodide import add_to_runtime, package_files, packaged_files, vendor
 from tools.site import build_dependency_wheels, build_wheel
 
 MAGIC_38 = (3413).to_bytes(2, "little") + b"\r\n"  # Python 3.8's .pyc magic number
@@ -40,12 +40,13 @@ def test_each_pyc_is_checked_against_the_source_the_site_ships(wheels, tmp_path:
     runtime = packaged_files(tmp_path / "pyodide", compiled.STDLIB)
     added = {path: data for path, data in runtime.items() if "/__pycache__/" in path}
     sources = {path: data for path, data in runtime.items() if path.endswith(".py")}
+    numpy = {path: data for path, data in package_files(tmp_path / "pyodide", "numpy").items() if path.endswith(".py")}
     for wheel in wheels:
         with zipfile.ZipFile(wheel) as archive:
             for name in archive.namelist():
                 if name.endswith(".py"):
                     sources[compiled.SITE_PACKAGES + name] = archive.read(name)
-    text = json.dumps({path: source.decode("latin-1") for path, source in sources.items()})
+    text = json.dumps({path: source.decode("latin-1") for path, source in {**sources, **numpy}.items()})
     python = compiled.interpreter()
     done = subprocess.run([python, "-c", HASHES], input=text, capture_output=True, text=True, check=True)
     hashes = json.loads(done.stdout)
@@ -55,10 +56,9 @@ def test_each_pyc_is_checked_against_the_source_the_site_ships(wheels, tmp_path:
         folder, name = source.rsplit("/", 1)
         assert source.startswith(compiled.STDLIB) and pyc == f"{folder}/__pycache__/{name[:-3]}.cpython-38.pyc"
         assert data[:4] == MAGIC_38 and int.from_bytes(data[4:8], "little") == 0b11  # checked hash
-        if source in hashes:
-            assert data[8:16].hex() == hashes[source], source
-        else:  # NumPy's package, the same 1.17.5 as pip's
-            assert source.startswith(compiled.SITE_PACKAGES + "numpy/"), source
+        # Each from the very file the page has: NumPy's from the page's package (patched, and
+        # Pyodide's own __config__.py and _dtype_ctypes.py differ from pip's), not pip's.
+        assert data[8:16].hex() == hashes[source], source
     shipped, started = {source for source, _, _ in archived}, {source for source, _, _ in in_runtime}
     # The worker writes NumPy's and ours; Pyodide's package holds those of its standard library
     # and its own packages: what Python's start (os, encodings) and Pyodide's (asyncio, its
@@ -68,6 +68,8 @@ def test_each_pyc_is_checked_against_the_source_the_site_ships(wheels, tmp_path:
         assert compiled.STDLIB + module in started
     for module in ("pyodide/webloop.py", "_pyodide/_core.py"):
         assert compiled.SITE_PACKAGES + module in started
+    # numpy.testing comes on first use (tools/pyodide_patches.py): unittest is nobody's.
+    assert not [s for s in shipped | started if "/unittest/" in s or "/numpy/testing/" in s]
     assert not [s for s in started if s.startswith(compiled.STDLIB + "ctypes/")]  # Pyodide has no ctypes
     # Every module of ours a worker imports, and num2words's, and NumPy's package itself.
     for module in ("core/__init__.py", "core/browser/engine.py", "core/portable/model.py", "num2words/__init__.py"):

@@ -67,6 +67,21 @@ def test_the_browser_engine_reports_its_runtime(page) -> None:
     assert load["workers"] == 2 and len(load["heap_bytes"]) == 2
 
 
+def test_the_page_imports_neither_the_unused_languages_nor_numpy_testing_until_asked(page) -> None:
+    """num2words's wheel holds core's languages alone (tools/num2words_wheel.py) and NumPy leaves
+    numpy.testing for first use (tools/pyodide_patches.py); both still work in the page."""
+    worker = page.page.workers[0]
+    code = (
+        "import sys, json, numpy\n"
+        "started = sorted(m for m in sys.modules if m.startswith(('unittest', 'numpy.testing', 'num2words.lang_')))\n"
+        "numpy.testing.assert_equal(numpy.ones(2), [1, 1])\n"
+        "json.dumps([started, numpy.Tester.__name__, 'unittest' in sys.modules])"
+    )
+    started, tester, after = json.loads(worker.evaluate("(code) => pyodide.runPython(code)", code))
+    languages = ["num2words.lang_" + code.upper() for code in ("de", "en", "es", "eu", "fr", "it", "nl", "pt")]
+    assert started == languages and tester == "NoseTester" and after
+
+
 def test_the_first_worker_alone_says_what_two_workers_say(page, browser, site_url) -> None:
     """The "both" worker that boots first decodes its own frames: on one core (the page's
     navigator.hardwareConcurrency set to 1) it stays alone, no decoder worker boots, and its audio is

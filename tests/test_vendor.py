@@ -1,6 +1,7 @@
 """Pyodide as the site vendors it (tools/pyodide.py): NumPy's package repacked without what the page
-never imports, every file it keeps byte for byte the original's, and Pyodide's own standard library
-read out of its LZ4-packed data (the browser runs that load them: tests/test_e2e.py)."""
+never imports, every file it keeps byte for byte the original's but its patched __init__, and
+Pyodide's own standard library read out of its LZ4-packed data (the browser runs that load them:
+tests/test_e2e.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tools import pyodide
+from tools.pyodide_patches import patched
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +25,12 @@ def test_numpy_is_trimmed_to_what_the_page_imports_and_keeps_the_rest_exact(tmp_
             (original / name).write_bytes(archive.extractfile(f"package/dist/{name}").read())
     before, after = pyodide.package_files(original, "numpy"), pyodide.package_files(tmp_path / "site", "numpy")
     assert (tmp_path / "site" / "numpy.js").read_text().startswith(pyodide.TRIMMED)
-    kept = {name: data for name, data in before.items() if not pyodide.NUMPY_UNUSED.search(name)}
+    kept = {name: data for name, data in patched(before).items() if not pyodide.NUMPY_UNUSED.search(name)}
+    # One file patched: numpy.testing on first use (tools/pyodide_patches.py).
+    init = "/lib/python3.8/site-packages/numpy/__init__.py"
+    assert [name for name in kept if kept[name] != before[name]] == [init]
+    assert b"from .testing import Tester\n" in before[init] and b"def __getattr__(attr):" in kept[init]
+    compile(kept[init], "__init__.py", "exec")
     # Its libraries apart, each a file of its own, empty in the package.
     libraries = pyodide.libraries(tmp_path / "site")
     assert len(libraries) > 10 and "numpy.core._multiarray_umath.wasm" in libraries.values()

