@@ -168,6 +168,7 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   progress();
   useCompiledLibraries(libraries);
   await pyodide.loadPackage(["numpy"]);
+  pyodide._module.reportUndefinedSymbols(); // once, for the libraries linked with allowUndefined
   phase("packages_ms");
   // The wheels (core's and num2words's) are pure Python: unpacked into site-packages as they are,
   // which costs less than loading micropip and the packages it imports to do the same.
@@ -262,15 +263,14 @@ function compileLibrary(url) {
 // (its preload plugin for .so files, which instantiates each in turn with Pyodide's dynamic linker)
 // gets each one's compiled module instead, in the same order.
 //
-// Each library is linked with allowUndefined, and the symbols still undefined are looked up once,
-// after the last: Pyodide's loader looks up every one of the ~35,000 symbols of its global offset
+// Each library is linked with allowUndefined (boot looks the symbols still undefined up once, after
+// the package): Pyodide's loader looks up every one of the ~35,000 symbols of its global offset
 // table after each library (15 times), and none of NumPy's libraries leaves one undefined
 // (measured: the table had no unresolved entry after any of them).
 function useCompiledLibraries(libraries) {
   const module = pyodide._module;
   const plugin = module.preloadPlugins.find((candidate) => candidate.canHandle("library.so"));
   const handle = plugin.handle;
-  let left = libraries.size;
   plugin.handle = function (bytes, name, onload, onerror) {
     if (!libraries.has(name)) return handle.call(this, bytes, name, onload, onerror);
     const compiled = libraries.get(name);
@@ -280,8 +280,6 @@ function useCompiledLibraries(libraries) {
       .then(
         (exports) => {
           module.preloadedWasm[name] = exports;
-          left -= 1;
-          if (left === 0) module.reportUndefinedSymbols();
           onload();
         },
         (error) => {
