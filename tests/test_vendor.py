@@ -1,17 +1,19 @@
 """Pyodide as the site vendors it (tools/pyodide.py): NumPy's package repacked without what the page
-never imports, every file it keeps byte for byte the original's but its patched __init__, and
-Pyodide's own standard library read out of its LZ4-packed data (the browser runs that load them:
-tests/test_e2e.py)."""
+never imports, every file it keeps byte for byte the original's but its patched __init__,
+Pyodide's own standard library read out of its LZ4-packed data, and its runtime script the
+original's with the lazy linking of tools/pyodide_patches.py and nothing else (the browser runs
+that load and use them: tests/test_e2e.py)."""
 
 from __future__ import annotations
 
 import tarfile
 from pathlib import Path
+from typing import List, Tuple
 
 import pytest
 
 from tools import pyodide
-from tools.pyodide_patches import patched
+from tools.pyodide_patches import RUNTIME, RUNTIME_PATCHES, patched, patched_runtime
 
 pytestmark = pytest.mark.slow
 
@@ -58,3 +60,62 @@ def test_pyodides_own_files_are_read_out_of_its_packed_data(tmp_path: Path) -> N
     assert "/lib/python3.8/site-packages/pyodide/__init__.py" in files
     compile(files["/lib/python3.8/asyncio/base_events.py"], "base_events.py", "exec")  # whole, not cut at a block
     assert sum(map(len, files.values())) > 5_000_000
+
+
+def test_the_runtime_script_is_the_original_with_the_lazy_linking_alone(tmp_path: Path) -> None:
+    pyodide.vendor(tmp_path / "site")
+    original = tmp_path / "original"
+    original.mkdir()
+    with tarfile.open(pyodide.tarball()) as archive:
+        for name in (RUNTIME, "pyodide.asm.data"):
+            (original / name).write_bytes(archive.extractfile(f"package/dist/{name}").read())
+    script = (original / RUNTIME).read_text()
+    assert all(script.count(old) == 1 for old, _ in RUNTIME_PATCHES)
+    (original / RUNTIME).write_text(patched_runtime(script))
+    pyodide.repack(original, "pyodide.asm", pyodide.package_files(original, "pyodide.asm"))
+    assert (tmp_path / "site" / RUNTIME).read_text() == (original / RUNTIME).read_text()
+    with pytest.raises(SystemExit, match="is not the file"):
+        patched_runtime(patched_runtime(script))
+
+
+def _export_names(wasm: bytes) -> List[str]:
+    """The names of a WebAssembly module's exports (its export section, id 7)."""
+
+    def leb(position: int) -> Tuple[int, int]:
+        value = shift = 0
+        while True:
+            byte = wasm[position]
+            value |= (byte & 0x7F) << shift
+            position, shift = position + 1, shift + 7
+            if byte < 0x80:
+                return value, position
+
+    position = 8  # magic and version
+    while position < len(wasm):
+        section, size_at = wasm[position], position + 1
+        size, position = leb(size_at)
+        if section == 7:
+            count, at = leb(position)
+            names = []
+            for _ in range(count):
+                length, at = leb(at)
+                names.append(wasm[at : at + length].decode())
+                _, at = leb(at + length + 1)  # the kind (1 byte), then the index
+            return names
+        position += size
+    return []
+
+
+TWINS = ("byn$fpcast-emu$", "orig$")
+
+
+def test_every_twin_export_of_the_main_module_has_its_plain_one() -> None:
+    """The lazy linking tells a name the main module lacks by one lookup: every `byn$fpcast-emu$X`
+    (fpcast emulation) and `orig$X` (JS legalization) export of Pyodide's main module is a twin
+    of an export X (tools/pyodide_patches.py)."""
+    with tarfile.open(pyodide.tarball()) as archive:
+        names = _export_names(archive.extractfile("package/dist/pyodide.asm.wasm").read())
+    exported = set(names)
+    twins = {name: name[len(prefix) :] for name in names for prefix in TWINS if name.startswith(prefix)}
+    assert len(names) > 20_000 and len(twins) > 10_000
+    assert [name for name, plain in twins.items() if plain not in exported] == []

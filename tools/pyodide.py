@@ -7,9 +7,10 @@ kept in build/cache, and only the files a site needs are copied out (25 MB, 12 M
 runtime and NumPy, NumPy's package repacked without its tests, f2py and distutils (trim_numpy;
 the worker unpacks our wheels itself: no micropip), and both packages (NumPy's, and Pyodide's own
 standard library) with their blocks stored rather than LZ4-compressed (repack); NumPy's
-__init__ leaves numpy.testing for first use (tools/pyodide_patches.py). `packaged_files`
-reads Pyodide's own files out of its packed data, and `add_to_runtime` packs the .pyc files of
-them in beside them, for tools/compiled.py.
+__init__ leaves numpy.testing for first use, and the runtime links the main module's symbols on
+first use (tools/pyodide_patches.py). `packaged_files` reads Pyodide's own files out of its
+packed data, and `add_to_runtime` packs the .pyc files of them in beside them, for
+tools/compiled.py.
 To move to a newer Pyodide, change PACKAGE and FILES (docs/page.md): the worker finds `loadPyodide`,
 `loadPackage` and the file system the same way in newer releases.
 """
@@ -24,7 +25,7 @@ import tarfile
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from tools.pyodide_patches import patched
+from tools.pyodide_patches import RUNTIME, is_patched_runtime, patched, patched_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "build" / "cache" / "npm"
@@ -55,17 +56,21 @@ def tarball() -> Path:
 
 def vendor(out: Path) -> int:
     """Copy the site's Pyodide files to `out` (and remove any other, left by an older build), NumPy's
-    package trimmed, patched and its libraries apart (trim_numpy), both packages repacked with their
-    blocks stored (repack); returns their total size in bytes."""
+    package trimmed, patched and its libraries apart (trim_numpy), the runtime's linker patched
+    (tools/pyodide_patches.py), both packages repacked with their blocks stored (repack); returns
+    their total size in bytes."""
     out.mkdir(parents=True, exist_ok=True)
     done = all((out / name).exists() for name in FILES)
-    if not done or not (out / "numpy.js").read_text().startswith(TRIMMED):
+    done = done and (out / "numpy.js").read_text().startswith(TRIMMED)
+    done = done and is_patched_runtime((out / RUNTIME).read_text())
+    if not done:
         with tarfile.open(tarball()) as archive:
             for name in FILES:
                 member = archive.getmember(f"package/dist/{name}")
                 source = archive.extractfile(member)
                 with open(out / name, "wb") as target:
                     shutil.copyfileobj(source, target)
+        (out / RUNTIME).write_text(patched_runtime((out / RUNTIME).read_text()))
         trim_numpy(out)
         repack(out, "pyodide.asm", package_files(out, "pyodide.asm"))
     names = set(FILES) | set(libraries(out).values())

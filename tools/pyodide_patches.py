@@ -1,14 +1,20 @@
-"""The page's NumPy package with numpy.testing left for first use.
+"""What the site changes in the Pyodide it vendors (tools/pyodide.py), each one exact piece of a
+pinned file, which must be there once (the build stops otherwise).
 
-NumPy 1.17 imports numpy.testing as it is imported (for `numpy.Tester`, which nothing uses), and
-numpy.testing imports unittest, and with it argparse, difflib, pprint, logging...: modules that
-each worker ran at every start for nothing. NumPy 1.18 made numpy.testing and Tester come on first
-use (PEP 562); PATCHES does the same to the page's NumPy 1.17.5 (Pyodide 0.17's). (unittest also
-imports asyncio, which stays: Pyodide's own start imports it.)
+NumPy's package (PATCHES, applied by tools/pyodide.trim_numpy, and compiled ahead of time from the
+patched files: tools/compiled.py): NumPy 1.17 imports numpy.testing as it is imported (for
+`numpy.Tester`, which nothing uses), and numpy.testing imports unittest, and with it argparse,
+difflib, pprint, logging...: modules that each worker ran at every start for nothing. NumPy 1.18
+made numpy.testing and Tester come on first use (PEP 562); the page's NumPy 1.17.5 does the same.
+(unittest also imports asyncio, which stays: Pyodide's own start imports it.)
 
-Each patch replaces one exact piece of a file of the vendored packages (pinned: tools/pyodide.py),
-which must be there once. tools/pyodide.trim_numpy applies them as it repacks NumPy's package, and
-the modules compiled ahead of time are compiled from the patched files (tools/compiled.py).
+Pyodide's runtime script (RUNTIME_PATCHES, applied by tools/pyodide.vendor): its dynamic linker
+gave every one of the main module's 27,916 exported functions a slot of the function table and a
+global offset table (GOT) entry as Python started (`relocateExports` -> `updateGOT`), ~0.1 s of each
+worker's start, though NumPy's libraries ask for ~2,300 of them. The main module's entries are made
+when first asked for instead (`gotEntry`): with the same value, and the same pair in
+`dyncallInvokeMap` for the functions that have a `byn$fpcast-emu$` twin, as `updateGOT` would have
+given them. Every other path of the linker is Pyodide's own.
 """
 
 from __future__ import annotations
@@ -37,18 +43,112 @@ PATCHES: Dict[str, List[Tuple[str, str]]] = {
     ],
 }
 
+RUNTIME = "pyodide.asm.js"
+
+# The main module's GOT entries on first use. `mainSymbol` is what `updateGOT(main's exports)` gave
+# a name: an `orig$` export (the function before JS legalization) over the plain one, and a
+# function with a `byn$fpcast-emu$` twin under its twin, the function itself under
+# `$no-fpcast-emu$` + name. A name the main module does not export has neither an `orig$` nor a
+# `byn$fpcast-emu$` export (each is a twin of an export: tests/test_vendor.py checks it), so one
+# lookup tells most of the libraries' names apart.
+LAZY_MAIN_GOT = r"""
+function relocateMainExports(exports, memoryBase) {
+  var relocated = {};
+  for (var e in exports) {
+    var value = exports[e];
+    if (typeof value === "object") value = value.value;
+    if (typeof value === "number") value += memoryBase;
+    relocated[e] = value;
+  }
+  mainExports = relocated;
+  for (var symName in GOT) if (GOT[symName].value == 0) linkFromMain(symName);
+  return relocated;
+}
+function gotEntry(name) {
+  if (!GOT[name] && mainExports !== null) linkFromMain(name);
+  return GOT[name];
+}
+function mainSymbol(name) {
+  var exports = mainExports, FP = "byn$fpcast-emu$", NO = "$no-fpcast-emu$", value;
+  if (name.startsWith(NO)) {
+    var base = name.substring(NO.length);
+    if (base.startsWith(FP) || !(FP + base in exports)) return undefined;
+    value = exports["orig$" + base];
+    if (typeof value === "function") return value;
+    value = exports[base];
+    return typeof value === "function" && !isInternalSym(base) ? value : undefined;
+  }
+  var plain = !name.startsWith(FP) && !(FP + name in exports);
+  value = exports["orig$" + FP + name];
+  if (typeof value === "function") return value;
+  value = exports["orig$" + name];
+  if (value !== undefined && (plain || typeof value !== "function")) return value;
+  value = exports[FP + name];
+  if (typeof value === "function") return value;
+  value = exports[name];
+  if (value !== undefined && (plain || typeof value !== "function") && !isInternalSym(name)) return value;
+  return undefined;
+}
+function defineFromMain(name) {
+  if (GOT[name] && GOT[name].value != 0) return;
+  var value = mainSymbol(name);
+  if (typeof value !== "function" && typeof value !== "number") return;
+  if (!GOT[name]) GOT[name] = new WebAssembly.Global({ value: "i32", mutable: true });
+  GOT[name].value = typeof value === "function" ? addFunctionWasm(value) : value;
+}
+function linkFromMain(name) {
+  var FP = "byn$fpcast-emu$", NO = "$no-fpcast-emu$", fpcast = name, plain = null;
+  if (name.startsWith(NO)) {
+    fpcast = name.substring(NO.length);
+    plain = name;
+  } else if (!(name in mainExports)) {
+    return;
+  } else if (typeof mainExports[FP + name] === "function") {
+    plain = NO + name;
+  }
+  defineFromMain(fpcast);
+  if (plain === null) return;
+  defineFromMain(plain);
+  if (GOT[fpcast] && GOT[plain] && GOT[fpcast].value && GOT[plain].value) {
+    dyncallInvokeMap[GOT[fpcast].value] = GOT[plain].value;
+  }
+}
+"""
+
+RUNTIME_PATCHES: List[Tuple[str, str]] = [
+    ('var GOT={};Module["GOT"]=GOT;', 'var GOT={};Module["GOT"]=GOT;var mainExports=null;'),
+    ("exports=relocateExports(exports,1024);", "exports=relocateMainExports(exports,1024);"),
+    ('Module["relocateExports"]=relocateExports;', 'Module["relocateExports"]=relocateExports;' + LAZY_MAIN_GOT),
+    # Every lookup of the GOT by name: the side modules' imports, their exports, the heap's end.
+    ("get:function(obj,symName){if(!GOT[symName]){", "get:function(obj,symName){if(!gotEntry(symName)){"),
+    ("if(!GOT[baseName]){GOT[baseName]=new", "if(!gotEntry(baseName)){GOT[baseName]=new"),
+    ("dyncallGOT=GOT[dyncallName];", "dyncallGOT=gotEntry(dyncallName);"),
+    ("fpcGOT=GOT[symName];", "fpcGOT=gotEntry(symName);"),
+    ('GOT["__heap_base"].value=end', 'gotEntry("__heap_base").value=end'),
+]
+
+
+def _replaced(text: str, replacements: List[Tuple[str, str]], name: str) -> str:
+    for old, new in replacements:
+        if text.count(old) != 1:
+            raise SystemExit(f"{name} is not the file tools/pyodide_patches.py patches")
+        text = text.replace(old, new)
+    return text
+
 
 def patched(files: Dict[str, bytes]) -> Dict[str, bytes]:
-    """`files` (path -> bytes, of one package) with PATCHES applied to those it holds; each piece
-    replaced must be there exactly once."""
+    """`files` (path -> bytes, of one package) with PATCHES applied to those it holds."""
     out = dict(files)
     for path, replacements in PATCHES.items():
-        if path not in out:
-            continue
-        text = out[path].decode("utf-8")
-        for old, new in replacements:
-            if text.count(old) != 1:
-                raise SystemExit(f"{path} is not the file tools/pyodide_patches.py patches")
-            text = text.replace(old, new)
-        out[path] = text.encode("utf-8")
+        if path in out:
+            out[path] = _replaced(out[path].decode("utf-8"), replacements, path).encode("utf-8")
     return out
+
+
+def patched_runtime(script: str) -> str:
+    """Pyodide's runtime script (RUNTIME) with RUNTIME_PATCHES applied."""
+    return _replaced(script, RUNTIME_PATCHES, RUNTIME)
+
+
+def is_patched_runtime(script: str) -> bool:
+    return "function relocateMainExports(" in script
