@@ -40,6 +40,7 @@ PHASES = [
     ("core_import_ms", "import core"),
     ("kernels_ms", "kernels linked"),
     ("download_wait_ms", "waiting for the model's download"),
+    ("model_copy_ms", "the weights copied into Python's memory"),
     ("load_ms", "model load"),
     ("download_ms", "model download, alongside (until its last byte)"),
 ]

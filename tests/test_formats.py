@@ -35,6 +35,8 @@ def test_safetensors_reads_what_the_library_writes(tmp_path) -> None:
         assert loaded[key].dtype == value.dtype and np.array_equal(loaded[key], value), key
     from_bytes, _ = safetensors_file.loads(path.read_bytes())
     assert all(np.array_equal(from_bytes[k], v) for k, v in tensors.items())
+    some, _ = safetensors_file.loads(np.fromfile(str(path), np.uint8), keys=lambda key: key.startswith("f"))
+    assert sorted(some) == ["f16", "f32"] and all(np.array_equal(some[k], tensors[k]) for k in some)
     selected, metadata = safetensors_file.load(str(path), keys=lambda key: key.startswith(("f", "e")))
     assert sorted(selected) == ["empty", "f16", "f32"] and metadata == {"format": "test"}
     assert all(np.array_equal(selected[k], tensors[k]) and not isinstance(selected[k], np.memmap) for k in selected)

@@ -176,6 +176,32 @@ def test_predefined_voice_needs_a_catalog_model(model) -> None:
         model.voice_state("alba")
 
 
+def test_a_browser_engine_reads_the_weights_the_worker_wrote_into_the_room_it_reserved(tmp_path, monkeypatch) -> None:
+    """core/browser/worker.js copies each downloaded weights file to the address
+    core.browser.engine.reserve gives (here ctypes does): the engine's model then speaks as the
+    model loaded from the files does, its tensors views of those bytes, none kept for later."""
+    import ctypes
+
+    from core.browser import engine
+    from core.export import export
+    from core.portable import quantize
+
+    monkeypatch.setattr(quantize, "MIN_ELEMENTS", 512)
+    out = tmp_path / "bundle"
+    export(str(TINY_DIR / "tiny_gqa" / "config.yaml"), str(out), [str(VOICE_24K)])
+    files = {name: (out / name).read_bytes() for name in ("flow_lm.safetensors", "decoder.safetensors")}
+    for name, data in files.items():
+        ctypes.memmove(engine.reserve(str(out / name), len(data)), data, len(data))
+        (out / name).write_bytes(b"")  # read from memory, not from here
+    browser = engine.BrowserEngine(str(out), "both")
+    assert engine._reserved == {} and browser.model.parts == ("flow_lm", "decoder")
+    for name, data in files.items():
+        (out / name).write_bytes(data)
+    options = dict(temperature=0.0, max_frames=4, eos_threshold=float("inf"))
+    expected = TTSModel.load(str(out), parts=("flow_lm", "decoder")).generate("From memory.", None, **options)
+    assert np.array_equal(browser.model.generate("From memory.", None, **options), expected)
+
+
 def test_bundle_round_trip(tmp_path, monkeypatch) -> None:
     from core.export import export
     from core.portable import quantize
@@ -194,6 +220,16 @@ def test_bundle_round_trip(tmp_path, monkeypatch) -> None:
     assert decoder["mimi.decoder.model.0.conv.weight"].dtype == np.float16
     assert {v.dtype for v in decoder.values() if v.size < quantize.MIN_ELEMENTS} == {np.dtype(np.float32)}
     loaded = load_weights({"decoder": str(out / "decoder.safetensors")})
+    # From the file's bytes in memory (a browser worker's), the same tensors, views of those bytes.
+    path = str(out / "decoder.safetensors")
+    in_memory = np.fromfile(path, np.uint8)
+    from_memory = load_weights({"decoder": path}, in_memory={path: in_memory})
+    assert sorted(from_memory) == sorted(loaded)
+    assert all(np.array_equal(from_memory[k], loaded[k]) and from_memory[k].dtype == loaded[k].dtype for k in loaded)
+    int8 = decoder["mimi.decoder_transformer.transformer.layers.0.linear1.weight"]
+    kept = load_weights({"decoder": path}, lambda shape: True, in_memory={path: in_memory})
+    assert np.shares_memory(kept["mimi.decoder_transformer.transformer.layers.0.linear1.weight"].values, in_memory)
+    assert np.array_equal(kept["mimi.decoder_transformer.transformer.layers.0.linear1.weight"].values, int8)
     assert np.array_equal(loaded["mimi.decoder.model.0.conv.weight"], decoder["mimi.decoder.model.0.conv.weight"])
     assert loaded["mimi.decoder.model.0.conv.weight"].dtype == np.float32
     flow, _ = safetensors_file.load(str(out / "flow_lm.safetensors"))

@@ -19,15 +19,16 @@ import collections
 import importlib.util
 import json
 import sys
-from typing import Any, Deque, Iterator, List, Optional
+from typing import Any, Deque, Dict, Iterator, List, Optional
 
 import numpy as np
 
 from core import TTSModel
-from core.portable import kernels, ops, params
+from core.portable import kernels, ops, params, sources
 from core.portable.decoding import FrameDecoder
 from core.portable.errors import PocketTTSError
 from core.portable.generation import Frame
+from core.portable.model import load_weights
 from core.portable.options import GenerationOptions
 from core.portable.text_stream import Segment, TextStream
 from core.portable.voice_registry import VoiceRegistry
@@ -50,10 +51,26 @@ def install_kernels() -> None:
     ops.use(kernels.CompiledKernels(functions, "WebAssembly SIMD", "WebAssembly SIMD kernels with NumPy"))
 
 
+# The weights files the worker copied straight into this Python's memory (path -> their bytes), for
+# the next BrowserEngine: one copy of each downloaded file, where writing it to the file system and
+# reading it back made two, and kept the file system's copy (~100 MB for english) for good.
+_reserved: Dict[str, np.ndarray] = {}
+
+
+def reserve(path: str, size: int) -> int:
+    """Room for the `size` bytes of the file at `path` -> its address in the WebAssembly memory,
+    where the worker writes them (the BrowserEngine made next reads them there)."""
+    _reserved[path] = np.empty(size, np.uint8)
+    return int(_reserved[path].__array_interface__["data"][0])
+
+
 class BrowserEngine:
     def __init__(self, bundle_dir: str, role: str):
         self.role = role
-        self.model = TTSModel.load(bundle_dir, parts=ROLES[role])
+        files = sources.resolve(bundle_dir)
+        in_memory = {path: _reserved.pop(path) for path in list(_reserved)}
+        tensors = load_weights(files.weights, ops.current().keeps_int8, ROLES[role], in_memory)
+        self.model = TTSModel.from_files(files, tensors, ROLES[role])
         speaks = params.FLOW_LM in self.model.parts and self.model.default_voice is not None
         # Whether the flow side can clone, from the bundle's manifest (the part itself comes later).
         files = self.model.files

@@ -123,7 +123,7 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
     post({ type: EngineMessage.PROGRESS, stage, loaded, total });
   };
   const downloads = Promise.all(
-    files.map(async ([name]) => [name, await fetchBytes(url(site.model.path + name), (bytes) => {
+    files.map(async ([name]) => [name, await fetchParts(url(site.model.path + name), (bytes) => {
       received.set(name, bytes);
       progress();
     })]),
@@ -190,10 +190,29 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
 
   stage = "Downloading the model";
   progress();
-  fileSystem().mkdirTree("/model/voices");
-  // The file system keeps the downloaded bytes themselves (canOwn), not a copy of the model's 100 MB.
-  for (const [name, data] of await downloads) fileSystem().writeFile("/model/" + name, data, { canOwn: true });
+  const model = await downloads;
   phase("download_wait_ms");
+  // The weights files (.safetensors at the bundle's top) go straight into Python's memory, each in
+  // one copy of its downloaded pieces (core.browser.engine.reserve), and the model's tensors are
+  // views of them; the rest (the manifest, config, tokenizer, voices) into the file system, which
+  // keeps the pieces joined (canOwn), not a copy.
+  fileSystem().mkdirTree("/model/voices");
+  for (const [name, pieces] of model) {
+    const path = "/model/" + name;
+    if (!/^[^/]+\.safetensors$/.test(name)) {
+      fileSystem().writeFile(path, joined(pieces), { canOwn: true });
+      continue;
+    }
+    pyodide.globals.set("_path", path);
+    pyodide.globals.set("_size", pieces.size);
+    let address = pyodide.runPython("core.browser.engine.reserve(_path, _size)");
+    const memory = pyodide._module.HEAPU8; // after reserve: Python's memory may have grown
+    for (const piece of pieces.parts) {
+      memory.set(piece, address);
+      address += piece.length;
+    }
+  }
+  phase("model_copy_ms");
 
   stage = "Loading the model";
   progress();
@@ -368,25 +387,35 @@ async function cachedResponse(url, networkFetch = self.fetch) {
   return response;
 }
 
-// The bytes of `url` (through the cache), reporting the bytes received so far.
-async function fetchBytes(url, onProgress) {
+// The bytes of `url` (through the cache) as they came, {parts, size}, reporting the bytes received so far.
+async function fetchParts(url, onProgress) {
   const reader = (await cachedResponse(url)).body.getReader();
   const parts = [];
-  let received = 0;
+  let size = 0;
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
     parts.push(value);
-    received += value.length;
-    if (onProgress) onProgress(received);
+    size += value.length;
+    if (onProgress) onProgress(size);
   }
-  const bytes = new Uint8Array(received);
+  return { parts, size };
+}
+
+function joined({ parts, size }) {
+  if (parts.length === 1) return parts[0];
+  const bytes = new Uint8Array(size);
   let offset = 0;
   for (const part of parts) {
     bytes.set(part, offset);
     offset += part.length;
   }
   return bytes;
+}
+
+// The bytes of `url` (through the cache), reporting the bytes received so far.
+async function fetchBytes(url, onProgress) {
+  return joined(await fetchParts(url, onProgress));
 }
 
 // A zero-delay pause that lets queued messages (a Stop, more text) in between two frames.

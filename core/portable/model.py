@@ -351,15 +351,21 @@ def load_weights(
     files: Dict[str, str],
     keep_int8: Callable[[Tuple[int, ...]], bool] = lambda shape: False,
     parts: Optional[Sequence[str]] = None,
+    in_memory: Optional[Dict[str, np.ndarray]] = None,
 ) -> Dict[str, quantize.Weight]:
     """The tensors of a model's weights files (part -> file, as sources.ModelFiles has them), of
     `parts` only when given: float32, int8 ones dequantized, except that matrices of linear layers
-    whose shape `keep_int8` accepts stay `Int8Matrix` (for a core.portable.ops backend that multiplies them)."""
+    whose shape `keep_int8` accepts stay `Int8Matrix` (for a core.portable.ops backend that multiplies them).
+    A file whose path `in_memory` holds (its bytes, as uint8) is read from there: its tensors are
+    views of those bytes (a browser worker puts the downloaded files there, not in its file system)."""
     selected = None if parts is None else (lambda key: params.part_of(key) in parts)
     paths = dict.fromkeys(path for part, path in files.items() if parts is None or part in parts)
     tensors: Dict[str, quantize.Weight] = {}
     for path in paths:
-        raw, metadata = safetensors_file.load(path, selected)
+        if in_memory is not None and path in in_memory:
+            raw, metadata = safetensors_file.loads(in_memory[path], path, selected)
+        else:
+            raw, metadata = safetensors_file.load(path, selected)
         tensors.update(
             quantize.dequantize(
                 raw, metadata, path, lambda key, shape: params.is_linear_matrix(key) and keep_int8(shape)

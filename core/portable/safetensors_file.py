@@ -78,11 +78,18 @@ def _slices(data: np.ndarray) -> Reader:
     return lambda key, begin, end: data[begin:end]
 
 
-def loads(buffer: bytes, name: str = "<bytes>") -> Tuple[Tensors, Dict[str, str]]:
-    """Like `load`, from the bytes of a whole file (the arrays are views of `buffer`)."""
+def loads(
+    buffer: bytes, name: str = "<bytes>", keys: Optional[Callable[[str], bool]] = None
+) -> Tuple[Tensors, Dict[str, str]]:
+    """Like `load`, from the bytes of a whole file (the arrays are views of `buffer`); with `keys`,
+    only the tensors it selects."""
     header_len = _header_length(bytes(buffer[:8]), len(buffer), name)
     data = np.frombuffer(buffer, dtype=np.uint8)
-    return _parse(bytes(buffer[8 : 8 + header_len]), _slices(data), len(buffer), 8 + header_len, name)
+
+    def read(key: str, begin: int, end: int) -> Optional[np.ndarray]:
+        return data[begin:end] if keys is None or keys(key) else None
+
+    return _parse(bytes(buffer[8 : 8 + header_len]), read, len(buffer), 8 + header_len, name)
 
 
 def _header_length(head: bytes, size: int, name: str) -> int:
