@@ -69,17 +69,20 @@ def test_the_browser_engine_reports_its_runtime(page) -> None:
 
 def test_the_page_imports_neither_the_unused_languages_nor_numpy_testing_until_asked(page) -> None:
     """num2words's wheel holds core's languages alone (tools/num2words_wheel.py) and NumPy leaves
-    numpy.testing for first use (tools/pyodide_patches.py); both still work in the page."""
+    numpy.testing, numpy.ma and numpy.polynomial for first use (tools/pyodide_patches.py); all
+    still work in the page."""
     worker = page.page.workers[0]
+    unused = ("unittest", "numpy.testing", "numpy.ma.", "numpy.polynomial", "num2words.lang_")
     code = (
         "import sys, json, numpy\n"
-        "started = sorted(m for m in sys.modules if m.startswith(('unittest', 'numpy.testing', 'num2words.lang_')))\n"
+        f"started = sorted(m for m in sys.modules if m.startswith({unused!r}) or m == 'numpy.ma')\n"
         "numpy.testing.assert_equal(numpy.ones(2), [1, 1])\n"
-        "json.dumps([started, numpy.Tester.__name__, 'unittest' in sys.modules])"
+        "used = [float(numpy.ma.masked_array([1, 2], mask=[0, 1]).sum()), numpy.polynomial.Polynomial([1, 2])(2)]\n"
+        "json.dumps([started, numpy.Tester.__name__, 'unittest' in sys.modules, used])"
     )
-    started, tester, after = json.loads(worker.evaluate("(code) => pyodide.runPython(code)", code))
+    started, tester, after, used = json.loads(worker.evaluate("(code) => pyodide.runPython(code)", code))
     languages = ["num2words.lang_" + code.upper() for code in ("de", "en", "es", "eu", "fr", "it", "nl", "pt")]
-    assert started == languages and tester == "NoseTester" and after
+    assert started == languages and tester == "NoseTester" and after and used == [1.0, 5.0]
 
 
 def test_the_first_worker_alone_says_what_two_workers_say(page, browser, site_url) -> None:

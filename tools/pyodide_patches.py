@@ -5,8 +5,10 @@ NumPy's package (PATCHES, applied by tools/pyodide.trim_numpy, and compiled ahea
 patched files: tools/compiled.py): NumPy 1.17 imports numpy.testing as it is imported (for
 `numpy.Tester`, which nothing uses), and numpy.testing imports unittest, and with it argparse,
 difflib, pprint, logging...: modules that each worker ran at every start for nothing. NumPy 1.18
-made numpy.testing and Tester come on first use (PEP 562); the page's NumPy 1.17.5 does the same.
-(unittest also imports asyncio, which stays: Pyodide's own start imports it.)
+made numpy.testing and Tester come on first use (PEP 562); the page's NumPy 1.17.5 does the same,
+and with numpy.ma and numpy.polynomial too, which nothing the page runs uses (a quarter of
+`import numpy`'s modules). (unittest also imports asyncio, which stays: Pyodide's own start
+imports it.)
 
 Pyodide's runtime script (RUNTIME_PATCHES, applied by tools/pyodide.vendor): its dynamic linker
 gave every one of the main module's 27,916 exported functions a slot of the function table and a
@@ -29,17 +31,19 @@ PATCHES: Dict[str, List[Tuple[str, str]]] = {
             "    # We don't actually use this ourselves anymore, but I'm not 100% sure that\n"
             "    # no-one else in the world is using it (though I hope not)\n"
             "    from .testing import Tester\n",
-            "    # numpy.testing and Tester come on first use, as in NumPy 1.18: they import unittest\n"
-            "    # (patched in by pocket-tts-numpy's tools/pyodide_patches.py).\n"
+            "    # numpy.testing and Tester come on first use, as in NumPy 1.18 (they import unittest), and\n"
+            "    # numpy.ma and numpy.polynomial too (patched in by pocket-tts-numpy's tools/pyodide_patches.py).\n"
             "    def __getattr__(attr):\n"
-            "        if attr == 'testing':\n"
-            "            import numpy.testing as testing\n"
-            "            return testing\n"
+            "        if attr in ('testing', 'ma', 'polynomial'):\n"
+            "            import importlib\n"
+            "            return importlib.import_module('numpy.' + attr)\n"
             "        if attr == 'Tester':\n"
             "            from .testing import Tester\n"
             "            return Tester\n"
             "        raise AttributeError('module {!r} has no attribute {!r}'.format(__name__, attr))\n",
-        )
+        ),
+        ("    from . import polynomial\n", ""),
+        ("    from . import ma\n", ""),
     ],
 }
 
