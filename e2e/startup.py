@@ -4,6 +4,7 @@ opened again: everything cached, as a visitor coming back the next day), each se
 
     .venv/bin/python -m e2e.startup                        # english and english_2m_2026-10, 5 visits of each kind
     .venv/bin/python -m e2e.startup --models english_2m_2026-10 --visits 3
+    .venv/bin/python -m e2e.startup --models english --visits 6 --against OLD_SITE   # back to back
 
 Per visit: page opened -> model ready, -> first audio (ready, then the first click's time to first
 audio), the bytes that came over the network, each worker's start-up phase by phase
@@ -94,6 +95,48 @@ def measure(model: str, visits: int, progress: Any = print) -> Dict[str, Any]:
     return result
 
 
+def measure_against(model: str, against: Path, visits: int, progress: Any = print) -> Dict[str, Dict[str, Any]]:
+    """This build of `model`'s site and another (`against`: a site built from another commit, say)
+    back to back: `visits` rounds, each a first and a returning visit of each site on a profile of
+    its own, the site that goes first alternating from round to round, so that a slower minute of
+    the machine weighs on both alike (the same site moves by a few hundred ms from one run to the
+    next: only runs made side by side tell changes of ~100 ms apart) -> {"against", "this"}."""
+    sites = {"this": harness.site(model), "against": against}
+    results = {
+        name: {"model": model, "site": site_parts(site), "first": [], "returning": []} for name, site in sites.items()
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(visits):
+            for name in sorted(sites, reverse=i % 2 == 1):
+                with harness.static_server(sites[name]) as url:
+                    profile = Path(tmp) / f"{name}-{i}"
+                    for kind in KINDS:
+                        results[name][kind].append(visit(profile, url))
+                        progress(f"  {model} ({name}): {kind} visit {i + 1}/{visits}")
+    return results
+
+
+def comparison(results: Dict[str, Dict[str, Any]]) -> str:
+    """The medians of measure_against's two sites side by side: to first audio, then the first
+    worker's phases (n/a where a site's worker does not time that phase)."""
+    against, this = results["against"], results["this"]
+    rows = [("ready_ms", "page opened -> model ready"), ("first_audio_ms", "-> first audio")] + PHASES
+    lines = [f"| {this['model']}, medians (ms) | visit | against | this | change |", "|---|---|---|---|---|"]
+    for kind in KINDS:
+        for key, label in rows:
+            medians = []
+            for result in (against, this):
+                values = [v[key] if key in v else v["phases"]["both"].get(key) for v in result[kind]]
+                values = [value for value in values if value is not None]
+                medians.append(statistics.median(values) if values else None)
+            if medians == [None, None]:
+                continue
+            cells = ["n/a" if median is None else f"{median:.0f}" for median in medians]
+            change = "" if None in medians else f"{medians[1] - medians[0]:+.0f}"
+            lines.append(f"| {label} | {kind} ({len(this[kind])}) | {cells[0]} | {cells[1]} | {change} |")
+    return "\n".join(lines)
+
+
 def spread(values: List[float], unit: str = "", scale: float = 1.0, digits: int = 0) -> str:
     cells = [f"{value / scale:.{digits}f}" for value in (statistics.median(values), min(values), max(values))]
     return f"{cells[0]}{unit} ({cells[1]}-{cells[2]})"
@@ -143,7 +186,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["english", "english_2m_2026-10"])
     parser.add_argument("--visits", type=int, default=5, help="visits of each kind (default: %(default)s)")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another build of the model's site (of another commit, say): both measured back to back, "
+        "the table printed (one model)",
+    )
     args = parser.parse_args()
+    if args.against is not None:
+        if len(args.models) != 1 or not (args.against / "site.json").exists():
+            raise SystemExit("--against takes one model (--models NAME) and a built site folder")
+        print(f"{args.models[0]}: building the site", file=sys.stderr)
+        results = measure_against(args.models[0], args.against, args.visits, lambda m: print(m, file=sys.stderr))
+        print(comparison(results))
+        return
     table = ""
     for model in args.models:
         print(f"{model}: building the site", file=sys.stderr)

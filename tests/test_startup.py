@@ -5,7 +5,9 @@ nest inside the browser that test_e2e.py keeps open.)"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +70,36 @@ def test_the_site_can_be_installed_as_an_app(request, tmp_path) -> None:
         assert devtools.send("Page.getInstallabilityErrors")["installabilityErrors"] == []
         manifest = devtools.send("Page.getAppManifest")
         assert manifest["errors"] == [] and manifest["url"] == url + "/manifest.webmanifest"
+
+
+def test_a_site_against_another_is_measured_back_to_back_the_first_alternating(monkeypatch, tmp_path) -> None:
+    """`python -m e2e.startup --against OLD_SITE`: each round a first and a returning visit of each
+    site on a profile of its own, the site that goes first alternating; the table compares medians
+    (the visits stand in for the browser here)."""
+    this, against = tmp_path / "this", tmp_path / "against"
+    for site in (this, against):
+        site.mkdir()
+    visits: list = []
+
+    @contextlib.contextmanager
+    def serving(site):
+        yield str(site)
+
+    def visit(profile, url):
+        visits.append((Path(url).name, profile.name))
+        ms = 1000.0 if Path(url).name == "this" else 1300.0
+        phases = {"both": {key: ms / 10 for key, _ in startup.PHASES if key != "model_copy_ms" or ms < 1300}}
+        return {"ready_ms": ms, "first_audio_ms": ms + 200, "phases": phases}
+
+    monkeypatch.setattr(harness, "site", lambda model: this)
+    monkeypatch.setattr(harness, "static_server", serving)
+    monkeypatch.setattr(startup, "visit", visit)
+    monkeypatch.setattr(startup, "site_parts", lambda site: {})
+    results = startup.measure_against(SMALL, against, visits=3, progress=lambda _message: None)
+    assert [site for site, _ in visits] == ["against"] * 2 + ["this"] * 4 + ["against"] * 4 + ["this"] * 2
+    assert [profile for _, profile in visits[:4]] == ["against-0", "against-0", "this-0", "this-0"]
+    assert len(results["this"]["first"]) == len(results["against"]["returning"]) == 3
+    table = startup.comparison(results)
+    assert "| -> first audio | returning (3) | 1500 | 1200 | -300 |" in table
+    assert "| Pyodide's start (its files, wasm compile, stdlib) | first (3) | 130 | 100 | -30 |" in table
+    assert "| the weights copied into Python's memory | first (3) | n/a | 100 |  |" in table
