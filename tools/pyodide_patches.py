@@ -56,6 +56,7 @@ RUNTIME = "pyodide.asm.js"
 # `byn$fpcast-emu$` export (each is a twin of an export: tests/test_vendor.py checks it), so one
 # lookup tells most of the libraries' names apart.
 LAZY_MAIN_GOT = r"""
+var FPCAST = "byn$fpcast-emu$", NO_FPCAST = "$no-fpcast-emu$";
 function relocateMainExports(exports, memoryBase) {
   var relocated = {};
   for (var e in exports) {
@@ -73,7 +74,7 @@ function gotEntry(name) {
   return GOT[name];
 }
 function mainSymbol(name) {
-  var exports = mainExports, FP = "byn$fpcast-emu$", NO = "$no-fpcast-emu$", value;
+  var exports = mainExports, FP = FPCAST, NO = NO_FPCAST, value;
   if (name.startsWith(NO)) {
     var base = name.substring(NO.length);
     if (base.startsWith(FP) || !(FP + base in exports)) return undefined;
@@ -101,7 +102,7 @@ function defineFromMain(name) {
   GOT[name].value = typeof value === "function" ? addFunctionWasm(value) : value;
 }
 function linkFromMain(name) {
-  var FP = "byn$fpcast-emu$", NO = "$no-fpcast-emu$", fpcast = name, plain = null;
+  var FP = FPCAST, NO = NO_FPCAST, fpcast = name, plain = null;
   if (name.startsWith(NO)) {
     fpcast = name.substring(NO.length);
     plain = name;

@@ -28,7 +28,6 @@ from core.portable import kernels, ops, params, sources
 from core.portable.decoding import FrameDecoder
 from core.portable.errors import PocketTTSError
 from core.portable.generation import Frame
-from core.portable.model import load_weights
 from core.portable.options import GenerationOptions
 from core.portable.text_stream import Segment, TextStream
 from core.portable.voice_registry import VoiceRegistry
@@ -69,11 +68,9 @@ class BrowserEngine:
         self.role = role
         files = sources.resolve(bundle_dir)
         in_memory = {path: _reserved.pop(path) for path in list(_reserved)}
-        tensors = load_weights(files.weights, ops.current().keeps_int8, ROLES[role], in_memory)
-        self.model = TTSModel.from_files(files, tensors, ROLES[role])
+        self.model = TTSModel.from_files(files, parts=ROLES[role], in_memory=in_memory)
         speaks = params.FLOW_LM in self.model.parts and self.model.default_voice is not None
         # Whether the flow side can clone, from the bundle's manifest (the part itself comes later).
-        files = self.model.files
         self.can_clone = bool(speaks and files.voice_cloning and params.VOICE_CLONING in files.weights)
         self.voices = VoiceRegistry(self.model) if speaks else None  # the default voice prepared now
         if speaks:  # normalization's rules are compiled on first use: now, not in the first request

@@ -137,11 +137,13 @@ class TTSModel:
         files: sources.ModelFiles,
         tensors: Optional[Dict[str, quantize.Weight]] = None,
         parts: Optional[Sequence[str]] = None,
+        in_memory: Optional[Dict[str, np.ndarray]] = None,
     ) -> TTSModel:
-        """A model from resolved files; `tensors` when the caller has read the weights already.
+        """A model from resolved files; `tensors` when the caller has read the weights already,
+        `in_memory` the bytes of weights files it holds in memory (see load_weights).
         int8 weights stay int8 where the core.portable.ops backend multiplies them (see quantize)."""
         if tensors is None:
-            tensors = load_weights(files.weights, ops.current().keeps_int8, parts)
+            tensors = load_weights(files.weights, ops.current().keeps_int8, parts, in_memory)
         model = cls(
             files.config,
             tensors,
