@@ -45,6 +45,55 @@ PATCHES: Dict[str, List[Tuple[str, str]]] = {
         ("    from . import polynomial\n", ""),
         ("    from . import ma\n", ""),
     ],
+    SITE_PACKAGES + "numpy/core/overrides.py": [
+        (
+            "        if verify:\n"
+            "            verify_matching_signatures(implementation, dispatcher)\n"
+            "\n"
+            "        if docs_from_dispatcher:\n"
+            "            add_docstring(implementation, dispatcher.__doc__)\n"
+            "\n"
+            "        # Equivalently, we could define this function directly instead of using\n"
+            "        # exec. This version has the advantage of giving the helper function a\n"
+            "        # more interpettable name. Otherwise, the original function does not\n"
+            "        # show up at all in many cases, e.g., if it's written in C or if the\n"
+            "        # dispatcher gets an invalid keyword argument.\n"
+            '        source = textwrap.dedent("""\n'
+            "        @functools.wraps(implementation)\n"
+            "        def {name}(*args, **kwargs):\n"
+            "            relevant_args = dispatcher(*args, **kwargs)\n"
+            "            return implement_array_function(\n"
+            "                implementation, {name}, relevant_args, args, kwargs)\n"
+            '        """).format(name=implementation.__name__)\n'
+            "\n"
+            "        source_object = compile(\n"
+            "            source, filename='<__array_function__ internals>', mode='exec')\n"
+            "        scope = {\n"
+            "            'implementation': implementation,\n"
+            "            'dispatcher': dispatcher,\n"
+            "            'functools': functools,\n"
+            "            'implement_array_function': implement_array_function,\n"
+            "        }\n"
+            "        exec(source_object, scope)\n"
+            "\n"
+            "        public_api = scope[implementation.__name__]\n",
+            "        # Patched in by pocket-tts-numpy's tools/pyodide_patches.py: NumPy compiled the source of\n"
+            "        # this function for each of its ~300 functions at import, and checked each dispatcher's\n"
+            "        # signature (`verify`, which NumPy's own tests check); the same function is made as a\n"
+            "        # closure and given the name and file name the compiled one had.\n"
+            "        if docs_from_dispatcher:\n"
+            "            add_docstring(implementation, dispatcher.__doc__)\n"
+            "\n"
+            "        @functools.wraps(implementation)\n"
+            "        def public_api(*args, **kwargs):\n"
+            "            relevant_args = dispatcher(*args, **kwargs)\n"
+            "            return implement_array_function(\n"
+            "                implementation, public_api, relevant_args, args, kwargs)\n"
+            "\n"
+            "        public_api.__code__ = public_api.__code__.replace(\n"
+            "            co_name=implementation.__name__, co_filename='<__array_function__ internals>')\n",
+        ),
+    ],
 }
 
 RUNTIME = "pyodide.asm.js"
