@@ -43,6 +43,21 @@ let shipped = 0; // compiled modules written at boot (tools/compiled.py)
 
 const post = (message, transfer) => self.postMessage(message, transfer || []);
 
+// (stage, loaded) -> a PROGRESS message (for request `id`, or the boot's) at each new stage, at the
+// last byte and at most every PROGRESS_MS between, not at each of a download's pieces (~2000 for
+// the model): every message costs this worker and the page's status line a turn (one at each
+// percent of the model took ~20 ms of a returning visit's start, read from the cache).
+const PROGRESS_MS = 100;
+function progressMessages(id, total) {
+  let said = { stage: null, at: -Infinity };
+  return (stage, loaded) => {
+    const now = performance.now();
+    if (stage === said.stage && loaded < total && now - said.at < PROGRESS_MS) return;
+    said = { stage, at: now };
+    post({ type: EngineMessage.PROGRESS, id, stage, loaded, total });
+  };
+}
+
 function fail(id, error) {
   post({ type: EngineMessage.ERROR, id, message: String((error && error.message) || error) });
 }
@@ -113,15 +128,8 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   );
   const total = files.reduce((n, [, size]) => n + size, 0);
   const received = new Map();
-  // Said at each new stage and each percent of the model, not at each of its ~2000 pieces (every
-  // message costs this worker and the page's status line a turn).
-  let said = { stage: null, loaded: -1 };
-  const progress = () => {
-    const loaded = [...received.values()].reduce((n, bytes) => n + bytes, 0);
-    if (stage === said.stage && loaded < total && loaded - said.loaded < total / 100) return;
-    said = { stage, loaded };
-    post({ type: EngineMessage.PROGRESS, stage, loaded, total });
-  };
+  const say = progressMessages(undefined, total);
+  const progress = () => say(stage, [...received.values()].reduce((n, bytes) => n + bytes, 0));
   const downloads = Promise.all(
     files.map(async ([name]) => [name, await fetchParts(url(site.model.path + name), (bytes) => {
       received.set(name, bytes);
@@ -600,7 +608,7 @@ async function addVoice({ id, samples, sampleRate }) {
 // upload `id`), then added to the loaded model. Its last PROGRESS says the voice itself is next.
 async function loadCloning(id) {
   const { name, url, size } = cloningPart;
-  const progress = (stage, loaded) => post({ type: EngineMessage.PROGRESS, id, stage, loaded, total: size });
+  const progress = progressMessages(id, size);
   progress("Downloading the voice-cloning part", 0);
   const data = await fetchBytes(url, (loaded) => progress("Downloading the voice-cloning part", loaded));
   fileSystem().writeFile("/model/" + name, data, { canOwn: true });
