@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from e2e import harness
-from tools import measured
-from tools.site import download_bytes
+from tools import compiled, measured
+from tools.site import PACKAGES, download_bytes
 
 KINDS = ("first", "returning")
 # Each worker's start-up, in the order it runs (core/browser/worker.js). The model's download runs
@@ -35,7 +35,7 @@ PHASES = [
     ("python_init_ms", "Pyodide's start (its files, wasm compile, stdlib)"),
     ("wasm_compile_ms", "of which fetching and compiling pyodide.asm.wasm"),
     ("packages_ms", "NumPy's package"),
-    ("wheels_ms", "our wheels unpacked"),
+    ("wheels_ms", "our packages written (core, num2words)"),
     ("compiled_ms", "compiled modules written"),
     ("numpy_import_ms", "import numpy"),
     ("core_import_ms", "import core"),
@@ -71,14 +71,14 @@ def visit(profile: Path, url: str) -> Dict[str, Any]:
 
 def site_parts(site: Path) -> Dict[str, int]:
     """What a first visit's service worker downloads of the site, by part: Pyodide's runtime and
-    packages, the model's files, our wheels, the modules compiled ahead of time
+    packages, the model's files, our packages (tools/site.PACKAGES), the modules compiled ahead of time
     (tools/compiled.py), the rest; each file as its gzip twin where it has one (tools/site.py)."""
     parts: Dict[str, int] = {}
     for name, size in download_bytes(site).items():
         relative = Path(name).parts
         part = {"pyodide": "Pyodide", "model": "model"}.get(relative[0])
         if part is None:
-            part = {".whl": "wheels", ".gz": "compiled modules"}.get(Path(name).suffix, "page, kernels and the rest")
+            part = {PACKAGES: "our packages", compiled.NAME: "compiled modules"}.get(name, "page, kernels and the rest")
         parts[part] = parts.get(part, 0) + size
     return parts
 

@@ -3,14 +3,15 @@
 
 Writes to OUT: the web UI (server/web/), the worker (core/browser/worker.js, as browser/worker.js),
 the service worker (sw.js: a reload downloads nothing, and the site works offline), Pyodide (vendored from npm,
-tools/pyodide.py), this package as the pure-Python wheel `pip wheel` builds and the wheel
-of num2words, which core's text normalization imports (the worker fetches both while Python
-starts and unpacks them into site-packages), the modules a worker imports compiled for its
-Python 3.8 (tools/compiled.py; where a Python 3.8 is at hand), the WebAssembly kernels (core/portable/kernels.wasm and
-kernels-relaxed.wasm: the worker picks one), the model as an int8 bundle
-in model/ (core.export.export: a weights file per part, config JSON, tokenizer, voice states), and
-site.json, which tells the page where everything is, which worker needs which model file, and
-which file is the voice-cloning part (fetched on the first voice upload, not on a cold visit).
+tools/pyodide.py), the files of this package's pure-Python wheel (as `pip wheel` builds it) and of
+num2words's, which core's text normalization imports, unpacked into one file (site-packages.bin,
+which the worker fetches while Python starts and writes into site-packages), the modules a worker
+imports compiled for its Python 3.8 (tools/compiled.py; where a Python 3.8 is at hand), the
+WebAssembly kernels (core/portable/kernels.wasm and kernels-relaxed.wasm: the worker picks one),
+the model as an int8 bundle in model/ (core.export.export: a weights file per part, config JSON,
+tokenizer, voice states), and site.json, which tells the page where everything is, which worker
+needs which model file, and which file is the voice-cloning part (fetched on the first voice
+upload, not on a cold visit).
 `python -m server --site OUT` serves the same folder, so one page offers both engines.
 """
 
@@ -24,13 +25,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from core.portable.bundle import MANIFEST
 from core.portable.normalize import LANGUAGE_CODES
 from tools import compiled, num2words_wheel
-from tools.pyodide import libraries, vendor
+from tools.pyodide import SITE_PACKAGES, libraries, vendor
 
 ROOT = Path(__file__).resolve().parent.parent
 # The page, fetched before the service worker controls it: the service worker caches it at install.
@@ -48,6 +50,7 @@ SHELL = [
     "manifest.webmanifest",  # the web app manifest: the site can be installed as an app
     "icon.svg",
 ]
+PACKAGES = "site-packages.bin"
 # Which worker roles (core/browser/worker.js) need a file of the bundle; the rest need them all.
 PART_ROLES = {"flow_lm": ["flow", "both"], "voice_cloning": ["flow", "both"], "decoder": ["decoder", "both"]}
 ALL_ROLES = ["flow", "decoder", "both"]
@@ -147,6 +150,19 @@ def gzip_twins(out: Path) -> List[str]:
     return twins
 
 
+def unpack_wheels(wheels: List[Path], target: Path) -> None:
+    """Write `target`: every file of `wheels` at its path in Pyodide's site-packages, as the worker
+    writes them into its file system (core/browser/worker.js): a line of JSON, [[path, size], ...],
+    then the files one after another. Unzipped here, not in the page: the worker's Python unzipped
+    them at every start, importing zipfile to do it (~40 ms of each worker's start)."""
+    listed = []
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            listed += [(SITE_PACKAGES + i.filename, archive.read(i)) for i in archive.infolist() if not i.is_dir()]
+    header = json.dumps([[path, len(data)] for path, data in listed]).encode()
+    target.write_bytes(header + b"\n" + b"".join(data for _, data in listed))
+
+
 def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, object]:
     from core.export import export
 
@@ -162,12 +178,14 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
     shutil.copy(ROOT / "core" / "portable" / "kernels-relaxed.wasm", out / "kernels-relaxed.wasm")
     print("[2/5] Pyodide 0.17.1 with NumPy", file=sys.stderr)
     pyodide_bytes = vendor(out / "pyodide")
-    print("[3/5] the package's wheel and num2words's (pip wheel)", file=sys.stderr)
-    for old in out.glob("*.whl"):
+    print(f"[3/5] the package's wheel and num2words's (pip wheel), unpacked: {PACKAGES}", file=sys.stderr)
+    for old in out.glob("*.whl"):  # left by a build that shipped the wheels themselves
         old.unlink()
-    wheels = build_dependency_wheels(out) + [build_wheel(out)]
     (out / compiled.NAME).unlink(missing_ok=True)
-    modules = compiled.archive(wheels, out, out / "pyodide")
+    with tempfile.TemporaryDirectory() as tmp:
+        wheels = build_dependency_wheels(Path(tmp)) + [build_wheel(Path(tmp))]
+        unpack_wheels(wheels, out / PACKAGES)
+        modules = compiled.archive(wheels, out, out / "pyodide")
     print(
         f"      and the modules a worker imports, compiled for Python 3.8: {modules.name}"
         if modules
@@ -195,7 +213,7 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
         "pyodide": "pyodide/",
         # NumPy's libraries, each a file in pyodide/: {path in Pyodide's file system: file name}
         "libraries": libraries(out / "pyodide"),
-        "wheels": [wheel.name for wheel in wheels],
+        "packages": PACKAGES,
         "compiled": modules.name if modules else None,
         "kernels": "kernels.wasm",
         "kernels_relaxed": "kernels-relaxed.wasm",

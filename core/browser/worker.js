@@ -1,6 +1,6 @@
 // The in-browser engine: a classic Web Worker that boots Pyodide, links the WebAssembly SIMD kernels
-// to Pyodide's own memory, unpacks `core` (and num2words, for its text normalization) from the
-// site's wheels, loads its part of the model bundle and runs the very same
+// to Pyodide's own memory, writes `core` (and num2words, for its text normalization) into
+// site-packages from the site's wheels (unpacked at build), loads its part of the model bundle and runs the very same
 // core.TTSModel the server uses (core/browser/engine.py).
 //
 // A worker has a role, given at boot: "flow" (the flow LM and voice cloning: text -> latent frames),
@@ -140,8 +140,8 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
     return data;
   });
   downloads.catch(() => {}); // awaited below; a failure is reported there
-  const wheels = Promise.all(site.wheels.map(async (name) => [name, await fetchBytes(url(name))]));
-  wheels.catch(() => {});
+  const packages = fetchBytes(url(site.packages));
+  packages.catch(() => {});
   // The modules compiled ahead of time (tools/compiled.py), where the site has them and this browser
   // can gunzip them; without them Python compiles each module from source, as it would anyway.
   const compiled = site.compiled && typeof DecompressionStream !== "undefined"
@@ -178,11 +178,10 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   await pyodide.loadPackage(["numpy"]);
   pyodide._module.reportUndefinedSymbols(); // once, for the libraries linked with allowUndefined
   phase("packages_ms");
-  // The wheels (core's and num2words's) are pure Python: unpacked into site-packages as they are,
-  // which costs less than loading micropip and the packages it imports to do the same.
-  fileSystem().mkdirTree(WHEELS);
-  for (const [name, data] of await wheels) fileSystem().writeFile(WHEELS + name, data, { canOwn: true });
-  pyodide.runPython(UNPACK_WHEELS);
+  // The wheels' files (core's and num2words's, pure Python), unpacked at build (tools/site.py):
+  // written as they are, which costs less than unzipping the wheels here, or loading micropip and
+  // the packages it imports to do the same.
+  writePackages(await packages);
   phase("wheels_ms");
   const modules = await compiled;
   shipped = modules ? writeCompiled(modules) : 0;
@@ -237,18 +236,6 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   post({ type: EngineMessage.READY, info, timings });
 }
 
-const WHEELS = "/tmp/wheels/";
-// Python caches what each folder on sys.path holds, checked by the folder's mtime: a package
-// unpacked within the same tick as the last look would stay unseen without invalidate_caches.
-const UNPACK_WHEELS = `
-import importlib, os, sys, zipfile
-site_packages = next(path for path in sys.path if path.endswith("site-packages"))
-for name in os.listdir("${WHEELS}"):
-    with zipfile.ZipFile("${WHEELS}" + name) as wheel:
-        wheel.extractall(site_packages)
-importlib.invalidate_caches()
-`;
-
 // The bytes of a .gz file, gunzipped unless the host already did: some send a .gz file with
 // `Content-Encoding: gzip` (the server's static files, Apache), and the browser decodes it.
 async function gunzip(bytes) {
@@ -257,21 +244,46 @@ async function gunzip(bytes) {
   return new Uint8Array(await new Response(stream).arrayBuffer());
 }
 
-// Writes the compiled modules (a line of JSON, [[source path, .pyc path, size], ...], then the files
-// one after another: tools/compiled.py) into the file system, each where its source is (a .pyc
-// without one would make a package of its folder); returns how many.
-function writeCompiled(data) {
+// The files of a listing (a line of JSON, [[..., size], ...], then the files one after another:
+// tools/site.py, tools/compiled.py): [entry, bytes] for each.
+function listedFiles(data) {
   const newline = data.indexOf(10);
-  const files = JSON.parse(new TextDecoder().decode(data.subarray(0, newline)));
+  const entries = JSON.parse(new TextDecoder().decode(data.subarray(0, newline)));
   let offset = newline + 1;
+  return entries.map((entry) => {
+    const size = entry[entry.length - 1];
+    offset += size;
+    return [entry, data.subarray(offset - size, offset)];
+  });
+}
+
+const madeFolders = new Set(); // by writeFile: each looked up once, not at each of its files
+
+function writeFile(path, bytes) {
+  const folder = path.slice(0, path.lastIndexOf("/"));
+  if (!madeFolders.has(folder)) fileSystem().mkdirTree(folder);
+  madeFolders.add(folder);
+  fileSystem().writeFile(path, bytes);
+}
+
+// Writes the wheels' files ([[path, size], ...]: tools/site.py) into site-packages.
+function writePackages(data) {
+  for (const [[path], bytes] of listedFiles(data)) writeFile(path, bytes);
+  // Python caches what each folder on sys.path holds, checked by the folder's mtime: a package
+  // written within the same tick as its last look would stay unseen without invalidate_caches.
+  pyodide.runPython("import importlib\nimportlib.invalidate_caches()");
+}
+
+// Writes the compiled modules ([[source path, .pyc path, size], ...]: tools/compiled.py) into the
+// file system, each where its source is (a .pyc without one would make a package of its folder);
+// returns how many.
+function writeCompiled(data) {
   let written = 0;
-  for (const [source, path, size] of files) {
+  for (const [[source, path], bytes] of listedFiles(data)) {
     if (fileSystem().analyzePath(source).exists) {
-      fileSystem().mkdirTree(path.slice(0, path.lastIndexOf("/")));
-      fileSystem().writeFile(path, data.subarray(offset, offset + size));
+      writeFile(path, bytes);
       written += 1;
     }
-    offset += size;
   }
   return written;
 }
