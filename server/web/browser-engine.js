@@ -45,11 +45,17 @@ export function twoWorkers() {
 }
 
 // The service worker that keeps the site's files (a reload downloads nothing; offline works). The
-// workers boot once it controls the page, so that everything they fetch goes through it.
+// workers boot once it controls the page, so that everything they fetch goes through it: at once
+// where it already does (a returning visit), while the browser checks for a newer sw.js.
 async function serviceWorker() {
   if (!("serviceWorker" in navigator)) return false; // not a secure context (plain http to another host)
   try {
-    await navigator.serviceWorker.register("sw.js");
+    const registered = navigator.serviceWorker.register("sw.js");
+    if (navigator.serviceWorker.controller) {
+      registered.catch((error) => console.warn("the service worker was not updated:", error));
+      return true;
+    }
+    await registered;
     await navigator.serviceWorker.ready;
     if (!navigator.serviceWorker.controller) {
       await new Promise((resolve) => navigator.serviceWorker.addEventListener("controllerchange", resolve, { once: true }));
