@@ -21,13 +21,10 @@ class HFUnigram:
 
     def __init__(self, cfg: dict):
         vocab = config_field(cfg, "vocab", list, "model Unigram")
-        self.tokens: List[str] = []
-        self.scores: List[float] = []
-        for entry in vocab:
-            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
-                raise FormatError("model Unigram: each vocab entry must be [token, score]")
-            self.tokens.append(entry[0])
-            self.scores.append(float(entry[1]))
+        if not all(isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str) for entry in vocab):
+            raise FormatError("model Unigram: each vocab entry must be [token, score]")
+        self.tokens: List[str] = [token for token, _ in vocab]
+        self.scores: List[float] = [float(score) for _, score in vocab]
         self.token_to_id = {token: i for i, token in enumerate(self.tokens)}  # the last one wins
         unk_id = cfg.get("unk_id")
         if unk_id is not None and not (isinstance(unk_id, int) and 0 <= unk_id < len(self.tokens)):

@@ -22,10 +22,7 @@ class PieceIndex:
 
     def __init__(self, pieces: Dict[str, int]):
         self.ids = pieces
-        self.prefixes: Set[str] = set()
-        for piece in pieces:
-            for k in range(1, len(piece)):
-                self.prefixes.add(piece[:k])
+        self.prefixes: Set[str] = {piece[:k] for piece in pieces for k in range(1, len(piece))}
 
 
 def best_path(
