@@ -38,7 +38,7 @@ import sysconfig
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from tools.pyodide import add_to_runtime, package_files, packaged_files
 
@@ -81,12 +81,12 @@ def archive(wheels: List[Path], out: Path, pyodide: Path) -> Optional[Path]:
                 copy = Path(folder) / path[len(STDLIB) :]
                 copy.parent.mkdir(parents=True, exist_ok=True)
                 copy.write_bytes(data)
-        listing = Path(folder) / "compiled"
-        command = [python, "-m", "tools.compiled", str(listing), folder, *map(str, wheels)]
+        listed = Path(folder) / "compiled"
+        command = [python, "-m", "tools.compiled", str(listed), folder, *map(str, wheels)]
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"compiling the page's modules failed: {done.stderr.strip()[-1000:]}")
-        files = _parse(listing.read_bytes())
+        files = parse(listed.read_bytes())
     add_to_runtime(pyodide, {pyc: data for source, pyc, data in files if source in runtime})
     target.write_bytes(_archived([(source, pyc, data) for source, pyc, data in files if source not in runtime]))
     return target
@@ -94,27 +94,31 @@ def archive(wheels: List[Path], out: Path, pyodide: Path) -> Optional[Path]:
 
 def _archived(files: List[Tuple[str, str, bytes]]) -> bytes:
     """The archive's bytes: the listing of `files`, gzipped."""
-    return gzip.compress(_listing(files), 9, mtime=0)
+    return gzip.compress(listing(files), 9, mtime=0)
 
 
-def _listing(files: List[Tuple[str, str, bytes]]) -> bytes:
-    """A line of JSON, [[source path, .pyc path, size], ...], then the files one after another."""
-    header = json.dumps([[source, pyc, len(data)] for source, pyc, data in files]).encode()
-    return header + b"\n" + b"".join(data for _, _, data in files)
+def listing(files: Sequence[Tuple[Any, ...]]) -> bytes:
+    """The files the worker writes into its file system as it reads them (core/browser/worker.js
+    listedFiles), each (name, ..., bytes): a line of JSON, [[name, ..., size], ...], then the files
+    one after another. Here (source path, .pyc path, .pyc); our packages' files (path, bytes):
+    tools/site.py."""
+    header = json.dumps([[*names, len(data)] for *names, data in files]).encode()
+    return header + b"\n" + b"".join(row[-1] for row in files)
 
 
-def _parse(data: bytes) -> List[Tuple[str, str, bytes]]:
+def parse(data: bytes) -> List[Tuple[Any, ...]]:
+    """The (name, ..., bytes) of each file of a listing."""
     header, _, body = data.partition(b"\n")
     files, offset = [], 0
-    for source, pyc, size in json.loads(header):
-        files.append((source, pyc, body[offset : offset + size]))
+    for *names, size in json.loads(header):
+        files.append((*names, body[offset : offset + size]))
         offset += size
     return files
 
 
 def read(path: Path) -> List[Tuple[str, str, bytes]]:
     """The (source path, .pyc path, .pyc bytes) of an archive."""
-    return _parse(gzip.decompress(path.read_bytes()))
+    return parse(gzip.decompress(path.read_bytes()))
 
 
 def pyodide_path(source: str, roots: List[Tuple[str, str]]) -> Optional[str]:
@@ -231,7 +235,7 @@ def compile_imports(target: Path, stdlib: str, wheels: List[str]) -> None:
             py_compile.compile(source, compiled, dfile=path, doraise=True, invalidation_mode=checked)
             with open(compiled, "rb") as f:
                 files.append((path, importlib.util.cache_from_source(path), f.read()))
-    target.write_bytes(_listing(files))
+    target.write_bytes(listing(files))
 
 
 if __name__ == "__main__":

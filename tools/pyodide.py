@@ -5,7 +5,7 @@
 current `pyodide` npm package holds only the runtime and fetches NumPy from a CDN. The tarball is
 kept in build/cache, and only the files a site needs are copied out (25 MB, 12 MB gzipped): the
 runtime and NumPy, NumPy's package repacked without its tests, f2py and distutils (trim_numpy;
-the worker unpacks our wheels itself: no micropip), and both packages (NumPy's, and Pyodide's own
+the worker writes our packages itself: no micropip), and both packages (NumPy's, and Pyodide's own
 standard library) with their blocks stored rather than LZ4-compressed (repack); NumPy's
 __init__ leaves numpy.testing for first use, and the runtime links the main module's symbols on
 first use (tools/pyodide_patches.py). `packaged_files` reads Pyodide's own files out of its

@@ -1,7 +1,7 @@
 // The in-browser engine: a classic Web Worker that boots Pyodide, links the WebAssembly SIMD kernels
 // to Pyodide's own memory, writes `core` (and num2words, for its text normalization) into
-// site-packages from the site's wheels (unpacked at build), loads its part of the model bundle and runs the very same
-// core.TTSModel the server uses (core/browser/engine.py).
+// site-packages from the site's wheels (unpacked at build), loads its part of the model bundle and
+// runs the very same core.TTSModel the server uses (core/browser/engine.py).
 //
 // A worker has a role, given at boot: "flow" (the flow LM and voice cloning: text -> latent frames),
 // "decoder" (the Mimi decoder: frames -> audio), or "both". The page boots a "both" worker first,
