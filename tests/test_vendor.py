@@ -15,7 +15,7 @@ from typing import List, Tuple
 import pytest
 
 from tools import compiled, pyodide
-from tools.pyodide_patches import RUNTIME, RUNTIME_PATCHES, patched, patched_runtime
+from tools.pyodide_patches import LAZY_MAIN_GOT, RUNTIME, RUNTIME_PATCHES, patched, patched_runtime
 
 pytestmark = pytest.mark.slow
 
@@ -185,3 +185,92 @@ def test_every_twin_export_of_the_main_module_has_its_plain_one() -> None:
     twins = {name: name[len(prefix) :] for name in names for prefix in TWINS if name.startswith(prefix)}
     assert len(names) > 20_000 and len(twins) > 10_000
     assert [name for name, plain in twins.items() if plain not in exported] == []
+
+
+# The linker as Pyodide wrote it and as the site patches it, run side by side in Node on made-up
+# exports (main: plain, fpcast and legalized twins, data; libraries: names of their own, of main's,
+# of each other's, twins, `orig$` replacements): the functions of Pyodide's script, their globals
+# stubbed (a function table that hands out slots, the GOT, dyncallInvokeMap).
+LINKER_WORLDS = r"""
+const vm = require("vm");
+const [eagerCode, lazyCode] = JSON.parse(require("fs").readFileSync(0, "utf8"));
+const fn = (name) => { const f = function () {}; f.label = name; return f; };
+const main = {};
+for (const name of ["a", "b", "c", "m"]) main[name] = fn("main " + name);
+main["byn$fpcast-emu$a"] = fn("main fpcast a");
+main["orig$b"] = fn("main orig b");
+main["orig$byn$fpcast-emu$c"] = fn("main orig fpcast c");
+main["byn$fpcast-emu$c"] = fn("main fpcast c");
+main.data = 4096;
+const lib1 = { x: fn("lib1 x"), "byn$fpcast-emu$x": fn("lib1 fpcast x"), a: fn("lib1 a"), y: fn("lib1 y"),
+  "orig$m": fn("lib1 orig m"), "byn$fpcast-emu$y": fn("lib1 fpcast y"), d1: 512, "__dso_handle": 8 };
+const lib2 = { y: fn("lib2 y"), "orig$y": fn("lib2 orig y"), "orig$x": fn("lib2 orig x"), z: fn("lib2 z"),
+  "byn$fpcast-emu$z": fn("lib2 fpcast z"), "byn$fpcast-emu$a": fn("lib2 fpcast a"), d1: 1024, d2: 2048 };
+const asked = ["a", "b", "c", "m", "x", "y", "z", "d1", "d2", "data", "byn$fpcast-emu$a",
+  "$no-fpcast-emu$a", "$no-fpcast-emu$c", "$no-fpcast-emu$x", "$no-fpcast-emu$y", "$no-fpcast-emu$z", "nothing"];
+
+function world(code, lazy) {
+  const table = [null];
+  const context = { WebAssembly, err: (m) => { throw new Error(m); }, table };
+  context.addFunctionWasm = (f) => { const i = table.indexOf(f); return i > 0 ? i : table.push(f) - 1; };
+  vm.createContext(context);
+  const globals = "var GOT={};var dyncallInvokeMap={};var mainExports=null,pendingGOT=Object.create(null);";
+  vm.runInContext(globals + code, context);
+  context.main = main; context.libs = [lib1, lib2];
+  vm.runInContext(lazy ? "relocateMainExports(main, 0)" : "updateGOT(main)", context);
+  // A library's own GOT import, made before its exports are filed (a name it defines itself).
+  vm.runInContext(lazy ? "gotEntry('y') || (GOT.y = new WebAssembly.Global({value: 'i32', mutable: true}))"
+    : "GOT.y || (GOT.y = new WebAssembly.Global({value: 'i32', mutable: true}))", context);
+  vm.runInContext("for (var lib of libs) updateGOT(lib)", context);
+  const made = Object.keys(context.GOT).length;
+  const at = (v) => (v > 0 && v < table.length && typeof table[v] === "function" ? table[v].label : v);
+  const got = {};
+  for (const name of asked) {
+    const entry = lazy ? vm.runInContext(`gotEntry(${JSON.stringify(name)})`, context) : context.GOT[name];
+    got[name] = entry ? at(entry.value) : null;
+  }
+  const pairs = Object.entries(vm.runInContext("dyncallInvokeMap", context)).map(([k, v]) => at(+k) + " -> " + at(v));
+  return { got, pairs: pairs.sort(), made };
+}
+process.stdout.write(JSON.stringify([world(eagerCode, false), world(lazyCode, true)]));
+"""
+
+
+def _between(script: str, start: str, end: str) -> str:
+    at = script.index(start)
+    return script[at : script.index(end, at)]
+
+
+def test_lazy_linking_files_every_asked_for_entry_as_the_eager_linker_did() -> None:
+    """Every GOT entry asked for after the libraries loaded holds the function (or address) the
+    eager linker gave it, and dyncallInvokeMap pairs the same functions, though the lazy linker
+    makes only the entries asked for (tools/pyodide_patches.py: the main module's, the libraries'
+    exports)."""
+    with tarfile.open(pyodide.tarball()) as archive:
+        original = archive.extractfile(f"package/dist/{RUNTIME}").read().decode()
+    patched_script = patched_runtime(original)
+    internal = _between(original, "function isInternalSym(", 'Module["isInternalSym"]')
+
+    def update(script: str) -> str:
+        return _between(script, "function updateGOT(", 'Module["updateGOT"]')
+
+    assert LAZY_MAIN_GOT in patched_script
+    codes = [internal + update(original), internal + update(patched_script) + LAZY_MAIN_GOT]
+    run = subprocess.run(["node", "-e", LINKER_WORLDS], input=json.dumps(codes), capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    eager, lazy = json.loads(run.stdout)
+    assert lazy["got"] == eager["got"]
+    assert lazy["got"]["x"] == "lib2 orig x" and lazy["got"]["y"] == "lib2 orig y"  # `orig$` replaces
+    assert lazy["got"]["a"] == "main fpcast a" and lazy["got"]["d1"] == 512 and lazy["got"]["nothing"] is None
+
+    # Each pair: a function's fpcast twin -> the function. The eager pass made one wrong: its
+    # updateGOT keeps `newFn` from the export before (a `var` in its loop), so a library's fpcast
+    # twin of a name already filed re-pairs the export before it (lib2's z) with that name's function.
+    def is_twin(pair: str) -> bool:
+        fpcast, plain = pair.split(" -> ")
+        return fpcast.replace(" orig", "").replace(" fpcast", "") == plain
+
+    assert all(map(is_twin, lazy["pairs"])) and len(lazy["pairs"]) == 5
+    assert sorted(set(eager["pairs"]) - set(lazy["pairs"])) == ["lib2 fpcast z -> main a"]
+    assert sorted(set(lazy["pairs"]) - set(eager["pairs"])) == ["lib2 fpcast z -> lib2 z"]
+    assert lazy["made"] < eager["made"]

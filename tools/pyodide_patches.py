@@ -16,7 +16,10 @@ global offset table (GOT) entry as Python started (`relocateExports` -> `updateG
 worker's start, though NumPy's libraries ask for ~2,300 of them. The main module's entries are made
 when first asked for instead (`gotEntry`): with the same value, and the same pair in
 `dyncallInvokeMap` for the functions that have a `byn$fpcast-emu$` twin, as `updateGOT` would have
-given them. Every other path of the linker is Pyodide's own.
+given them. NumPy's libraries' own exports likewise (14,152 of them, ~70 ms of each worker's start
+in `updateGOT`, each a GOT entry, most a table slot): filed at once under a GOT name whose entry
+exists, else kept (`deferGOT`) and filed by `updateGOT` itself when the name is first asked for
+(none is: the libraries link only to the main module). Every other path of the linker is Pyodide's own.
 """
 
 from __future__ import annotations
@@ -120,7 +123,19 @@ function relocateMainExports(exports, memoryBase) {
 }
 function gotEntry(name) {
   if (!GOT[name] && mainExports !== null) linkFromMain(name);
+  var pending = pendingGOT[name];
+  if (pending !== undefined) {
+    delete pendingGOT[name];
+    for (var i = 0; i < pending.length; i += 2) {
+      var only = {};
+      only[pending[i + 1]] = true;
+      updateGOT(pending[i], only);
+    }
+  }
   return GOT[name];
+}
+function deferGOT(name, exports, symName) {
+  (pendingGOT[name] || (pendingGOT[name] = [])).push(exports, symName);
 }
 function mainSymbol(name) {
   var exports = mainExports, FP = FPCAST, NO = NO_FPCAST, value;
@@ -170,12 +185,26 @@ function linkFromMain(name) {
 """
 
 RUNTIME_PATCHES: List[Tuple[str, str]] = [
-    ('var GOT={};Module["GOT"]=GOT;', 'var GOT={};Module["GOT"]=GOT;var mainExports=null;'),
+    (
+        'var GOT={};Module["GOT"]=GOT;',
+        'var GOT={};Module["GOT"]=GOT;var mainExports=null,pendingGOT=Object.create(null);',
+    ),
     ("exports=relocateExports(exports,1024);", "exports=relocateMainExports(exports,1024);"),
     ('Module["relocateExports"]=relocateExports;', 'Module["relocateExports"]=relocateExports;' + LAZY_MAIN_GOT),
     # Every lookup of the GOT by name: the side modules' imports, their exports, the heap's end.
     ("get:function(obj,symName){if(!GOT[symName]){", "get:function(obj,symName){if(!gotEntry(symName)){"),
-    ("if(!GOT[baseName]){GOT[baseName]=new", "if(!gotEntry(baseName)){GOT[baseName]=new"),
+    # A library's exports (updateGOT, from relocateExports): each filed under its GOT name at once
+    # where that entry exists, else (deferGOT) when first asked for, as updateGOT would have filed it.
+    (
+        "function updateGOT(exports){for(var symName in exports){"
+        "if(isInternalSym(symName)){continue}var replace=false;",
+        "function updateGOT(exports,only){for(var symName in only||exports){if(isInternalSym(symName)){continue}"
+        "var rawName=symName;var replace=false;",
+    ),
+    (
+        "if(!GOT[baseName]){GOT[baseName]=new",
+        "if(!only&&!GOT[baseName]){deferGOT(baseName,exports,rawName);continue}if(!gotEntry(baseName)){GOT[baseName]=new",
+    ),
     ("dyncallGOT=GOT[dyncallName];", "dyncallGOT=gotEntry(dyncallName);"),
     ("fpcGOT=GOT[symName];", "fpcGOT=gotEntry(symName);"),
     ('GOT["__heap_base"].value=end', 'gotEntry("__heap_base").value=end'),
@@ -205,4 +234,6 @@ def patched_runtime(script: str) -> str:
 
 
 def is_patched_runtime(script: str) -> bool:
-    return "function relocateMainExports(" in script
+    """Whether `script` is a runtime script with every one of today's RUNTIME_PATCHES in it (an older
+    build's is made again)."""
+    return all(new in script for _, new in RUNTIME_PATCHES)
