@@ -303,9 +303,9 @@ function compileLibrary(url) {
 // gets each one's compiled module instead, in the same order.
 //
 // Each library is linked with allowUndefined (boot looks the symbols still undefined up once, after
-// the package): Pyodide's loader looks up every one of the ~35,000 symbols of its global offset
-// table after each library (15 times), and none of NumPy's libraries leaves one undefined
-// (measured: the table had no unresolved entry after any of them).
+// the package): Pyodide's loader looks up every symbol of its global offset table after each
+// library (15 times), and none of NumPy's libraries leaves one undefined (measured: the table had
+// no unresolved entry after any of them).
 function useCompiledLibraries(libraries) {
   const module = pyodide._module;
   const plugin = module.preloadPlugins.find((candidate) => candidate.canHandle("library.so"));
