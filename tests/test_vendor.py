@@ -211,7 +211,7 @@ const asked = ["a", "b", "c", "m", "x", "y", "z", "d1", "d2", "data", "byn$fpcas
 
 function world(code, lazy) {
   const table = [null];
-  const context = { WebAssembly, err: (m) => { throw new Error(m); }, table };
+  const context = { WebAssembly, err: (m) => { throw new Error(m); } };
   context.addFunctionWasm = (f) => { const i = table.indexOf(f); return i > 0 ? i : table.push(f) - 1; };
   vm.createContext(context);
   const globals = "var GOT={};var dyncallInvokeMap={};var mainExports=null,pendingGOT=Object.create(null);";
