@@ -65,9 +65,8 @@ def test_stop_cancels_and_errors_show_in_the_page(browser, ui_server) -> None:
     assert page.evaluate("window.pocketTTS.runs.length") == 0
 
 
-PLAY_WITH_A_GAP = """async (gap) => {
-  const { Player } = await import("./player.js");
-  const player = new Player();
+PLAY_WITH_A_GAP = """async ([kind, gap]) => {
+  const player = new (await import("./player.js"))[kind]();
   await player.start(24000);
   const first = new Promise((resolve) => player.on("first-audio", resolve));
   const drained = new Promise((resolve) => player.on("drained", resolve));
@@ -83,11 +82,15 @@ PLAY_WITH_A_GAP = """async (gap) => {
 }"""
 
 
-def test_the_player_counts_the_gaps_a_listener_hears(browser, ui_server) -> None:
+@pytest.mark.parametrize("kind", ["WorkletPlayer", "ScheduledPlayer"])
+def test_the_player_counts_the_gaps_a_listener_hears(browser, ui_server, kind) -> None:
+    """Both players: the worklet, and the chunks scheduled back to back where a page has no
+    AudioWorklet (not a secure context)."""
     page = browser.new_page()
     page.goto(ui_server + "/")
     page.wait_for_function("window.pocketTTS.ready", timeout=20_000)
-    late = page.evaluate(PLAY_WITH_A_GAP, True)
+    late = page.evaluate(PLAY_WITH_A_GAP, [kind, True])
     assert (late["stalls"], late["rendered"], late["audible"]) == (1, 3840, 3840)
-    on_time = page.evaluate(PLAY_WITH_A_GAP, False)
+    assert late["starved"] > 0
+    on_time = page.evaluate(PLAY_WITH_A_GAP, [kind, False])
     assert (on_time["stalls"], on_time["rendered"], on_time["audible"]) == (0, 24000, 24000)

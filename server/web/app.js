@@ -16,7 +16,7 @@
 // (tests/test_web_ui.py, tests/test_text_stream_page.py, e2e/).
 
 import * as browser from "./browser-engine.js";
-import { Player, wavBlob } from "./player.js";
+import { createPlayer, wavBlob } from "./player.js";
 import "./protocol.js";
 import * as server from "./server-engine.js";
 import { Waveform } from "./waveform.js";
@@ -24,7 +24,7 @@ import { Waveform } from "./waveform.js";
 const { audio: AudioMessage } = globalThis.PocketProtocol;
 
 const $ = (id) => document.getElementById(id);
-const player = new Player();
+const player = createPlayer();
 const waveform = new Waveform($("wave"));
 // sampleRate: of the engine in use (its /health, or the in-browser model's info). run: what the
 // player plays (a Generate run or a text stream); live: the "speak as I type" stream.

@@ -1,4 +1,5 @@
-// The audio side of the UI: an AudioContext at the model's rate and the streaming worklet.
+// The audio side of the UI: an AudioContext at the model's rate and the streaming worklet (or,
+// without one, chunks scheduled back to back).
 // Both engines (server and in-browser) feed it Float32Array chunks; it tells when the first audible
 // sample reached the output (TTFA) and when a run has played out. Its events are the worklet's
 // messages (protocol.js, audio): on(AudioMessage.FIRST_AUDIO, ...), on(AudioMessage.DRAINED, ...).
@@ -7,42 +8,11 @@ import "./protocol.js";
 
 const { audio: AudioMessage } = globalThis.PocketProtocol;
 
-export class Player {
+// What both players share: the events, and the audio clock's mapping to performance.now().
+class Events {
   constructor() {
     this.context = null;
-    this.node = null;
     this.listeners = {};
-  }
-
-  // Must run in a user gesture (the click): browsers keep an AudioContext suspended until one.
-  // The context runs at the engine's rate (a new engine with another rate gets a new context).
-  async start(sampleRate) {
-    if (this.context && this.context.sampleRate !== sampleRate) {
-      this.node.disconnect();
-      await this.context.close();
-      this.context = null;
-    }
-    if (!this.context) {
-      this.context = new AudioContext({ sampleRate, latencyHint: "interactive" });
-      await this.context.audioWorklet.addModule(new URL("./worklet.js", import.meta.url));
-      this.node = new AudioWorkletNode(this.context, "stream-player", { outputChannelCount: [1] });
-      this.node.connect(this.context.destination);
-      this.node.port.onmessage = (event) => this.emit(event.data.type, event.data);
-    }
-    await this.context.resume();
-    this.node.port.postMessage({ type: AudioMessage.RESET });
-  }
-
-  push(chunk) {
-    this.node.port.postMessage({ type: AudioMessage.CHUNK, chunk }, [chunk.buffer]);
-  }
-
-  end() {
-    this.node.port.postMessage({ type: AudioMessage.END });
-  }
-
-  stop() {
-    if (this.node) this.node.port.postMessage({ type: AudioMessage.RESET });
   }
 
   // Audio-clock time (s) -> performance.now() time (ms) of the moment it leaves the speakers,
@@ -59,6 +29,136 @@ export class Player {
   emit(type, data) {
     for (const callback of this.listeners[type] || []) callback(data);
   }
+
+  // Must run in a user gesture (the click): browsers keep an AudioContext suspended until one.
+  // The context runs at the engine's rate (a new engine with another rate gets a new context).
+  async open(sampleRate) {
+    if (this.context && this.context.sampleRate !== sampleRate) {
+      this.disconnect();
+      await this.context.close();
+      this.context = null;
+    }
+    const made = !this.context;
+    if (made) this.context = new AudioContext({ sampleRate, latencyHint: "interactive" });
+    return made;
+  }
+}
+
+// The player of a secure context (https, localhost): the streaming worklet.
+export class WorkletPlayer extends Events {
+  async start(sampleRate) {
+    if (await this.open(sampleRate)) {
+      await this.context.audioWorklet.addModule(new URL("./worklet.js", import.meta.url));
+      this.node = new AudioWorkletNode(this.context, "stream-player", { outputChannelCount: [1] });
+      this.node.connect(this.context.destination);
+      this.node.port.onmessage = (event) => this.emit(event.data.type, event.data);
+    }
+    await this.context.resume();
+    this.node.port.postMessage({ type: AudioMessage.RESET });
+  }
+
+  disconnect() {
+    this.node.disconnect();
+  }
+
+  push(chunk) {
+    this.node.port.postMessage({ type: AudioMessage.CHUNK, chunk }, [chunk.buffer]);
+  }
+
+  end() {
+    this.node.port.postMessage({ type: AudioMessage.END });
+  }
+
+  stop() {
+    if (this.node) this.node.port.postMessage({ type: AudioMessage.RESET });
+  }
+}
+
+// The player where there is no AudioWorklet (plain http from another host is not a secure context):
+// each chunk an AudioBufferSourceNode, started where the one before ends, with the worklet's
+// messages (FIRST_AUDIO, POSITION per chunk, DRAINED) worked out from the schedule.
+export class ScheduledPlayer extends Events {
+  async start(sampleRate) {
+    await this.open(sampleRate);
+    await this.context.resume();
+    this.reset();
+  }
+
+  reset() {
+    for (const source of this.sources || []) source.stop();
+    this.sources = new Set();
+    this.next = 0; // audio-clock time where the next chunk starts
+    this.ended = false;
+    this.heard = false;
+    this.playing = false;
+    this.rendered = 0;
+    this.audible = 0;
+    this.stalls = 0;
+    this.starved = 0;
+  }
+
+  disconnect() {
+    this.reset();
+  }
+
+  push(chunk) {
+    const now = this.context.currentTime;
+    if (this.playing && this.next < now) {
+      this.stalls += 1;
+      this.starved += Math.round((now - this.next) * this.context.sampleRate);
+    }
+    const at = Math.max(this.next, now);
+    const buffer = this.context.createBuffer(1, chunk.length, this.context.sampleRate);
+    buffer.copyToChannel(chunk, 0);
+    const source = this.context.createBufferSource();
+    source.buffer = buffer;
+    source.connect(this.context.destination);
+    source.onended = () => {
+      this.sources.delete(source);
+      this.drained();
+    };
+    source.start(at);
+    this.sources.add(source);
+    this.playing = true;
+    this.next = at + buffer.duration;
+    const first = chunk.findIndex((sample) => sample !== 0);
+    if (!this.heard && first >= 0) {
+      this.heard = true;
+      this.emit(AudioMessage.FIRST_AUDIO, { time: at + first / this.context.sampleRate });
+    }
+    for (const sample of chunk) if (sample !== 0) this.audible += 1;
+    this.rendered += chunk.length;
+    this.emit(AudioMessage.POSITION, { rendered: this.rendered, time: this.next });
+  }
+
+  end() {
+    this.ended = true;
+    this.drained();
+  }
+
+  // DRAINED once the run has ended and its last chunk has played.
+  drained() {
+    if (!this.playing || !this.ended || this.sources.size > 0) return;
+    this.playing = false;
+    this.emit(AudioMessage.DRAINED, {
+      time: Math.max(this.next, this.context.currentTime),
+      rendered: this.rendered,
+      audible: this.audible,
+      stalls: this.stalls,
+      starved: this.starved,
+    });
+  }
+
+  stop() {
+    if (this.context) this.reset();
+  }
+}
+
+// Plays the engines' Float32Array chunks as they come, and tells (by events) when the first audible
+// sample left the speakers (TTFA), what is sounding, and how a run played out.
+export function createPlayer() {
+  // Chromium defines AudioWorkletNode outside a secure context too, but no AudioWorklet to load one.
+  return typeof AudioWorklet === "undefined" ? new ScheduledPlayer() : new WorkletPlayer();
 }
 
 // A 16-bit mono WAV file of float32 chunks, for the download link.
