@@ -7,6 +7,7 @@ that load and use them: tests/test_e2e.py)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -15,7 +16,15 @@ from typing import List, Tuple
 import pytest
 
 from tools import compiled, pyodide
-from tools.pyodide_patches import LAZY_MAIN_GOT, RUNTIME, RUNTIME_PATCHES, patched, patched_runtime
+from tools.pyodide_patches import (
+    EXPORT_LOOP,
+    EXPORT_WRAPPER,
+    LAZY_MAIN_GOT,
+    RUNTIME,
+    RUNTIME_PATCHES,
+    patched,
+    patched_runtime,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -128,7 +137,7 @@ def test_pyodides_own_files_are_read_out_of_its_packed_data(tmp_path: Path) -> N
     assert sum(map(len, files.values())) > 5_000_000
 
 
-def test_the_runtime_script_is_the_original_with_the_lazy_linking_alone(tmp_path: Path) -> None:
+def test_the_runtime_script_is_the_original_with_the_patches_alone(tmp_path: Path) -> None:
     pyodide.vendor(tmp_path / "site")
     original = tmp_path / "original"
     original.mkdir()
@@ -234,6 +243,59 @@ function world(code, lazy) {
 }
 process.stdout.write(JSON.stringify([world(eagerCode, false), world(lazyCode, true)]));
 """
+
+
+# Runs each script's export wrappers on a Module whose asm has a function per export: every key of
+# Module they make, called, forwards its arguments to its export and is then the export itself.
+EXPORT_WORLDS = r"""
+const vm = require("vm");
+const { names, sections } = JSON.parse(require("fs").readFileSync(0, "utf8"));
+const worlds = sections.map((code) => {
+  const asm = {};
+  for (const name of names) asm[name] = (...args) => [name, ...args];
+  const Module = { asm };
+  vm.runInNewContext(code, { Module });
+  const made = {};
+  for (const key of Object.keys(Module).filter((key) => key !== "asm").sort()) {
+    const result = Module[key](key.length, 7);
+    made[key] = [...result, Module[key] === asm[result[0]]];
+  }
+  return made;
+});
+process.stdout.write(JSON.stringify(worlds));
+"""
+
+
+def test_the_collapsed_export_wrappers_make_every_one_as_before() -> None:
+    """tools/pyodide_patches.collapsed_exports: the same key of Module for each of the main module's
+    exports, forwarding to the same export and replaced by it at the first call, as Pyodide's own
+    wrappers; those the script names elsewhere are still its own (the variable is read)."""
+    with tarfile.open(pyodide.tarball()) as archive:
+        original = archive.extractfile(f"package/dist/{RUNTIME}").read().decode()
+    script = patched_runtime(original)
+    every = re.compile(
+        r'var (\w+)=Module\["\1"\]=function\(\)\{return\(\1=Module\["\1"\]=Module\["asm"\]\["(\w+)"\]\)'
+        r"\.apply\(null,arguments\)\};"
+    )
+    wrappers = list(EXPORT_WRAPPER.finditer(original))
+    sections = [original[wrappers[0].start() : wrappers[-1].end()]]
+    loop = script.index(EXPORT_LOOP)
+    after = original[wrappers[-1].end() :][:200]  # the script's text after the wrappers, as it was
+    sections.append(script[script.rindex('"', 0, loop - 1) : script.index(after, loop)])
+    names = [m.group(2) for m in every.finditer(sections[0])]
+    kept = EXPORT_WRAPPER.findall(script)
+    assert len(names) > 4000 and 0 < len(kept) < 100 and "_malloc" in script.replace(sections[1], "")
+    run = subprocess.run(
+        ["node", "-e", EXPORT_WORLDS],
+        input=json.dumps({"names": names, "sections": sections}),
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0
+    before, after = json.loads(run.stdout)
+    assert len(before) == len(names) and after == before
+    assert all(made[-1] is True for made in after.values())
+    assert len(script) < 0.65 * len(original)
 
 
 def _between(script: str, start: str, end: str) -> str:

@@ -20,10 +20,13 @@ given them. NumPy's libraries' own exports likewise (14,152 of them, ~70 ms of e
 in `updateGOT`, each a GOT entry, most a table slot): filed at once under a GOT name whose entry
 exists, else kept (`deferGOT`) and filed by `updateGOT` itself when the name is first asked for
 (none is: the libraries link only to the main module). Every other path of the linker is Pyodide's own.
+The runtime script's forwarding functions for the main module's exports are made by one loop
+(collapsed_exports): the script is 1.1 MB instead of 1.9, ~40 ms less of each worker's start.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Tuple
 
 SITE_PACKAGES = "/lib/python3.8/site-packages/"
@@ -211,6 +214,41 @@ RUNTIME_PATCHES: List[Tuple[str, str]] = [
 ]
 
 
+# Pyodide's runtime script defines a function forwarding to each of the main module's 4,988 exports,
+# `var _X=Module["_X"]=function(){return(_X=Module["_X"]=Module["asm"]["X"]).apply(null,arguments)};`:
+# 855 KB of its 1.9 MB, parsed by V8 at each worker's start (a script of importScripts gets no code
+# cache). Those the script names nowhere else are made by one loop over their names instead, the
+# same function under the same key of Module; the 71 it names stay as they are.
+EXPORT_WRAPPER = re.compile(
+    r'var _(\w+)=Module\["_\1"\]=function\(\)\{return\(_\1=Module\["_\1"\]=Module\["asm"\]\["\1"\]\)'
+    r"\.apply\(null,arguments\)\};"
+)
+EXPORT_LOOP = (
+    '.split(" ").forEach(function(name){var key="_"+name;'
+    'Module[key]=function(){return(Module[key]=Module["asm"][name]).apply(null,arguments)}});'
+)
+
+
+def collapsed_exports(script: str) -> str:
+    """`script` with the export wrappers it names nowhere else made by one loop (EXPORT_WRAPPER)."""
+    wrappers = list(EXPORT_WRAPPER.finditer(script))
+    if len(wrappers) < 1000 or EXPORT_LOOP in script:
+        raise SystemExit(f"{RUNTIME} is not the file tools/pyodide_patches.py patches")
+    named = set(re.findall(r'(?<![\w$"])_(\w+)(?![\w$"])', EXPORT_WRAPPER.sub("", script)))
+    looped = [w.group(1) for w in wrappers if w.group(1) not in named]
+    kept = "".join(w.group(0) for w in wrappers if w.group(1) in named)
+    start, end = wrappers[0].start(), wrappers[-1].end()
+    others = EXPORT_WRAPPER.sub("", script[start:end])  # stackSave, stackRestore, stackAlloc: kept
+    if re.sub(
+        r'var (\w+)=Module\["\1"\]=function\(\)\{return\(\1=Module\["\1"\]=Module\["asm"\]\["\1"\]\)'
+        r"\.apply\(null,arguments\)\};",
+        "",
+        others,
+    ):
+        raise SystemExit(f"{RUNTIME}: something other than export wrappers among them")
+    return script[:start] + '"' + " ".join(looped) + '"' + EXPORT_LOOP + kept + others + script[end:]
+
+
 def _replaced(text: str, replacements: List[Tuple[str, str]], name: str) -> str:
     for old, new in replacements:
         if text.count(old) != 1:
@@ -229,11 +267,11 @@ def patched(files: Dict[str, bytes]) -> Dict[str, bytes]:
 
 
 def patched_runtime(script: str) -> str:
-    """Pyodide's runtime script (RUNTIME) with RUNTIME_PATCHES applied."""
-    return _replaced(script, RUNTIME_PATCHES, RUNTIME)
+    """Pyodide's runtime script (RUNTIME) with RUNTIME_PATCHES applied, its exports' wrappers collapsed."""
+    return collapsed_exports(_replaced(script, RUNTIME_PATCHES, RUNTIME))
 
 
 def is_patched_runtime(script: str) -> bool:
     """Whether `script` is a runtime script with every one of today's RUNTIME_PATCHES in it (an older
     build's is made again)."""
-    return all(new in script for _, new in RUNTIME_PATCHES)
+    return all(new in script for _, new in RUNTIME_PATCHES) and EXPORT_LOOP in script
