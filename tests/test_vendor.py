@@ -7,7 +7,6 @@ that load and use them: tests/test_e2e.py)."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -18,10 +17,11 @@ import pytest
 from tools import compiled, pyodide
 from tools.pyodide_patches import (
     EXPORT_LOOP,
-    EXPORT_WRAPPER,
     LAZY_MAIN_GOT,
     RUNTIME,
     RUNTIME_PATCHES,
+    WRAPPER,
+    export_wrappers,
     patched,
     patched_runtime,
 )
@@ -273,17 +273,13 @@ def test_the_collapsed_export_wrappers_make_every_one_as_before() -> None:
     with tarfile.open(pyodide.tarball()) as archive:
         original = archive.extractfile(f"package/dist/{RUNTIME}").read().decode()
     script = patched_runtime(original)
-    every = re.compile(
-        r'var (\w+)=Module\["\1"\]=function\(\)\{return\(\1=Module\["\1"\]=Module\["asm"\]\["(\w+)"\]\)'
-        r"\.apply\(null,arguments\)\};"
-    )
-    wrappers = list(EXPORT_WRAPPER.finditer(original))
+    wrappers = export_wrappers(original)
     sections = [original[wrappers[0].start() : wrappers[-1].end()]]
     loop = script.index(EXPORT_LOOP)
     after = original[wrappers[-1].end() :][:200]  # the script's text after the wrappers, as it was
     sections.append(script[script.rindex('"', 0, loop - 1) : script.index(after, loop)])
-    names = [m.group(2) for m in every.finditer(sections[0])]
-    kept = EXPORT_WRAPPER.findall(script)
+    names = [m.group(2) for m in WRAPPER.finditer(sections[0])]
+    kept = export_wrappers(script)
     assert len(names) > 4000 and 0 < len(kept) < 100 and "_malloc" in script.replace(sections[1], "")
     run = subprocess.run(
         ["node", "-e", EXPORT_WORLDS],

@@ -218,9 +218,10 @@ RUNTIME_PATCHES: List[Tuple[str, str]] = [
 # `var _X=Module["_X"]=function(){return(_X=Module["_X"]=Module["asm"]["X"]).apply(null,arguments)};`:
 # 855 KB of its 1.9 MB, parsed by V8 at each worker's start (a script of importScripts gets no code
 # cache). Those the script names nowhere else are made by one loop over their names instead, the
-# same function under the same key of Module; the 71 it names stay as they are.
-EXPORT_WRAPPER = re.compile(
-    r'var _(\w+)=Module\["_\1"\]=function\(\)\{return\(_\1=Module\["_\1"\]=Module\["asm"\]\["\1"\]\)'
+# same function under the same key of Module; the 71 it names stay as they are. WRAPPER matches any
+# such function: (its variable, the export it forwards to).
+WRAPPER = re.compile(
+    r'var (\w+)=Module\["\1"\]=function\(\)\{return\(\1=Module\["\1"\]=Module\["asm"\]\["(\w+)"\]\)'
     r"\.apply\(null,arguments\)\};"
 )
 EXPORT_LOOP = (
@@ -229,24 +230,26 @@ EXPORT_LOOP = (
 )
 
 
+def export_wrappers(script: str) -> List[re.Match]:
+    """The WRAPPER matches of `script` that forward `_X` to export X (the ones collapsed_exports loops)."""
+    return [w for w in WRAPPER.finditer(script) if w.group(1) == "_" + w.group(2)]
+
+
 def collapsed_exports(script: str) -> str:
-    """`script` with the export wrappers it names nowhere else made by one loop (EXPORT_WRAPPER)."""
-    wrappers = list(EXPORT_WRAPPER.finditer(script))
+    """`script` with the export wrappers it names nowhere else made by one loop (EXPORT_LOOP)."""
+    wrappers = export_wrappers(script)
     if len(wrappers) < 1000 or EXPORT_LOOP in script:
         raise SystemExit(f"{RUNTIME} is not the file tools/pyodide_patches.py patches")
-    named = set(re.findall(r'(?<![\w$"])_(\w+)(?![\w$"])', EXPORT_WRAPPER.sub("", script)))
-    looped = [w.group(1) for w in wrappers if w.group(1) not in named]
-    kept = "".join(w.group(0) for w in wrappers if w.group(1) in named)
     start, end = wrappers[0].start(), wrappers[-1].end()
-    others = EXPORT_WRAPPER.sub("", script[start:end])  # stackSave, stackRestore, stackAlloc: kept
-    if re.sub(
-        r'var (\w+)=Module\["\1"\]=function\(\)\{return\(\1=Module\["\1"\]=Module\["asm"\]\["\1"\]\)'
-        r"\.apply\(null,arguments\)\};",
-        "",
-        others,
-    ):
+    region = list(WRAPPER.finditer(script, start, end))
+    if sum(len(w.group(0)) for w in region) != end - start:
         raise SystemExit(f"{RUNTIME}: something other than export wrappers among them")
-    return script[:start] + '"' + " ".join(looped) + '"' + EXPORT_LOOP + kept + others + script[end:]
+    rest = script[:start] + script[end:]
+    named = set(re.findall(r'(?<![\w$"])_(\w+)(?![\w$"])', rest))
+    looped = [w.group(2) for w in wrappers if w.group(2) not in named]
+    # stackSave, stackRestore, stackAlloc (their variable is their export's name) stay too.
+    kept = "".join(w.group(0) for w in region if w.group(1) != "_" + w.group(2) or w.group(2) in named)
+    return script[:start] + '"' + " ".join(looped) + '"' + EXPORT_LOOP + kept + script[end:]
 
 
 def _replaced(text: str, replacements: List[Tuple[str, str]], name: str) -> str:
