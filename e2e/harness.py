@@ -268,17 +268,22 @@ class Page:
         if reason:
             raise RuntimeError(f"the page could not start: {reason}")
 
+    def fetched(self) -> List[Any]:
+        """The requests of the site whose bytes came over the network: not from the HTTP cache, the
+        Cache API or the service worker (whose own downloads count, once). The page's probe for a
+        model server (/health, a 404 on a static host) is not part of the site."""
+        return [
+            request
+            for request in self.responses
+            if request.sizes()["responseBodySize"] > 0
+            and not (request.response() and request.response().from_service_worker)
+            and not request.url.endswith("/health")
+        ]
+
     @property
     def downloaded(self) -> int:
-        """Bytes of the site that came over the network: not from the HTTP cache, the Cache API or
-        the service worker (whose own downloads count, once). The page's probe for a model server
-        (/health, a 404 on a static host) is not part of the site."""
-        return sum(
-            max(0, request.sizes()["responseBodySize"])
-            for request in self.responses
-            if not (request.response() and request.response().from_service_worker)
-            and not request.url.endswith("/health")
-        )
+        """Bytes of the site that came over the network (see fetched)."""
+        return sum(request.sizes()["responseBodySize"] for request in self.fetched())
 
     def use(self, mode: str) -> Dict[str, Any]:
         """Switch the engine; for the browser, wait for the model in every worker (the decoder worker

@@ -203,13 +203,7 @@ def in_http_cache(page, url: str) -> bool:
 def model_or_webassembly_downloaded(page: harness.Page) -> list:
     """The model's files and the WebAssembly (Pyodide's, NumPy's, the kernels) that came over the
     network, not from the site's cache, since `page` opened."""
-    return [
-        r.url
-        for r in page.responses
-        if ("/model/" in r.url or ".wasm" in r.url)
-        and r.sizes()["responseBodySize"] > 0
-        and not (r.response() and r.response().from_service_worker)
-    ]
+    return [r.url for r in page.fetched() if "/model/" in r.url or ".wasm" in r.url]
 
 
 def test_the_site_keeps_its_files_once_in_its_cache_not_again_in_the_http_cache(
