@@ -150,7 +150,7 @@ export class ScheduledPlayer extends Events {
   }
 
   stop() {
-    if (this.context) this.reset();
+    this.reset();
   }
 }
 
