@@ -206,6 +206,96 @@ def model_or_webassembly_downloaded(page: harness.Page) -> list:
     return [r.url for r in page.fetched() if "/model/" in r.url or ".wasm" in r.url]
 
 
+STORE = "pocket-tts-model-"  # core/browser/worker.js: one folder per site version
+
+STORED = """async () => {
+  const out = {};
+  for await (const [folder, handle] of (await navigator.storage.getDirectory()).entries()) {
+    if (handle.kind !== "directory") continue;
+    out[folder] = {};
+    for await (const [file, entry] of handle.entries()) {
+      out[folder][decodeURIComponent(file)] = (await entry.getFile()).size;
+    }
+  }
+  return out;
+}"""
+
+CACHED_URLS = (
+    "caches.keys().then((names) => Promise.all(names.map((n) => caches.open(n).then((c) => c.keys()))))"
+    ".then((all) => all.flat().map((request) => request.url))"
+)
+
+
+def test_the_workers_keep_the_model_in_the_private_file_system_and_read_it_from_there(
+    browser, small_site, site_url
+) -> None:
+    """The model's files are stored once, by the workers, in the origin's private file system (not
+    in the service worker's cache): a returning visit reads them from there straight into Python's
+    memory and downloads none of them; the voice-cloning part is kept there at its first upload."""
+    site = json.loads((small_site / "site.json").read_text())
+    model = site["model"]
+    boot = {name: size for name, size in model["files"].items() if name != model["voice_cloning"]}
+    context = browser.new_context()
+    first = harness.Page(context, site_url)
+    first.use("browser")
+    first.all_workers()
+    load = first.page.evaluate("window.pocketTTS.load")
+    assert load["model_store"] == "private file system" and load["model_stored"] == 0
+    assert first.page.evaluate(STORED) == {STORE + site["version"]: boot}
+    assert [url for url in first.page.evaluate(CACHED_URLS) if "/model/" in url] == []
+    again = harness.Page(context, site_url)
+    again.use("browser")
+    assert again.page.evaluate("window.pocketTTS.load.model_stored") == len(boot)
+    assert model_or_webassembly_downloaded(again) == []
+    assert again.run()["played"]["audible"] > 0
+    again.clone_voice(VOICE_22K)
+    assert again.page.evaluate(STORED) == {STORE + site["version"]: model["files"]}
+    assert again.errors == []
+    context.close()
+
+
+def test_without_a_private_file_system_the_workers_keep_the_model_in_the_cache_api(browser, site_url) -> None:
+    """A browser without the origin's private file system for workers: the workers keep the model's
+    files in the site's Cache API cache themselves (the service worker hands them on unkept)."""
+    without = harness.launch(browser.browser_type, ["--disable-blink-features=FileSystemAccessOriginPrivate"])
+    try:
+        context = without.new_context()
+        first = harness.Page(context, site_url)
+        first.use("browser")
+        assert first.page.evaluate("window.pocketTTS.load.model_store") == "Cache API"
+        assert model_or_webassembly_downloaded(first)
+        again = harness.Page(context, site_url)
+        again.use("browser")
+        assert model_or_webassembly_downloaded(again) == []
+        assert again.run()["played"]["audible"] > 0 and again.errors == []
+    finally:
+        without.close()
+
+
+def test_a_stored_model_file_cut_short_is_downloaded_again(browser, small_site, site_url) -> None:
+    """A file the store holds in part (a visit closed while it downloaded, a disk that lost its
+    end) is not read: the next visit downloads it again, stores it whole and speaks."""
+    site = json.loads((small_site / "site.json").read_text())
+    name, folder = "decoder.safetensors", STORE + site["version"]
+    context = browser.new_context()
+    harness.Page(context, site_url).use("browser")
+    cut = """async ([folder, name]) => {
+      const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle(folder);
+      const writable = await (await dir.getFileHandle(name)).createWritable({ keepExistingData: true });
+      await writable.truncate(1000);
+      await writable.close();
+    }"""
+    again = harness.Page(context, site_url)
+    again.page.evaluate(cut, [folder, name])
+    assert again.page.evaluate(STORED)[folder][name] == 1000
+    again = harness.Page(context, site_url)
+    again.use("browser")
+    assert [r.url for r in again.fetched() if r.url.endswith("/model/" + name)]
+    assert again.page.evaluate(STORED)[folder][name] == site["model"]["files"][name]
+    assert again.run()["played"]["audible"] > 0 and again.errors == []
+    context.close()
+
+
 def test_the_site_keeps_its_files_once_in_its_cache_not_again_in_the_http_cache(
     browser, small_site, site_url, tmp_path
 ) -> None:
@@ -305,25 +395,33 @@ def test_a_host_without_the_gzip_twins_serves_the_files_themselves(browser, smal
 
 def test_a_new_site_version_replaces_the_cached_files(browser, small_site, tmp_path) -> None:
     """What a new build does to a visitor: sw.js changes, the new service worker installs, drops the
-    old version's cache, and the next visit gets the new files."""
+    old version's cache, and the next visit gets the new files; its workers store the new model and
+    drop the old one's. The update is checked from a page of the site that starts no engine: no
+    worker boots while the new service worker activates."""
     site = tmp_path / "site"
     shutil.copytree(small_site, site)
     with harness.static_server(site) as url:
         context = browser.new_context()
-        harness.Page(context, url).use("browser")
+        first = harness.Page(context, url)
+        first.use("browser")
         old = json.loads((site / "site.json").read_text())["version"]
-        assert harness.Page(context, url).page.evaluate("caches.keys()") == [f"pocket-tts-{old}"]
+        assert first.page.evaluate("caches.keys()") == [f"pocket-tts-{old}"]
+        assert list(first.page.evaluate(STORED)) == [STORE + old]
+        first.page.close()
         new = "0123456789abcdef"
-        (site / "sw.js").write_text((site / "sw.js").read_text().replace(old, new))
+        for name in ("sw.js", "site.json"):
+            (site / name).write_text((site / name).read_text().replace(old, new))
         (site / "index.html").write_text((site / "index.html").read_text().replace("<title>", "<title>New: "))
-        updated = harness.Page(context, url)  # the browser checks sw.js on navigation: the new one installs
+        updated = context.new_page()
+        updated.goto(url + "/robots.txt")  # a navigation in the site's scope: the browser checks sw.js
         # Polled into the page: wait_for_function takes a returned Promise itself for true.
-        updated.page.evaluate("setInterval(() => caches.keys().then((k) => (window.cacheNames = k)), 50)")
-        updated.page.wait_for_function(f"String(window.cacheNames) === 'pocket-tts-{new}'")
+        updated.evaluate("setInterval(() => caches.keys().then((k) => (window.cacheNames = k)), 50)")
+        updated.wait_for_function(f"String(window.cacheNames) === 'pocket-tts-{new}'")
         latest = harness.Page(context, url)
         assert latest.page.title().startswith("New: ")
         latest.use("browser")
         assert latest.run()["played"]["audible"] > 0
+        assert list(latest.page.evaluate(STORED)) == [STORE + new]
         context.close()
 
 

@@ -117,13 +117,14 @@ def cloning_file(bundle: Path) -> Optional[str]:
     return manifest["weights"].get("voice_cloning") if manifest.get("voice_cloning", True) else None
 
 
-def service_worker(files: List[str], version: str, compressed: List[str]) -> str:
+def service_worker(files: List[str], version: str, compressed: List[str], handed_on: List[str]) -> str:
     template = (ROOT / "core" / "browser" / "service-worker.js").read_text()
     return (
         template.replace("@VERSION@", version)
         .replace("@FILES@", json.dumps(files))
         .replace("@SHELL@", json.dumps(SHELL + ["site.json"]))
         .replace("@COMPRESSED@", json.dumps(compressed))
+        .replace("@HANDED_ON@", json.dumps(handed_on))
     )
 
 
@@ -228,7 +229,10 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
     (out / "site.json").write_text(json.dumps(site, indent=1))
     twins = {name + ".gz" for name in compressed}
     site_files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    (out / "sw.js").write_text(service_worker([f for f in site_files if f not in twins], version, compressed))
+    # The model's files are the workers' to keep (core/browser/worker.js), not the service worker's.
+    model_files = ["model/" + name for name in files]
+    kept = [f for f in site_files if f not in twins and f not in model_files]
+    (out / "sw.js").write_text(service_worker(kept, version, compressed, model_files))
     return {
         "site": str(out),
         "bytes": sum(p.stat().st_size for p in out.rglob("*") if p.is_file() and str(p.relative_to(out)) not in twins),

@@ -34,6 +34,8 @@ let cacheName = null;
 // already does, nor where neither exists (plain http from another host is not a secure context;
 // there the browser's HTTP cache is all there is).
 let useCacheApi = true;
+let networkFetch = null; // the browser's own fetch (boot routes self.fetch through the cache)
+let store = null; // where this worker keeps the model's files (openStore), or null
 let running = null; // the flow side's current request (see pump)
 // The voice-cloning part ({name, url, size}, from site.json): the flow side fetches and loads it on
 // the first voice upload (`cloning`, a Promise from then on), not at boot.
@@ -113,14 +115,16 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   const pyodideBase = url(site.pyodide);
   cacheName = "pocket-tts-" + site.version;
   // Pyodide fetches its own files: route those through the cache too.
-  const networkFetch = self.fetch.bind(self);
+  networkFetch = self.fetch.bind(self);
   self.fetch = (input, init) => {
     const target = typeof input === "string" ? input : input.url;
     return target.startsWith(base.href) ? cachedResponse(target, networkFetch) : networkFetch(input, init);
   };
   const timings = {};
   const bootStart = performance.now();
-  // The model downloads while Python starts: its bytes wait in JS memory until Python is ready.
+  store = await openStore(site.version);
+  // The model's files come from the store where it holds them whole; the others download while
+  // Python starts, their bytes waiting in JS memory until Python is ready.
   let stage = "Starting Python (Pyodide)";
   const cloningName = site.model.voice_cloning || null;
   if (cloningName && site.model.roles[cloningName].includes(role)) {
@@ -134,12 +138,13 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   const say = progressMessages(undefined, total);
   const progress = () => say(stage, [...received.values()].reduce((n, bytes) => n + bytes, 0));
   const downloads = Promise.all(
-    files.map(async ([name]) => [name, await fetchParts(url(site.model.path + name), (bytes) => {
+    files.map(async ([name, size]) => [name, await modelFile(name, url(site.model.path + name), size, (bytes) => {
       received.set(name, bytes);
       progress();
     })]),
-  ).then((data) => {
+  ).then(async (data) => {
     timings.download_ms = performance.now() - bootStart;
+    if (store && role === "both" && data.every(([, file]) => file.kept)) await dropOtherStores(store);
     return data;
   });
   downloads.catch(() => {}); // awaited below; a failure is reported there
@@ -202,26 +207,23 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   progress();
   const model = await downloads;
   phase("download_wait_ms");
-  // The weights files (.safetensors at the bundle's top) go straight into Python's memory, each in
-  // one copy of its downloaded pieces (core.browser.engine.reserve), and the model's tensors are
-  // views of them; the rest (the manifest, config, tokenizer, voices) into the file system, which
-  // keeps the pieces joined (canOwn), not a copy.
+  // The weights files (.safetensors at the bundle's top) go straight into Python's memory, each
+  // read from the store or copied from its downloaded pieces once (core.browser.engine.reserve),
+  // and the model's tensors are views of them; the rest (the manifest, config, tokenizer, voices)
+  // into the file system.
   fileSystem().mkdirTree("/model/voices");
-  for (const [name, pieces] of model) {
+  for (const [name, file] of model) {
     const path = "/model/" + name;
     if (!/^[^/]+\.safetensors$/.test(name)) {
-      fileSystem().writeFile(path, joined(pieces), { canOwn: true });
+      fileSystem().writeFile(path, file.bytes(), { canOwn: true });
       continue;
     }
     pyodide.globals.set("_path", path);
-    pyodide.globals.set("_size", pieces.size);
-    let address = pyodide.runPython("core.browser.engine.reserve(_path, _size)");
-    const memory = pyodide._module.HEAPU8; // after reserve: Python's memory may have grown
-    for (const piece of pieces.parts) {
-      memory.set(piece, address);
-      address += piece.length;
-    }
+    pyodide.globals.set("_size", file.size);
+    const address = pyodide.runPython("core.browser.engine.reserve(_path, _size)");
+    file.readInto(new Uint8Array(pyodide._module.HEAPU8.buffer, address, file.size));
   }
+  timings.model_stored = model.filter(([, file]) => file.stored).length;
   phase("model_copy_ms");
 
   stage = "Loading the model";
@@ -234,6 +236,7 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   info.numpy = numpyVersion;
   info.python = pyodide.runPython("import sys\nsys.version.split()[0]");
   info.kernels = kernels;
+  info.model_store = store ? "private file system" : typeof caches !== "undefined" ? "Cache API" : "HTTP cache";
   info.heap_bytes = pyodide._module.HEAPU8.length;
   if (role === "decoder") port.onmessage = (event) => queueForDecoding(event.data);
   post({ type: EngineMessage.READY, info, timings });
@@ -396,24 +399,25 @@ async function linkKernels(memory, build) {
 
 // A response for `url` from the Cache API of this site version, fetched and stored the first time
 // (kept there, not in the HTTP cache as well).
-async function cachedResponse(url, networkFetch = self.fetch) {
-  if (!useCacheApi) {
-    const response = await networkFetch(url);
+async function cachedResponse(url, fromNetwork = self.fetch, keep = useCacheApi) {
+  if (!keep) {
+    const response = await fromNetwork(url);
     if (!response.ok) throw new Error(`cannot download ${url}: ${response.status} ${response.statusText}`);
     return response;
   }
   const cache = await caches.open(cacheName);
   const hit = await cache.match(url);
   if (hit) return hit;
-  const response = await networkFetch(url, { cache: "no-store" });
+  const response = await fromNetwork(url, { cache: "no-store" });
   if (!response.ok) throw new Error(`cannot download ${url}: ${response.status} ${response.statusText}`);
   await cache.put(url, response.clone());
   return response;
 }
 
-// The bytes of `url` (through the cache) as they came, {parts, size}, reporting the bytes received so far.
-async function fetchParts(url, onProgress) {
-  const reader = (await cachedResponse(url)).body.getReader();
+// The bytes of `url` (through the cache) as they came, {parts, size}, reporting the bytes received
+// so far; each piece also handed to `writer` (storeWriter) as it comes.
+async function fetchParts(url, onProgress, response, writer) {
+  const reader = (await (response || cachedResponse(url))).body.getReader();
   const parts = [];
   let size = 0;
   for (;;) {
@@ -421,6 +425,7 @@ async function fetchParts(url, onProgress) {
     if (done) break;
     parts.push(value);
     size += value.length;
+    if (writer) writer.write(value);
     if (onProgress) onProgress(size);
   }
   return { parts, size };
@@ -440,6 +445,154 @@ function joined({ parts, size }) {
 // The bytes of `url` (through the cache), reporting the bytes received so far.
 async function fetchBytes(url, onProgress) {
   return joined(await fetchParts(url, onProgress));
+}
+
+// The model's files are this worker's to keep, not the service worker's (sw.js hands them on as
+// they download, unkept): in a folder of the site's version in the origin's private file system,
+// where the browser gives workers one, read from there straight into Python's memory on the next
+// visit, with no copy in JS memory and nothing through the service worker (which answered them from
+// the Cache API alongside Pyodide's own files, and slowed those: docs/page.md); else in the site's
+// Cache API cache; else (plain http from another host) in the browser's HTTP cache.
+const STORE = "pocket-tts-model-";
+
+// This site version's folder for the model's files, or null where there is none to have.
+async function openStore(version) {
+  const storage = self.navigator && navigator.storage;
+  if (typeof FileSystemSyncAccessHandle === "undefined" || !storage || !storage.getDirectory) return null;
+  try {
+    const root = await storage.getDirectory();
+    return { root, name: STORE + version, folder: await root.getDirectoryHandle(STORE + version, { create: true }) };
+  } catch (error) {
+    return null; // the API without the storage behind it (private browsing in some browsers)
+  }
+}
+
+// The other site versions' folders, once this version's files are all stored: best effort (a
+// folder that another page of an older version still reads is left for the next time).
+async function dropOtherStores({ root, name }) {
+  try {
+    const others = [];
+    for await (const [entry, handle] of root.entries()) {
+      if (handle.kind === "directory" && entry.startsWith(STORE) && entry !== name) others.push(entry);
+    }
+    await Promise.all(others.map((entry) => root.removeEntry(entry, { recursive: true }).catch(() => {})));
+  } catch (error) {
+    console.warn("the model of another site version was not dropped:", error);
+  }
+}
+
+// The model's file `name` of `size` bytes (as site.json has it): from the store where it holds the
+// whole file, else downloaded from `url` (reporting the bytes so far) and kept as it comes.
+// -> {size, stored (read from the store), kept (in the store now), bytes(), readInto(view)}.
+async function modelFile(name, url, size, onProgress) {
+  const access = await openStored(name, size);
+  if (access) {
+    onProgress(size);
+    return storedFile(name, access, size);
+  }
+  const writer = await storeWriter(name, size);
+  // Where a store exists, the HTTP cache keeps no second copy; where none does, the Cache API (if
+  // any) keeps the file, since the service worker does not.
+  const fromNetwork = store ? (target) => networkFetch(target, { cache: "no-store" }) : networkFetch;
+  let pieces = null;
+  try {
+    pieces = await fetchParts(url, onProgress, cachedResponse(url, fromNetwork, !store && typeof caches !== "undefined"), writer);
+  } finally {
+    if (writer) writer.close(pieces !== null);
+  }
+  return {
+    size: pieces.size,
+    stored: false,
+    kept: Boolean(writer && writer.whole),
+    bytes: () => joined(pieces),
+    readInto: (view) => {
+      let at = 0;
+      for (const piece of pieces.parts) {
+        view.set(piece, at);
+        at += piece.length;
+      }
+    },
+  };
+}
+
+// OPFS names cannot hold "/" (voices/NAME.safetensors).
+const storeName = (name) => encodeURIComponent(name);
+
+// A read-only handle on the stored file `name` if it is whole, else null: not stored, cut short, or
+// being written by another page's worker right now (then this one downloads it).
+async function openStored(name, size) {
+  if (!store) return null;
+  try {
+    const handle = await store.folder.getFileHandle(storeName(name));
+    const access = await handle.createSyncAccessHandle({ mode: "read-only" });
+    if (access.getSize() === size) return access;
+    access.close();
+  } catch (error) {
+    // not stored (NotFoundError), or locked by a writer (NoModificationAllowedError)
+  }
+  return null;
+}
+
+function storedFile(name, access, size) {
+  const readInto = (view) => {
+    try {
+      if (access.read(view, { at: 0 }) !== size) throw new Error(`the stored ${name} ended early`);
+    } finally {
+      access.close();
+    }
+  };
+  return {
+    size,
+    stored: true,
+    kept: true,
+    bytes: () => {
+      const bytes = new Uint8Array(size);
+      readInto(bytes);
+      return bytes;
+    },
+    readInto,
+  };
+}
+
+// A writer of the file `name` into the store, each piece as its download comes; null where it cannot
+// be written (another page's worker writes it now). close(downloaded) keeps the file only when it is
+// whole (`whole`): a failed write (no room left) or a download cut short leaves nothing behind.
+async function storeWriter(name, size) {
+  if (!store) return null;
+  let access = null;
+  try {
+    const handle = await store.folder.getFileHandle(storeName(name), { create: true });
+    access = await handle.createSyncAccessHandle();
+    access.truncate(0);
+  } catch (error) {
+    if (access) access.close();
+    return null;
+  }
+  let at = 0;
+  let failed = false;
+  const writer = {
+    whole: false,
+    write(piece) {
+      if (failed) return;
+      try {
+        at += access.write(piece, { at });
+      } catch (error) {
+        failed = true;
+        console.warn(`${name} was not stored:`, error);
+      }
+    },
+    close(downloaded) {
+      writer.whole = downloaded && !failed && at === size;
+      try {
+        if (writer.whole) access.flush();
+        else access.truncate(0);
+      } finally {
+        access.close();
+      }
+      if (!writer.whole) store.folder.removeEntry(storeName(name)).catch(() => {});
+    },
+  };
+  return writer;
 }
 
 // A zero-delay pause that lets queued messages (a Stop, more text) in between two frames.
@@ -626,8 +779,8 @@ async function loadCloning(id) {
   const { name, url, size } = cloningPart;
   const progress = progressMessages(id, size);
   progress("Downloading the voice-cloning part", 0);
-  const data = await fetchBytes(url, (loaded) => progress("Downloading the voice-cloning part", loaded));
-  fileSystem().writeFile("/model/" + name, data, { canOwn: true });
+  const file = await modelFile(name, url, size, (loaded) => progress("Downloading the voice-cloning part", loaded));
+  fileSystem().writeFile("/model/" + name, file.bytes(), { canOwn: true });
   progress("Loading the voice-cloning part", size);
   await yieldToEvents(); // the page hears of it before the load holds this worker
   const result = JSON.parse(engine.add_cloning());

@@ -11,7 +11,8 @@
 // which part_ms fetching and loading the voice-cloning part: the first upload in the browser), and every text
 // stream that ended to window.pocketTTS.streams (see textStream), and the in-browser model's start-up
 // to window.pocketTTS.load ({total_ms, ready_at_ms (since the page opened), phases: each worker's
-// start-up phase by phase (core/browser/worker.js), ...}); why the page or the engine it switched to
+// start-up phase by phase (core/browser/worker.js), model_store and model_stored: where the workers
+// keep the model's files and how many the first worker read from there, ...}); why the page or the engine it switched to
 // could not start is window.pocketTTS.failed. Automation reads them
 // (tests/test_web_ui.py, tests/test_text_stream_page.py, e2e/).
 
@@ -78,9 +79,17 @@ function renderPanel() {
   const load = window.pocketTTS.load;
   $("load").textContent = load
     ? `In-browser model loaded in ${ms(load.total_ms)} ms (Pyodide ${ms(load.pyodide_ms)}, NumPy and core ` +
-      `${ms(load.numpy_ms)}, model download ${ms(load.download_ms)} alongside, model ${ms(load.load_ms)}); ` +
+      `${ms(load.numpy_ms)}, ${modelSource(load)}, model ${ms(load.load_ms)}); ` +
       "the runs below are with it warm."
     : "";
+}
+
+// Where the first worker's model came from: its download alongside Python's start, or the files
+// the workers keep (a returning visit), read once Python is up.
+function modelSource(load) {
+  return load.model_stored
+    ? `model read from the ${load.model_store} in ${ms(load.model_copy_ms)}`
+    : `model download ${ms(load.download_ms)} alongside`;
 }
 
 const engines = { server, browser };
@@ -133,6 +142,7 @@ async function useMode(name) {
       phases,
       workers,
       heap_bytes: info.heap_bytes,
+      model_store: info.model_store, // where the workers keep the model's files (core/browser/worker.js)
     };
   }
   state.sampleRate = info.sample_rate;
