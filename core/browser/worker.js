@@ -432,14 +432,17 @@ async function fetchParts(url, onProgress, response, writer) {
 }
 
 function joined({ parts, size }) {
-  if (parts.length === 1) return parts[0];
-  const bytes = new Uint8Array(size);
+  return parts.length === 1 ? parts[0] : copiedInto(new Uint8Array(size), parts);
+}
+
+// `view` with `parts` written one after another from its start.
+function copiedInto(view, parts) {
   let offset = 0;
   for (const part of parts) {
-    bytes.set(part, offset);
+    view.set(part, offset);
     offset += part.length;
   }
-  return bytes;
+  return view;
 }
 
 // The bytes of `url` (through the cache), reporting the bytes received so far.
@@ -505,13 +508,7 @@ async function modelFile(name, url, size, onProgress) {
     stored: false,
     kept: Boolean(writer && writer.whole),
     bytes: () => joined(pieces),
-    readInto: (view) => {
-      let at = 0;
-      for (const piece of pieces.parts) {
-        view.set(piece, at);
-        at += piece.length;
-      }
-    },
+    readInto: (view) => copiedInto(view, pieces.parts),
   };
 }
 
