@@ -42,6 +42,44 @@ def test_generate_in_server_mode_plays_audio_and_records_the_run(browser, ui_ser
     assert errors == []
 
 
+# The output timestamp of a device whose clock lags: every audio-clock time maps to two seconds
+# earlier than it leaves the speakers (Chromium's can lag by an output buffer).
+LAGGING_OUTPUT_CLOCK = """(() => {
+  const stamp = AudioContext.prototype.getOutputTimestamp;
+  AudioContext.prototype.getOutputTimestamp = function () {
+    const { contextTime, performanceTime } = stamp.call(this);
+    return { contextTime, performanceTime: performanceTime - 2000 };
+  };
+})()"""
+
+SPEAK_AS_A_STREAM = """async () => {
+  const stream = window.pocketTTS.textStream();
+  stream.append("Hello there. How are you today?");
+  stream.end();
+  return stream.done;
+}"""
+
+
+def test_audio_is_never_heard_before_it_came(browser, ui_server) -> None:
+    """Whatever the output timestamp says: a run's first audio, and a segment's, are heard no
+    earlier than the chunk that holds them was received."""
+    context = browser.new_context()
+    context.add_init_script(LAGGING_OUTPUT_CLOCK)
+    page = context.new_page()
+    page.goto(ui_server + "/")
+    page.wait_for_function("window.pocketTTS && window.pocketTTS.ready", timeout=20_000)
+    page.fill("#text", "Hello from the browser.")
+    page.click("#generate")
+    page.wait_for_function("window.pocketTTS.runs.length >= 1", timeout=60_000)
+    run = page.evaluate("window.pocketTTS.runs[0]")
+    assert 0 < run["ttfc_ms"] <= run["ttfa_ms"]
+    record = page.evaluate(SPEAK_AS_A_STREAM)
+    segments = record["segments"]
+    assert len(segments) == 2 and record["first_audio_at"] >= segments[0]["received_at"]
+    assert all(s["heard_at"] >= s["received_at"] for s in segments)
+    context.close()
+
+
 def test_stop_cancels_and_errors_show_in_the_page(browser, ui_server) -> None:
     page = browser.new_page()
     page.goto(ui_server + "/")

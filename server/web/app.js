@@ -403,20 +403,20 @@ player.on(AudioMessage.POSITION, ({ rendered, time }) => {
   if (!run.record) return;
   run.record.segments.forEach((segment, index) => {
     if (segment.heard_at !== null || rendered < segment.start_sample) return;
-    segment.heard_at = player.toPerformanceTime(time - (rendered - segment.start_sample) / run.sampleRate);
+    segment.heard_at = player.heardAt(time - (rendered - segment.start_sample) / run.sampleRate, segment.start_sample);
     later(segment.heard_at, () => highlight(run, index));
   });
 });
 
-player.on(AudioMessage.FIRST_AUDIO, ({ time }) => {
+player.on(AudioMessage.FIRST_AUDIO, ({ time, sample }) => {
   const run = state.run;
   if (!run) return;
   if (run.record) {
-    if (run.record.first_audio_at === null) run.record.first_audio_at = player.toPerformanceTime(time);
+    if (run.record.first_audio_at === null) run.record.first_audio_at = player.heardAt(time, sample);
     return;
   }
   if (run.ttfa !== null) return;
-  run.ttfa = player.toPerformanceTime(time) - run.t0;
+  run.ttfa = player.heardAt(time, sample) - run.t0;
   if (run.onFirstAudio) run.onFirstAudio();
 });
 

@@ -13,6 +13,7 @@ class Events {
   constructor() {
     this.context = null;
     this.listeners = {};
+    this.forgetPushes();
   }
 
   // Audio-clock time (s) -> performance.now() time (ms) of the moment it leaves the speakers,
@@ -20,6 +21,24 @@ class Events {
   toPerformanceTime(audioTime) {
     const stamp = this.context.getOutputTimestamp();
     return stamp.performanceTime + (audioTime - stamp.contextTime) * 1000;
+  }
+
+  // The same for the run's `sample` (counted from its start), which plays at `audioTime`: never
+  // before its chunk was pushed, as the output timestamp can lag the audio clock by a buffer and
+  // put it there.
+  heardAt(audioTime, sample) {
+    const chunk = this.pushed.find(({ end }) => end > sample);
+    return Math.max(this.toPerformanceTime(audioTime), chunk ? chunk.at : -Infinity);
+  }
+
+  // A new run: no chunk pushed yet.
+  forgetPushes() {
+    this.pushed = []; // {end: the sample after the chunk, at: performance.now() when it was pushed}
+  }
+
+  notePush(chunk) {
+    const end = (this.pushed.length ? this.pushed[this.pushed.length - 1].end : 0) + chunk.length;
+    this.pushed.push({ end, at: performance.now() });
   }
 
   on(type, callback) {
@@ -55,6 +74,7 @@ export class WorkletPlayer extends Events {
     }
     await this.context.resume();
     this.node.port.postMessage({ type: AudioMessage.RESET });
+    this.forgetPushes();
   }
 
   disconnect() {
@@ -62,6 +82,7 @@ export class WorkletPlayer extends Events {
   }
 
   push(chunk) {
+    this.notePush(chunk);
     this.node.port.postMessage({ type: AudioMessage.CHUNK, chunk }, [chunk.buffer]);
   }
 
@@ -85,6 +106,7 @@ export class ScheduledPlayer extends Events {
   }
 
   reset() {
+    this.forgetPushes();
     for (const source of this.sources || []) source.stop();
     this.sources = new Set();
     this.next = 0; // audio-clock time where the next chunk starts
@@ -102,6 +124,7 @@ export class ScheduledPlayer extends Events {
   }
 
   push(chunk) {
+    this.notePush(chunk);
     const now = this.context.currentTime;
     if (this.playing && this.next < now) {
       this.stalls += 1;
@@ -124,7 +147,7 @@ export class ScheduledPlayer extends Events {
     const first = chunk.findIndex((sample) => sample !== 0);
     if (!this.heard && first >= 0) {
       this.heard = true;
-      this.emit(AudioMessage.FIRST_AUDIO, { time: at + first / this.context.sampleRate });
+      this.emit(AudioMessage.FIRST_AUDIO, { time: at + first / this.context.sampleRate, sample: this.rendered + first });
     }
     for (const sample of chunk) if (sample !== 0) this.audible += 1;
     this.rendered += chunk.length;

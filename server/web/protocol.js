@@ -61,8 +61,8 @@
 //   worklet -> page
 //     POSITION {rendered, time}              while playing, every few ms: the sample `rendered`
 //                                            (of the run) plays at `time` (audio clock, s)
-//     FIRST_AUDIO {time}                     the first non-zero sample is rendered (time: on the
-//                                            audio clock, in seconds)
+//     FIRST_AUDIO {time, sample}             the first non-zero sample is rendered (time: on the
+//                                            audio clock, in seconds; sample: its index in the run)
 //     DRAINED  {time, rendered, audible, stalls, starved}  an ended run has played out: samples
 //                                            rendered, how many were not silent, how often the
 //                                            queue ran dry before the end (each a gap the listener

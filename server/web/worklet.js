@@ -52,7 +52,11 @@ class StreamPlayer extends AudioWorkletProcessor {
         for (let i = 0; i < n; i++) {
           if (chunk[this.offset + i] !== 0) {
             this.heard = true;
-            this.port.postMessage({ type: AudioMessage.FIRST_AUDIO, time: currentTime + (written + i) / sampleRate });
+            this.port.postMessage({
+              type: AudioMessage.FIRST_AUDIO,
+              time: currentTime + (written + i) / sampleRate,
+              sample: this.rendered - n + i,
+            });
             break;
           }
         }
