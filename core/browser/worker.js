@@ -35,7 +35,8 @@ let cacheName = null;
 // there the browser's HTTP cache is all there is).
 let useCacheApi = true;
 let networkFetch = null; // the browser's own fetch (boot routes self.fetch through the cache)
-let store = null; // where this worker keeps the model's files (openStore), or null
+let store = null; // the folder where this worker keeps the model's files (openStore), or null
+let modelKeeper = null; // what keeps them: "private file system", "Cache API" or "HTTP cache"
 let running = null; // the flow side's current request (see pump)
 // The voice-cloning part ({name, url, size}, from site.json): the flow side fetches and loads it on
 // the first voice upload (`cloning`, a Promise from then on), not at boot.
@@ -126,6 +127,7 @@ async function boot({ site: siteInfo, role: myRole, cached, port: myPort, kernel
   const timings = {};
   const bootStart = performance.now();
   store = await openStore(site.version);
+  modelKeeper = store ? "private file system" : typeof caches !== "undefined" ? "Cache API" : "HTTP cache";
   // The model's files come from the store where it holds them whole; the others download while
   // Python starts, their bytes waiting in JS memory until Python is ready.
   let stage = "Starting Python (Pyodide)";
@@ -239,7 +241,7 @@ async function boot({ site: siteInfo, role: myRole, cached, port: myPort, kernel
   info.numpy = numpyVersion;
   info.python = pyodide.runPython("import sys\nsys.version.split()[0]");
   info.kernels = kernels;
-  info.model_store = store ? "private file system" : typeof caches !== "undefined" ? "Cache API" : "HTTP cache";
+  info.model_store = modelKeeper;
   info.heap_bytes = pyodide._module.HEAPU8.length;
   if (role === "decoder") port.onmessage = (event) => queueForDecoding(event.data);
   post({ type: EngineMessage.READY, info, timings });
@@ -502,7 +504,7 @@ async function modelFile(name, url, size, onProgress) {
   const fromNetwork = store ? (target) => networkFetch(target, { cache: "no-store" }) : networkFetch;
   let pieces = null;
   try {
-    pieces = await fetchParts(url, onProgress, cachedResponse(url, fromNetwork, !store && typeof caches !== "undefined"), writer);
+    pieces = await fetchParts(url, onProgress, cachedResponse(url, fromNetwork, modelKeeper === "Cache API"), writer);
   } finally {
     if (writer) writer.close(pieces !== null);
   }
