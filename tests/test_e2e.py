@@ -15,7 +15,7 @@ from core.portable.audio import pcm16
 from e2e import harness
 from tools.site import download_bytes
 
-from conftest import SMALL, VOICE_22K, VOICE_24K, record, require_browser, tiny_server
+from conftest import SMALL, VOICE_22K, VOICE_24K, record, require_browser
 from metrics import max_abs, nmse_db
 
 pytestmark = pytest.mark.browser
@@ -112,10 +112,8 @@ def test_the_kernels_equal_numpy_in_the_browser(page, browser, site_url, build) 
     either meets."""
     if build == "simd":
         context = browser.new_context()
-        harness.Page(context, site_url, "?kernels=simd").use("browser")
-        page = harness.Page(context, site_url, "?kernels=simd")  # its first worker started by index.html
+        page = harness.Page(context, site_url, "?kernels=simd")
         page.use("browser")
-        assert page.page.evaluate("window.pocketTTS.load.early_worker")
     name = {"relaxed": "WebAssembly relaxed SIMD", "simd": "WebAssembly SIMD"}[build]
     assert f", {name}, " in page.page.evaluate("document.getElementById('status').textContent")
     reports = page.page.evaluate("import('./browser-engine.js').then((engine) => engine.checkKernels())")
@@ -193,53 +191,7 @@ def test_after_the_first_visit_a_reload_downloads_nothing_and_works_offline(brow
     offline = harness.Page(context, site_url)
     offline.use("browser")
     assert offline.run()["played"]["audible"] > 0 and offline.errors == []
-    # The first visit's first worker was started by the page's modules; on the next ones, by
-    # index.html as the page opened (its messages before the page took it over kept).
-    early = [page.page.evaluate("window.pocketTTS.load.early_worker") for page in (first, reload, offline)]
-    assert early == [False, True, True]
     context.close()
-
-
-def watched_workers(page) -> tuple:
-    """The workers `page` starts from now on (the ends of their URLs) and those of them that closed,
-    as they come."""
-    started, closed = [], []
-
-    def start(worker) -> None:
-        started.append(worker.url.split("/")[-1])
-        worker.on("close", lambda _: closed.append(worker.url))
-
-    page.on("worker", start)
-    return started, closed
-
-
-def test_a_page_that_starts_on_the_server_starts_no_worker_early(browser, small_site) -> None:
-    """With a server beside the site, the page starts on the server's engine: index.html starts no
-    in-browser worker on the next visit, though the visitor switched to the browser's engine (its
-    service worker now controls the page); a worker it started (the page started in the browser
-    the time before) is stopped."""
-    with tiny_server("--site", str(small_site)) as url:
-        context = browser.new_context()
-        first = harness.Page(context, url)
-        assert first.page.input_value("#mode") == "server"
-        first.use("browser")
-        assert first.page.evaluate("localStorage.getItem('pocket-tts-engine')") == "server"
-        workers = {}  # by the engine the page started in the last time: (started, closed)
-        for engine_before in ("server", "browser"):
-            first.page.evaluate("(engine) => localStorage.setItem('pocket-tts-engine', engine)", engine_before)
-            page = context.new_page()
-            started, closed = workers[engine_before] = watched_workers(page)
-            page.goto(url + "/")
-            page.wait_for_function("window.pocketTTS && window.pocketTTS.ready", timeout=60_000)
-            assert page.evaluate("navigator.serviceWorker.controller !== null")
-            assert page.input_value("#mode") == "server" and page.evaluate("window.pocketTTS.failed") is None
-            for _ in range(200):  # the close comes a moment after terminate()
-                if len(closed) == len(started):
-                    break
-                page.wait_for_timeout(50)
-        assert workers["server"] == ([], [])
-        assert workers["browser"][0] == ["worker.js"] and len(workers["browser"][1]) == 1
-        context.close()
 
 
 def in_http_cache(page, url: str) -> bool:
@@ -438,11 +390,6 @@ def test_a_host_without_the_gzip_twins_serves_the_files_themselves(browser, smal
         assert page.run()["played"]["audible"] > 0 and page.errors == []
         pyodide = [site / name for name in compressed if name.startswith("pyodide/")]
         assert page.downloaded >= sum(path.stat().st_size for path in pyodide)
-        # The next visit: the first worker, started by index.html, comes from the cache as the file
-        # itself (the downloaded response, not one the service worker made).
-        again = harness.Page(context, url)
-        again.use("browser")
-        assert again.page.evaluate("window.pocketTTS.load.early_worker") and again.errors == []
         context.close()
 
 

@@ -68,9 +68,8 @@ function fail(id, error) {
   post({ type: EngineMessage.ERROR, id, message: String((error && error.message) || error) });
 }
 
-self.onmessage = (event) => handle(event.data);
-
-async function handle(message) {
+self.onmessage = async (event) => {
+  const message = event.data;
   try {
     switch (message.type) {
       case EngineMessage.BOOT:
@@ -103,14 +102,12 @@ async function handle(message) {
   } catch (error) {
     fail(message.id, error);
   }
-}
+};
 
 // Newer Pyodide releases expose the file system as pyodide.FS; 0.17 as pyodide._module.FS.
 const fileSystem = () => pyodide.FS || pyodide._module.FS;
 
-async function boot({ site: siteInfo, role: myRole, cached, port: myPort, kernels: kernelBuild }) {
-  // The first worker of a returning visit boots before the page has read site.json (earlyBoot).
-  const site = siteInfo || (await (await fetch(new URL("../site.json", self.location.href), { cache: "no-cache" })).json());
+async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelBuild }) {
   role = myRole;
   port = myPort || null;
   useCacheApi = !cached && typeof caches !== "undefined";
@@ -795,13 +792,4 @@ function normalizeText({ id, text }) {
   const result = JSON.parse(engine.normalize(text));
   if (result.error) throw new Error(result.error);
   post({ type: EngineMessage.NORMALIZE, id, text: result.text });
-}
-
-// Started by index.html (a returning visit), the first worker boots at once, without the page's
-// BOOT. Its name says so ("early", and the page's ?kernels=): not its URL, which is the response's
-// where the service worker answers from its cache (a fragment or query the page gave is gone).
-// Last: boot uses everything above.
-const earlyBoot = new URLSearchParams(self.name);
-if (earlyBoot.has("early")) {
-  handle({ type: EngineMessage.BOOT, site: null, role: "both", cached: true, port: null, kernels: earlyBoot.get("kernels") });
 }

@@ -127,7 +127,7 @@ async function useMode(name) {
     return;
   }
   const start = performance.now();
-  const { info, timings, phases, workers, early } = await browser.boot(state.site, (progress) => {
+  const { info, timings, phases, workers } = await browser.boot(state.site, (progress) => {
     const share = progress.total ? ` (model ${Math.round((100 * progress.loaded) / progress.total)}%)` : "";
     status(`${progress.stage}…${share}`);
   });
@@ -143,7 +143,6 @@ async function useMode(name) {
       workers,
       heap_bytes: info.heap_bytes,
       model_store: info.model_store, // where the workers keep the model's files (core/browser/worker.js)
-      early_worker: early, // the first worker was started by index.html (a returning visit)
     };
   }
   state.sampleRate = info.sample_rate;
@@ -551,7 +550,6 @@ async function start() {
   if (hasServer) select.append(new Option("server", "server"));
   if (site) select.append(new Option("in this browser", "browser"));
   if (!select.options.length) throw new Error("no engine: neither a server nor the in-browser site files answer");
-  browser.rememberEngine(select.value);
   await useMode(select.value);
   window.pocketTTS.ready = true;
 }

@@ -79,53 +79,22 @@ function controlled(registration) {
   });
 }
 
-// A worker of `role`, booting: {worker, ready (a Promise of its READY message)}. The first one is
-// the worker index.html started already where it did (earlyWorker), with the messages it sent.
 function start(siteInfo, role, cached, port, onProgress) {
-  const early = role === "both" ? takeEarlyWorker() : null;
-  const worker = early ? early.worker : new Worker("browser/worker.js");
+  const worker = new Worker("browser/worker.js");
   const ready = new Promise((resolve, reject) => {
-    const receive = (message) => {
+    worker.onerror = (event) => reject(new Error(event.message || "the worker failed to start"));
+    worker.onmessage = (event) => {
+      const message = event.data;
       if (message.type === EngineMessage.PROGRESS && message.id === undefined) onProgress(message);
       else if (message.type === EngineMessage.READY) resolve(message);
       else if (message.type === EngineMessage.ERROR && message.id === undefined) reject(new Error(message.message));
       else route(message);
     };
-    worker.onerror = (event) => reject(new Error(event.message || "the worker failed to start"));
-    worker.onmessage = (event) => receive(event.data);
-    if (!early) return;
-    early.messages.forEach(receive);
-    if (early.error) reject(new Error(early.error));
   });
-  if (!early) {
-    // ?kernels=simd on the page forces the WebAssembly SIMD kernels where relaxed SIMD would run.
-    const kernels = new URLSearchParams(self.location.search).get("kernels");
-    worker.postMessage({ type: EngineMessage.BOOT, site: siteInfo, role, cached, port, kernels }, port ? [port] : []);
-  }
-  return { worker, ready, early: Boolean(early) };
-}
-
-// The first worker index.html started (a returning visit of a site that spoke in this browser the
-// last time: rememberEngine), once: {worker, messages (its messages so far), error}, or null.
-function takeEarlyWorker() {
-  const early = self.pocketEarlyWorker || null;
-  self.pocketEarlyWorker = null;
-  return early;
-}
-
-// The page starts in `mode` ("server" or "browser"): index.html starts the in-browser engine's first
-// worker early on the next visit only where it did now. A worker it started for nothing (the page
-// starts the server's engine) is stopped.
-export function rememberEngine(mode) {
-  try {
-    localStorage.setItem("pocket-tts-engine", mode);
-  } catch (error) {
-    console.warn("the engine the page starts in is not remembered:", error);
-  }
-  if (mode !== "browser") {
-    const early = takeEarlyWorker();
-    if (early) early.worker.terminate();
-  }
+  // ?kernels=simd on the page forces the WebAssembly SIMD kernels where relaxed SIMD would run.
+  const kernels = new URLSearchParams(self.location.search).get("kernels");
+  worker.postMessage({ type: EngineMessage.BOOT, site: siteInfo, role, cached, port, kernels }, port ? [port] : []);
+  return { worker, ready };
 }
 
 export function boot(siteInfo, onProgress) {
@@ -135,9 +104,7 @@ export function boot(siteInfo, onProgress) {
     const first = start(siteInfo, "both", cached, null, onProgress);
     workers = { flow: first.worker, decoder: first.worker };
     const { info, timings } = await first.ready;
-    const load = {
-      info: { ...info, heap_bytes: [info.heap_bytes] }, timings, phases: { both: timings }, workers: 1, early: first.early,
-    };
+    const load = { info: { ...info, heap_bytes: [info.heap_bytes] }, timings, phases: { both: timings }, workers: 1 };
     joined = twoWorkers()
       ? new Promise((resolve) => {
           startDecoder = () => {

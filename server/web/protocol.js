@@ -9,9 +9,7 @@
 //               kernels?}                    what the worker fetches; port: (decoder) the MessagePort
 //                                            the frames come through, transferred; kernels: "simd"
 //                                            forces the WebAssembly SIMD build (else relaxed SIMD
-//                                            where the browser validates it). A worker named
-//                                            "early=" boots as "both" with no BOOT (index.html
-//                                            starts it on a returning visit)
+//                                            where the browser validates it)
 //     SPEAK    {id, text, voice, options}    (flow, both) voice: "" for the default
 //     STREAM   {id, voice, options}          (flow, both) a text stream: its text comes in pieces
 //     TEXT     {id, text}                    (flow, both) a piece of stream `id` (any split)
