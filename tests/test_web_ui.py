@@ -21,15 +21,24 @@ def ui_server():
         yield url
 
 
+def opened(page, url: str) -> None:
+    """`page` at the web UI of `url`, ready."""
+    page.goto(url + "/")
+    page.wait_for_function("window.pocketTTS && window.pocketTTS.ready", timeout=20_000)
+
+
+def generate(page, text: str) -> None:
+    page.fill("#text", text)
+    page.click("#generate")
+
+
 def test_generate_in_server_mode_plays_audio_and_records_the_run(browser, ui_server) -> None:
     page = browser.new_page()
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(ui_server + "/")
-    page.wait_for_function("window.pocketTTS && window.pocketTTS.ready", timeout=20_000)
+    opened(page, ui_server)
     assert page.input_value("#mode") == "server"
-    page.fill("#text", "Hello from the browser.")
-    page.click("#generate")
+    generate(page, "Hello from the browser.")
     page.wait_for_function("window.pocketTTS.played.length >= 1", timeout=60_000)
     run = page.evaluate("window.pocketTTS.runs[0]")
     played = page.evaluate("window.pocketTTS.played[0]")
@@ -66,10 +75,8 @@ def test_audio_is_never_heard_before_it_came(browser, ui_server) -> None:
     context = browser.new_context()
     context.add_init_script(LAGGING_OUTPUT_CLOCK)
     page = context.new_page()
-    page.goto(ui_server + "/")
-    page.wait_for_function("window.pocketTTS && window.pocketTTS.ready", timeout=20_000)
-    page.fill("#text", "Hello from the browser.")
-    page.click("#generate")
+    opened(page, ui_server)
+    generate(page, "Hello from the browser.")
     page.wait_for_function("window.pocketTTS.runs.length >= 1", timeout=60_000)
     run = page.evaluate("window.pocketTTS.runs[0]")
     assert 0 < run["ttfc_ms"] <= run["ttfa_ms"]
@@ -82,10 +89,8 @@ def test_audio_is_never_heard_before_it_came(browser, ui_server) -> None:
 
 def test_stop_cancels_and_errors_show_in_the_page(browser, ui_server) -> None:
     page = browser.new_page()
-    page.goto(ui_server + "/")
-    page.wait_for_function("window.pocketTTS.ready", timeout=20_000)
-    page.fill("#text", "Hello [pause:forever] there")
-    page.click("#generate")
+    opened(page, ui_server)
+    generate(page, "Hello [pause:forever] there")
     page.wait_for_function("document.getElementById('status').classList.contains('error')", timeout=20_000)
     assert "malformed pause" in page.inner_text("#status")
     # The stream is held until Stop has been clicked, so the generation cannot finish first.
@@ -125,8 +130,7 @@ def test_the_player_counts_the_gaps_a_listener_hears(browser, ui_server, kind) -
     """Both players: the worklet, and the chunks scheduled back to back where a page has no
     AudioWorklet (not a secure context)."""
     page = browser.new_page()
-    page.goto(ui_server + "/")
-    page.wait_for_function("window.pocketTTS.ready", timeout=20_000)
+    opened(page, ui_server)
     late = page.evaluate(PLAY_WITH_A_GAP, [kind, True])
     assert (late["stalls"], late["rendered"], late["audible"]) == (1, 3840, 3840)
     assert late["starved"] > 0
