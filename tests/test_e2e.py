@@ -390,6 +390,11 @@ def test_a_host_without_the_gzip_twins_serves_the_files_themselves(browser, smal
         assert page.run()["played"]["audible"] > 0 and page.errors == []
         pyodide = [site / name for name in compressed if name.startswith("pyodide/")]
         assert page.downloaded >= sum(path.stat().st_size for path in pyodide)
+        # The next visit, every file from the cache as it was downloaded (not a response the
+        # service worker made from a twin): the workers' scripts and Pyodide's files too.
+        again = harness.Page(context, url)
+        again.use("browser")
+        assert again.downloaded == 0 and again.run()["played"]["audible"] > 0 and again.errors == []
         context.close()
 
 
