@@ -107,7 +107,7 @@ function serve(event, url) {
       // Where it cannot be stored (no room left), it is downloaded again and answered as it comes.
       if (url.endsWith(".wasm")) {
         try {
-          await store(url, response);
+          await caches.open(CACHE).then((cache) => cache.put(url, response));
           const stored = await caches.match(url, { cacheName: CACHE });
           if (stored) return stored;
         } catch (error) {
@@ -119,7 +119,10 @@ function serve(event, url) {
       }
       // Stored while the page reads it (a model file shows its download progress as it arrives).
       const copy = response.clone();
-      const stored = store(url, copy).finally(release);
+      const stored = caches
+        .open(CACHE)
+        .then((cache) => cache.put(url, copy))
+        .finally(release);
       event.waitUntil(stored);
       return response;
     } catch (error) {
@@ -127,14 +130,6 @@ function serve(event, url) {
       throw error;
     }
   });
-}
-
-// `response` kept in this version's cache. A newer worker that activated meanwhile dropped that
-// cache, which the put then made again (newest() and caches.has were true a moment before): it goes
-// again at once, not at the next visit of the page.
-async function store(url, response) {
-  await caches.open(CACHE).then((cache) => cache.put(url, response));
-  if (!newest()) await caches.delete(CACHE);
 }
 
 // The file at `url` from the network: as its gzip twin where it has one.
