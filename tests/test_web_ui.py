@@ -87,6 +87,54 @@ def test_audio_is_never_heard_before_it_came(browser, ui_server) -> None:
     context.close()
 
 
+# The player's worklet loads only once the test calls window.releaseWorklet() (a first click's
+# AudioContext and worklet take a while to start).
+HOLD_THE_WORKLET = """(() => {
+  const load = AudioWorklet.prototype.addModule;
+  let release;
+  const held = new Promise((resolve) => (release = resolve));
+  window.releaseWorklet = release;
+  AudioWorklet.prototype.addModule = function (...args) {
+    return held.then(() => load.apply(this, args));
+  };
+})()"""
+
+
+def test_the_engine_starts_while_the_player_does(browser, ui_server) -> None:
+    """Generate asks the engine at once, not after the player is up: the whole stream arrives while
+    the worklet is still held, and then plays out in full, in order."""
+    context = browser.new_context()
+    context.add_init_script(HOLD_THE_WORKLET)
+    page = context.new_page()
+    opened(page, ui_server)
+    with page.expect_response("**/stream") as response:
+        generate(page, "Hello from the browser.")
+    assert response.value.finished() is None and response.value.ok
+    assert page.evaluate("window.pocketTTS.runs.length") == 0 and not page.is_disabled("#stop")
+    page.evaluate("window.releaseWorklet()")
+    page.wait_for_function("window.pocketTTS.played.length >= 1", timeout=60_000)
+    run = page.evaluate("window.pocketTTS.runs[0]")
+    played = page.evaluate("window.pocketTTS.played[0]")
+    assert 0 < run["ttfc_ms"] <= run["ttfa_ms"] and run["audio_ms"] > 0
+    assert played["samples"] == round(run["audio_ms"] * 24) and played["audible"] > 0.5 * played["samples"]
+    context.close()
+
+
+def test_a_player_that_cannot_start_says_why(browser, ui_server) -> None:
+    """Where the audio output cannot start, the page says so, stops the engine's run and can be
+    clicked again."""
+    context = browser.new_context()
+    context.add_init_script("AudioWorklet.prototype.addModule = () => Promise.reject(new Error('no audio output'))")
+    page = context.new_page()
+    opened(page, ui_server)
+    generate(page, "Hello from the browser.")
+    page.wait_for_function("document.getElementById('status').classList.contains('error')", timeout=20_000)
+    assert page.inner_text("#status") == "no audio output"
+    assert not page.is_disabled("#generate") and page.is_disabled("#stop")
+    assert page.evaluate("window.pocketTTS.runs.length") == 0
+    context.close()
+
+
 def test_stop_cancels_and_errors_show_in_the_page(browser, ui_server) -> None:
     page = browser.new_page()
     opened(page, ui_server)

@@ -181,8 +181,11 @@ async function generate() {
   $("stop").disabled = false;
   $("download").hidden = true;
   status("Generating…");
+  // The engine starts at once, while the player starts (the first click makes the AudioContext and
+  // loads the worklet): audio that comes before the player is up is queued behind it.
+  const ready = player.start(run.sampleRate);
+  ready.catch(() => controller.abort());
   try {
-    await player.start(run.sampleRate);
     await engines[run.mode].speak({
       text,
       voice: $("voice").value,
@@ -193,14 +196,17 @@ async function generate() {
         run.samples += chunk.length;
         run.chunks.push(chunk.slice());
         waveform.add(chunk);
-        player.push(chunk);
+        ready.then(() => state.run === run && player.push(chunk));
       },
     });
+    await ready;
     run.end = performance.now() - run.t0;
     player.end();
     finish(run);
   } catch (error) {
-    if (error.name !== "AbortError") status(error.message, true);
+    // A player that could not start stopped the engine: its own error is the one to show.
+    const failed = (await ready.then(() => null, (reason) => reason)) || error;
+    if (failed.name !== "AbortError") status(failed.message, true);
   } finally {
     if (state.run === run) {
       $("generate").disabled = false;
