@@ -69,20 +69,33 @@ def test_the_browser_engine_reports_its_runtime(page) -> None:
 
 def test_the_page_imports_neither_the_unused_languages_nor_numpy_testing_until_asked(page) -> None:
     """num2words's wheel holds core's languages alone (tools/num2words_wheel.py) and NumPy leaves
-    numpy.testing, numpy.ma and numpy.polynomial for first use (tools/pyodide_patches.py); all
-    still work in the page."""
+    numpy.testing, numpy.ma, numpy.polynomial, numpy.linalg and numpy.fft for first use
+    (tools/pyodide_patches.py), numpy.linalg's and numpy.fft's libraries linked then; all still work
+    in the page, numpy.linalg also where NumPy's own modules call it."""
     worker = page.page.workers[0]
-    unused = ("unittest", "numpy.testing", "numpy.ma.", "numpy.polynomial", "num2words.lang_")
+    unused = ("unittest", "numpy.testing", "numpy.ma.", "numpy.polynomial", "numpy.linalg", "numpy.fft")
+    unused += ("num2words.lang_",)
     code = (
         "import sys, json, numpy\n"
         f"started = sorted(m for m in sys.modules if m.startswith({unused!r}) or m == 'numpy.ma')\n"
         "numpy.testing.assert_equal(numpy.ones(2), [1, 1])\n"
-        "used = [float(numpy.ma.masked_array([1, 2], mask=[0, 1]).sum()), numpy.polynomial.Polynomial([1, 2])(2)]\n"
-        "json.dumps([started, numpy.Tester.__name__, 'unittest' in sys.modules, used])"
+        "a = numpy.array([[2.0, 1.0], [1.0, 3.0]])\n"
+        "used = [float(numpy.ma.masked_array([1, 2], mask=[0, 1]).sum()), numpy.polynomial.Polynomial([1, 2])(2),\n"
+        "    numpy.linalg.inv(a).round(6).tolist(), numpy.matrix(a).I.round(6).tolist(),\n"
+        "    numpy.matrixlib.defmatrix.matrix_power(a, 2).tolist(),\n"
+        "    numpy.polyfit([0, 1, 2], [1, 3, 5], 1).round(6).tolist(),\n"
+        "    sorted(numpy.roots([1, -3, 2]).round(6).tolist()), numpy.fft.fftfreq(4).tolist()]\n"
+        "libraries = ('lapack_lite', '_umath_linalg', '_pocketfft_internal')\n"
+        "linked = sorted(m for m in sys.modules if m.endswith(libraries))\n"
+        "json.dumps([started, numpy.Tester.__name__, 'unittest' in sys.modules, used, linked])"
     )
-    started, tester, after, used = json.loads(worker.evaluate("(code) => pyodide.runPython(code)", code))
+    started, tester, after, used, linked = json.loads(worker.evaluate("(code) => pyodide.runPython(code)", code))
     languages = ["num2words.lang_" + code.upper() for code in ("de", "en", "es", "eu", "fr", "it", "nl", "pt")]
-    assert started == languages and tester == "NoseTester" and after and used == [1.0, 5.0]
+    assert started == languages and tester == "NoseTester" and after
+    inverse = [[0.6, -0.2], [-0.2, 0.4]]
+    power, line, roots, frequencies = [[5.0, 5.0], [5.0, 10.0]], [2.0, 1.0], [1.0, 2.0], [0.0, 0.25, -0.5, -0.25]
+    assert used == [1.0, 5.0, inverse, inverse, power, line, roots, frequencies]
+    assert linked == ["numpy.fft._pocketfft_internal", "numpy.linalg._umath_linalg", "numpy.linalg.lapack_lite"]
 
 
 def test_the_first_worker_alone_says_what_two_workers_say(page, browser, site_url) -> None:

@@ -1,5 +1,5 @@
 """Pyodide as the site vendors it (tools/pyodide.py): NumPy's package repacked without what the page
-never imports, every file it keeps byte for byte the original's but its patched __init__,
+never imports, every file it keeps byte for byte the original's but the ones it patches,
 Pyodide's own standard library read out of its LZ4-packed data, and its runtime script the
 original's with the lazy linking of tools/pyodide_patches.py and nothing else (the browser runs
 that load and use them: tests/test_e2e.py)."""
@@ -7,6 +7,8 @@ that load and use them: tests/test_e2e.py)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -18,8 +20,10 @@ from tools import compiled, pyodide
 from tools.pyodide_patches import (
     EXPORT_LOOP,
     LAZY_MAIN_GOT,
+    PATCHES,
     RUNTIME,
     RUNTIME_PATCHES,
+    SITE_PACKAGES,
     WRAPPER,
     export_wrappers,
     patched,
@@ -39,19 +43,32 @@ def test_numpy_is_trimmed_to_what_the_page_imports_and_keeps_the_rest_exact(tmp_
     before, after = pyodide.package_files(original, "numpy"), pyodide.package_files(tmp_path / "site", "numpy")
     assert (tmp_path / "site" / "numpy.js").read_text().startswith(pyodide.TRIMMED)
     kept = {name: data for name, data in patched(before).items() if not pyodide.NUMPY_UNUSED.search(name)}
-    # Two files patched (tools/pyodide_patches.py): numpy.testing and others on first use, and the
-    # functions' dispatch made without a compile (test_numpy_dispatches_as_before_with_the_patch).
+    # Four files patched (tools/pyodide_patches.py): numpy.testing and others on first use, the two
+    # modules that import numpy.linalg's functions importing them when called, and the functions'
+    # dispatch made without a compile (test_numpy_dispatches_as_before_with_the_patch).
     init = "/lib/python3.8/site-packages/numpy/__init__.py"
-    assert [name for name in kept if kept[name] != before[name]] == [init, OVERRIDES]
+    on_call = [SITE_PACKAGES + "numpy/lib/polynomial.py", SITE_PACKAGES + "numpy/matrixlib/defmatrix.py"]
+    assert sorted(name for name in kept if kept[name] != before[name]) == sorted([init, OVERRIDES, *on_call])
     assert b"from .testing import Tester\n" in before[init] and b"def __getattr__(attr):" in kept[init]
-    compile(kept[init], "__init__.py", "exec")
-    # Its libraries apart, each a file of its own, empty in the package.
+    for name in [init, *on_call]:
+        compile(kept[name], name, "exec")
+    for name in on_call:
+        assert b"\nfrom numpy.linalg import" in before[name] and b"\nfrom numpy.linalg import" not in kept[name]
+    assert b"    from . import linalg\n" in before[init] and b"    from . import linalg\n" not in kept[init]
+    # Its libraries apart, each a file of its own, empty in the package; those of numpy.linalg and
+    # numpy.fft kept whole in it, for Python to link on first use.
     libraries = pyodide.libraries(tmp_path / "site")
     assert len(libraries) > 10 and "numpy.core._multiarray_umath.wasm" in libraries.values()
+    whole = sorted(name for name in kept if name.endswith(".so") and name not in libraries)
+    assert [name[len(SITE_PACKAGES) :] for name in whole] == [
+        "numpy/fft/_pocketfft_internal.so",
+        "numpy/linalg/_umath_linalg.so",
+        "numpy/linalg/lapack_lite.so",
+    ]
     for name, data in kept.items():
-        if name.endswith(".so"):
+        if name in libraries:
             assert after[name] == b"" and (tmp_path / "site" / libraries[name]).read_bytes() == data
-    assert after == {name: b"" if name.endswith(".so") else data for name, data in kept.items()}
+    assert after == {name: b"" if name in libraries else data for name, data in kept.items()}
     assert not any(name.endswith("_umath_tests.so") for name in after)
     assert len(before) - len(after) > 300 and "/lib/python3.8/site-packages/numpy/core/_multiarray_umath.so" in after
     assert not any("/tests/" in name or "/f2py/" in name for name in after)
@@ -126,6 +143,39 @@ def test_numpy_dispatches_as_before_with_the_patch() -> None:
     assert runs["patched"] == runs["original"]
     assert runs["patched"]["results"][3] == ["concatenate", ["Duck", "ndarray"], 1, ["axis"]]
     assert "bogus" in runs["patched"]["refused"]
+
+
+# Run by the Python 3.8 with NumPy 1.17.5, on a copy of that NumPy patched as the site's is.
+IMPORTED_AT_START = """import json, sys, numpy
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(("numpy.linalg", "numpy.fft", "numpy.ma.")))))"""
+
+
+def test_numpy_patched_imports_linalg_and_fft_on_first_use_and_passes_its_own_tests(tmp_path: Path) -> None:
+    """The site's NumPy patches (tools/pyodide_patches.py) on pip's NumPy 1.17.5, the same release:
+    `import numpy` no longer imports numpy.linalg, numpy.fft or numpy.ma, and NumPy's own tests of
+    the modules that import numpy.linalg's functions when called, and of numpy.linalg and numpy.fft
+    as `numpy.` attributes, pass (not its test of numpy's whole namespace, which lists what
+    numpy.__dict__ holds: `Tester` comes on first use, as in NumPy 1.18, which changed that test)."""
+    python = compiled.interpreter()
+    if python is None:
+        pytest.skip("no Python 3.8 with NumPy 1.17.5 (.venv-py38: scripts/test.sh makes it where a Python 3.8 exists)")
+    where = "import os, numpy; print(os.path.dirname(numpy.__file__))"
+    found = Path(subprocess.run([python, "-c", where], capture_output=True, text=True, check=True).stdout.strip())
+    shutil.copytree(found, tmp_path / "numpy")
+    for path in PATCHES:
+        copy = tmp_path / path[len(SITE_PACKAGES) :]
+        copy.write_bytes(patched({path: copy.read_bytes()})[path])
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    started = subprocess.run([python, "-c", IMPORTED_AT_START], capture_output=True, text=True, check=True, env=env)
+    assert json.loads(started.stdout) == []
+    tests = ["lib/tests/test_polynomial.py", "matrixlib/tests/test_defmatrix.py"]
+    tests += ["matrixlib/tests/test_matrix_linalg.py"]
+    tests += ["tests/test_public_api.py::test_numpy_linalg", "tests/test_public_api.py::test_numpy_fft"]
+    tests += ["linalg/tests/test_regression.py", "fft/tests/test_helper.py"]
+    command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(str(tmp_path / "numpy" / t) for t in tests)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert " passed" in done.stdout and " failed" not in done.stdout
 
 
 def test_pyodides_own_files_are_read_out_of_its_packed_data(tmp_path: Path) -> None:

@@ -86,7 +86,14 @@ NUMPY_UNUSED = re.compile(
     r"/tests/|/numpy/(f2py|distutils|core/include|core/lib)/|^/bin/f2py|egg-info/SOURCES\.txt$"
     r"|/numpy/core/_(umath|rational|struct_ufunc|operand_flag)_tests\.so$"
 )
-TRIMMED = "// NumPy's package without its tests, f2py and distutils, its libraries apart, patched (tools/pyodide.py)\n"
+# NumPy's libraries that nothing the page runs imports (numpy.linalg's and numpy.fft's: NumPy's
+# __init__ leaves those for first use, tools/pyodide_patches.py): kept whole in the package, where
+# Python's dlopen finds and links them when first imported.
+ON_FIRST_USE = re.compile(r"/numpy/(linalg/(lapack_lite|_umath_linalg)|fft/_pocketfft_internal)\.so$")
+TRIMMED = (
+    "// NumPy's package without its tests, f2py and distutils, its libraries apart or kept for first use, "
+    "patched (tools/pyodide.py)\n"
+)
 SITE_PACKAGES = "/lib/python3.8/site-packages/"
 
 
@@ -97,13 +104,14 @@ def trim_numpy(out: Path) -> None:
     modules' WebAssembly, 9.3 MB) apart: each one a file of its own beside the package
     (library_name), empty in the package. The worker compiles those with
     WebAssembly.compileStreaming, which the browser's code cache serves on the next visit; from
-    the package's bytes, Pyodide compiled them again at every start. Its __init__ leaves
-    numpy.testing for first use (tools/pyodide_patches.py)."""
+    the package's bytes, Pyodide compiled them again at every start. Those ON_FIRST_USE stay whole
+    in the package, for Python to link when first imported. Its __init__ leaves numpy.testing,
+    numpy.linalg and numpy.fft for first use (tools/pyodide_patches.py)."""
     kept = {}
     for name, data in patched(package_files(out, "numpy")).items():
         if NUMPY_UNUSED.search(name):
             continue
-        if name.endswith(".so"):
+        if name.endswith(".so") and not ON_FIRST_USE.search(name):
             (out / library_name(name)).write_bytes(data)
             data = b""
         kept[name] = data
@@ -120,7 +128,8 @@ def library_name(path: str) -> str:
 
 def libraries(out: Path) -> Dict[str, str]:
     """NumPy's libraries set apart by trim_numpy: {path in Pyodide's file system: file name in `out`}."""
-    return {name: library_name(name) for name, _, _ in _listed(out, "numpy") if name.endswith(".so")}
+    listed = _listed(out, "numpy")
+    return {name: library_name(name) for name, _, _ in listed if name.endswith(".so") and not ON_FIRST_USE.search(name)}
 
 
 def add_to_runtime(out: Path, added: Dict[str, bytes]) -> None:

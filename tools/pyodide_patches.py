@@ -8,7 +8,10 @@ difflib, pprint, logging...: modules that each worker ran at every start for not
 made numpy.testing and Tester come on first use (PEP 562); the page's NumPy 1.17.5 does the same,
 and with numpy.ma and numpy.polynomial too, which nothing the page runs uses (a quarter of
 `import numpy`'s modules). (unittest also imports asyncio, which stays: Pyodide's own start
-imports it.)
+imports it.) numpy.linalg and numpy.fft likewise, which nothing the page runs uses either: with
+them their three libraries (4 of NumPy's 9 MB of WebAssembly) are linked on first use
+(tools/pyodide.ON_FIRST_USE), and numpy.lib.polynomial and numpy.matrixlib, which import a few of
+numpy.linalg's functions, import them when first called.
 
 Pyodide's runtime script (RUNTIME_PATCHES, applied by tools/pyodide.vendor): its dynamic linker
 gave every one of the main module's 27,916 exported functions a slot of the function table and a
@@ -38,9 +41,10 @@ PATCHES: Dict[str, List[Tuple[str, str]]] = {
             "    # no-one else in the world is using it (though I hope not)\n"
             "    from .testing import Tester\n",
             "    # numpy.testing and Tester come on first use, as in NumPy 1.18 (they import unittest), and\n"
-            "    # numpy.ma and numpy.polynomial too (patched in by pocket-tts-numpy's tools/pyodide_patches.py).\n"
+            "    # numpy.ma, numpy.polynomial, numpy.linalg and numpy.fft too (patched in by pocket-tts-numpy's\n"
+            "    # tools/pyodide_patches.py).\n"
             "    def __getattr__(attr):\n"
-            "        if attr in ('testing', 'ma', 'polynomial'):\n"
+            "        if attr in ('testing', 'ma', 'polynomial', 'linalg', 'fft'):\n"
             "            import importlib\n"
             "            return importlib.import_module('numpy.' + attr)\n"
             "        if attr == 'Tester':\n"
@@ -50,6 +54,35 @@ PATCHES: Dict[str, List[Tuple[str, str]]] = {
         ),
         ("    from . import polynomial\n", ""),
         ("    from . import ma\n", ""),
+        ("    from . import linalg\n    from . import fft\n", ""),
+    ],
+    # The two modules that import numpy.linalg as NumPy is imported, for a few functions each: those
+    # import it when first called.
+    SITE_PACKAGES + "numpy/lib/polynomial.py": [
+        (
+            "from numpy.linalg import eigvals, lstsq, inv\n",
+            "\n\n# numpy.linalg on first use (patched in by pocket-tts-numpy's tools/pyodide_patches.py).\n"
+            "def eigvals(*args, **kwargs):\n"
+            "    from numpy.linalg import eigvals\n"
+            "    return eigvals(*args, **kwargs)\n"
+            "\n\n"
+            "def lstsq(*args, **kwargs):\n"
+            "    from numpy.linalg import lstsq\n"
+            "    return lstsq(*args, **kwargs)\n"
+            "\n\n"
+            "def inv(*args, **kwargs):\n"
+            "    from numpy.linalg import inv\n"
+            "    return inv(*args, **kwargs)\n",
+        ),
+    ],
+    SITE_PACKAGES + "numpy/matrixlib/defmatrix.py": [
+        (
+            "from numpy.linalg import matrix_power\n",
+            "# numpy.linalg on first use (patched in by pocket-tts-numpy's tools/pyodide_patches.py).\n"
+            "def matrix_power(*args, **kwargs):\n"
+            "    from numpy.linalg import matrix_power\n"
+            "    return matrix_power(*args, **kwargs)\n",
+        ),
     ],
     SITE_PACKAGES + "numpy/core/overrides.py": [
         (

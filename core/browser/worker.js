@@ -308,18 +308,19 @@ function compileLibrary(url) {
 
 // NumPy's package holds its libraries empty (tools/pyodide.py): Pyodide's loader of shared libraries
 // (its preload plugin for .so files, which instantiates each in turn with Pyodide's dynamic linker)
-// gets each one's compiled module instead, in the same order.
+// gets each one's compiled module instead, in the same order. The libraries the package holds whole
+// (numpy.linalg's and numpy.fft's, which nothing imports at start) are only written to the file
+// system, where Python's dlopen links them if they are ever imported.
 //
 // Each library is linked with allowUndefined (boot looks the symbols still undefined up once, after
 // the package): Pyodide's loader looks up every symbol of its global offset table after each
-// library (15 times), and none of NumPy's libraries leaves one undefined (measured: the table had
+// library (12 times), and none of NumPy's libraries leaves one undefined (measured: the table had
 // no unresolved entry after any of them).
 function useCompiledLibraries(libraries) {
   const module = pyodide._module;
   const plugin = module.preloadPlugins.find((candidate) => candidate.canHandle("library.so"));
-  const handle = plugin.handle;
   plugin.handle = function (bytes, name, onload, onerror) {
-    if (!libraries.has(name)) return handle.call(this, bytes, name, onload, onerror);
+    if (!libraries.has(name)) return onload(bytes);
     const compiled = libraries.get(name);
     this.asyncWasmLoadPromise = this.asyncWasmLoadPromise
       .then(() => compiled)
