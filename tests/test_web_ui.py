@@ -100,16 +100,38 @@ HOLD_THE_WORKLET = """(() => {
 })()"""
 
 
+# What the page does first of asking the server and making its AudioContext (window.calls).
+RECORD_THE_ORDER = """(() => {
+  window.calls = [];
+  const NativeContext = window.AudioContext;
+  window.AudioContext = class extends NativeContext {
+    constructor(...args) {
+      window.calls.push("AudioContext");
+      super(...args);
+    }
+  };
+  const nativeFetch = window.fetch;
+  window.fetch = (input, init) => {
+    window.calls.push("fetch " + new URL(String(input), location.href).pathname);
+    return nativeFetch(input, init);
+  };
+})()"""
+
+
 def test_the_engine_starts_while_the_player_does(browser, ui_server) -> None:
-    """Generate asks the engine at once, not after the player is up: the whole stream arrives while
-    the worklet is still held, and then plays out in full, in order."""
+    """Generate asks the engine first (a first click's AudioContext holds the page's thread a while),
+    not after the player is up: the whole stream arrives while the worklet is still held, and then
+    plays out in full, in order."""
     context = browser.new_context()
     context.add_init_script(HOLD_THE_WORKLET)
+    context.add_init_script(RECORD_THE_ORDER)
     page = context.new_page()
     opened(page, ui_server)
     with page.expect_response("**/stream") as response:
         generate(page, "Hello from the browser.")
     assert response.value.finished() is None and response.value.ok
+    calls = page.evaluate("window.calls")
+    assert calls.index("fetch /stream") < calls.index("AudioContext")
     assert page.evaluate("window.pocketTTS.runs.length") == 0 and not page.is_disabled("#stop")
     page.evaluate("window.releaseWorklet()")
     page.wait_for_function("window.pocketTTS.played.length >= 1", timeout=60_000)

@@ -181,24 +181,26 @@ async function generate() {
   $("stop").disabled = false;
   $("download").hidden = true;
   status("Generating…");
-  // The engine starts at once, while the player starts (the first click makes the AudioContext and
-  // loads the worklet): audio that comes before the player is up is queued behind it.
+  // The engine is asked first, then the player starts alongside: a first click makes the
+  // AudioContext (which holds this thread for tens of ms) and loads the worklet. Audio that comes
+  // before the player is up is queued behind it.
+  const speaking = engines[run.mode].speak({
+    text,
+    voice: $("voice").value,
+    options: pageOptions(),
+    signal: controller.signal,
+    onChunk: (chunk) => {
+      if (run.ttfc === null) run.ttfc = performance.now() - run.t0;
+      run.samples += chunk.length;
+      run.chunks.push(chunk.slice());
+      waveform.add(chunk);
+      ready.then(() => state.run === run && player.push(chunk));
+    },
+  });
   const ready = player.start(run.sampleRate);
   ready.catch(() => controller.abort());
   try {
-    await engines[run.mode].speak({
-      text,
-      voice: $("voice").value,
-      options: pageOptions(),
-      signal: controller.signal,
-      onChunk: (chunk) => {
-        if (run.ttfc === null) run.ttfc = performance.now() - run.t0;
-        run.samples += chunk.length;
-        run.chunks.push(chunk.slice());
-        waveform.add(chunk);
-        ready.then(() => state.run === run && player.push(chunk));
-      },
-    });
+    await speaking;
     await ready;
     run.end = performance.now() - run.t0;
     player.end();
