@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from core import TTSModel
 from core.portable.audio import pcm16
 from e2e import harness
+from tools import compiled
 from tools.site import download_bytes
 
 from conftest import SMALL, VOICE_22K, VOICE_24K, record, require_browser
@@ -67,13 +69,23 @@ def test_the_browser_engine_reports_its_runtime(page) -> None:
     assert load["workers"] == 2 and len(load["heap_bytes"]) == 2
 
 
+# numpy.random's legacy functions (RandomState's methods) and its bit generators, seeded.
+DRAWS = """numpy.random.seed(5)
+draws = [numpy.random.randint(1000), numpy.random.RandomState(5).randint(1000)]
+for bits in (numpy.random.MT19937, numpy.random.PCG64, numpy.random.Philox, numpy.random.SFC64):
+    draws.append(int(numpy.random.Generator(bits(5)).integers(1000)))"""
+CAPTURED = {"capture_output": True, "text": True, "check": True}
+
+
 def test_the_page_imports_neither_the_unused_languages_nor_numpy_testing_until_asked(page) -> None:
     """num2words's wheel holds core's languages alone (tools/num2words_wheel.py) and NumPy leaves
-    numpy.testing, numpy.ma, numpy.polynomial, numpy.linalg and numpy.fft for first use
-    (tools/pyodide_patches.py), numpy.linalg's and numpy.fft's libraries linked then; all still work
-    in the page, numpy.linalg also where NumPy's own modules call it."""
+    numpy.testing, numpy.ma, numpy.polynomial, numpy.linalg, numpy.fft, and numpy.random's
+    RandomState and bit generators but PCG64 for first use (tools/pyodide_patches.py), their
+    libraries linked then; all still work in the page, numpy.linalg also where NumPy's own modules
+    call it."""
     worker = page.page.workers[0]
     unused = ("unittest", "numpy.testing", "numpy.ma.", "numpy.polynomial", "numpy.linalg", "numpy.fft")
+    unused += ("numpy.random.mtrand", "numpy.random.mt19937", "numpy.random.philox", "numpy.random.sfc64")
     unused += ("num2words.lang_",)
     code = (
         "import sys, json, numpy\n"
@@ -85,7 +97,9 @@ def test_the_page_imports_neither_the_unused_languages_nor_numpy_testing_until_a
         "    numpy.matrixlib.defmatrix.matrix_power(a, 2).tolist(),\n"
         "    numpy.polyfit([0, 1, 2], [1, 3, 5], 1).round(6).tolist(),\n"
         "    sorted(numpy.roots([1, -3, 2]).round(6).tolist()), numpy.fft.fftfreq(4).tolist()]\n"
-        "libraries = ('lapack_lite', '_umath_linalg', '_pocketfft_internal')\n"
+        f"{DRAWS}\n"
+        "used += [draws]\n"
+        "libraries = ('lapack_lite', '_umath_linalg', '_pocketfft_internal', 'mtrand', 'mt19937', 'philox', 'sfc64')\n"
         "linked = sorted(m for m in sys.modules if m.endswith(libraries))\n"
         "json.dumps([started, numpy.Tester.__name__, 'unittest' in sys.modules, used, linked])"
     )
@@ -94,8 +108,21 @@ def test_the_page_imports_neither_the_unused_languages_nor_numpy_testing_until_a
     assert started == languages and tester == "NoseTester" and after
     inverse = [[0.6, -0.2], [-0.2, 0.4]]
     power, line, roots, frequencies = [[5.0, 5.0], [5.0, 10.0]], [2.0, 1.0], [1.0, 2.0], [0.0, 0.25, -0.5, -0.25]
-    assert used == [1.0, 5.0, inverse, inverse, power, line, roots, frequencies]
-    assert linked == ["numpy.fft._pocketfft_internal", "numpy.linalg._umath_linalg", "numpy.linalg.lapack_lite"]
+    assert used[:8] == [1.0, 5.0, inverse, inverse, power, line, roots, frequencies]
+    # numpy.random's legacy functions and its bit generators draw what NumPy 1.17.5 draws natively.
+    python = compiled.interpreter()
+    if python is not None:
+        native = subprocess.run([python, "-c", f"import json, numpy\n{DRAWS}\nprint(json.dumps(draws))"], **CAPTURED)
+        assert used[8] == json.loads(native.stdout) and len(used[8]) == 6
+    assert linked == [
+        "numpy.fft._pocketfft_internal",
+        "numpy.linalg._umath_linalg",
+        "numpy.linalg.lapack_lite",
+        "numpy.random.mt19937",
+        "numpy.random.mtrand",
+        "numpy.random.philox",
+        "numpy.random.sfc64",
+    ]
 
 
 def test_the_first_worker_alone_says_what_two_workers_say(page, browser, site_url) -> None:

@@ -43,27 +43,33 @@ def test_numpy_is_trimmed_to_what_the_page_imports_and_keeps_the_rest_exact(tmp_
     before, after = pyodide.package_files(original, "numpy"), pyodide.package_files(tmp_path / "site", "numpy")
     assert (tmp_path / "site" / "numpy.js").read_text().startswith(pyodide.TRIMMED)
     kept = {name: data for name, data in patched(before).items() if not pyodide.NUMPY_UNUSED.search(name)}
-    # Four files patched (tools/pyodide_patches.py): numpy.testing and others on first use, the two
-    # modules that import numpy.linalg's functions importing them when called, and the functions'
-    # dispatch made without a compile (test_numpy_dispatches_as_before_with_the_patch).
-    init = "/lib/python3.8/site-packages/numpy/__init__.py"
+    # Five files patched (tools/pyodide_patches.py): numpy.testing and others on first use, and
+    # numpy.random's RandomState and bit generators but PCG64, the two modules that import
+    # numpy.linalg's functions importing them when called, and the functions' dispatch made without
+    # a compile (test_numpy_dispatches_as_before_with_the_patch).
+    init, random = SITE_PACKAGES + "numpy/__init__.py", SITE_PACKAGES + "numpy/random/__init__.py"
     on_call = [SITE_PACKAGES + "numpy/lib/polynomial.py", SITE_PACKAGES + "numpy/matrixlib/defmatrix.py"]
-    assert sorted(name for name in kept if kept[name] != before[name]) == sorted([init, OVERRIDES, *on_call])
+    changed = sorted(name for name in kept if kept[name] != before[name])
+    assert changed == sorted([init, random, OVERRIDES, *on_call])
     assert b"from .testing import Tester\n" in before[init] and b"def __getattr__(attr):" in kept[init]
-    for name in [init, *on_call]:
+    for name in [init, random, *on_call]:
         compile(kept[name], name, "exec")
     for name in on_call:
         assert b"\nfrom numpy.linalg import" in before[name] and b"\nfrom numpy.linalg import" not in kept[name]
     assert b"    from . import linalg\n" in before[init] and b"    from . import linalg\n" not in kept[init]
-    # Its libraries apart, each a file of its own, empty in the package; those of numpy.linalg and
-    # numpy.fft kept whole in it, for Python to link on first use.
+    # Its libraries apart, each a file of its own, empty in the package; those of what comes on
+    # first use kept whole in it, for Python to link then.
     libraries = pyodide.libraries(tmp_path / "site")
-    assert len(libraries) > 10 and "numpy.core._multiarray_umath.wasm" in libraries.values()
+    assert len(libraries) == 8 and "numpy.core._multiarray_umath.wasm" in libraries.values()
     whole = sorted(name for name in kept if name.endswith(".so") and name not in libraries)
     assert [name[len(SITE_PACKAGES) :] for name in whole] == [
         "numpy/fft/_pocketfft_internal.so",
         "numpy/linalg/_umath_linalg.so",
         "numpy/linalg/lapack_lite.so",
+        "numpy/random/mt19937.so",
+        "numpy/random/mtrand.so",
+        "numpy/random/philox.so",
+        "numpy/random/sfc64.so",
     ]
     for name, data in kept.items():
         if name in libraries:
@@ -147,15 +153,20 @@ def test_numpy_dispatches_as_before_with_the_patch() -> None:
 
 # Run by the Python 3.8 with NumPy 1.17.5, on a copy of that NumPy patched as the site's is.
 IMPORTED_AT_START = """import json, sys, numpy
-print(json.dumps(sorted(m for m in sys.modules if m.startswith(("numpy.linalg", "numpy.fft", "numpy.ma.")))))"""
+later = ("numpy.linalg", "numpy.fft", "numpy.ma.", "numpy.random.mtrand", "numpy.random.mt19937")
+later += ("numpy.random.philox", "numpy.random.sfc64", "numpy.random._pickle")
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(later))))"""
 
 
 def test_numpy_patched_imports_linalg_and_fft_on_first_use_and_passes_its_own_tests(tmp_path: Path) -> None:
     """The site's NumPy patches (tools/pyodide_patches.py) on pip's NumPy 1.17.5, the same release:
-    `import numpy` no longer imports numpy.linalg, numpy.fft or numpy.ma, and NumPy's own tests of
-    the modules that import numpy.linalg's functions when called, and of numpy.linalg and numpy.fft
-    as `numpy.` attributes, pass (not its test of numpy's whole namespace, which lists what
-    numpy.__dict__ holds: `Tester` comes on first use, as in NumPy 1.18, which changed that test)."""
+    `import numpy` no longer imports numpy.linalg, numpy.fft, numpy.ma, or numpy.random's
+    RandomState and bit generators other than PCG64, and NumPy's own tests of the modules that
+    import numpy.linalg's functions when called, of numpy.linalg and numpy.fft as `numpy.`
+    attributes, and of numpy.random's bit generators and RandomState pass: those of its test files
+    that pass on the unpatched NumPy with today's pytest (which no longer calls nose's `setup`), not
+    its test of numpy's whole namespace (which lists what numpy.__dict__ holds: `Tester` comes on
+    first use, as in NumPy 1.18, which changed that test)."""
     python = compiled.interpreter()
     if python is None:
         pytest.skip("no Python 3.8 with NumPy 1.17.5 (.venv-py38: scripts/test.sh makes it where a Python 3.8 exists)")
@@ -172,6 +183,9 @@ def test_numpy_patched_imports_linalg_and_fft_on_first_use_and_passes_its_own_te
     tests += ["matrixlib/tests/test_matrix_linalg.py"]
     tests += ["tests/test_public_api.py::test_numpy_linalg", "tests/test_public_api.py::test_numpy_fft"]
     tests += ["linalg/tests/test_regression.py", "fft/tests/test_helper.py"]
+    # numpy.random's bit generators (each one's streams, pickling), its legacy RandomState
+    tests += [f"random/tests/test_{name}.py" for name in ("direct", "smoke", "seed_sequence", "randomstate_regression")]
+    tests += ["random/tests/test_regression.py", "random/tests/test_generator_mt19937_regressions.py"]
     command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(str(tmp_path / "numpy" / t) for t in tests)]
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

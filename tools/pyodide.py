@@ -86,10 +86,13 @@ NUMPY_UNUSED = re.compile(
     r"/tests/|/numpy/(f2py|distutils|core/include|core/lib)/|^/bin/f2py|egg-info/SOURCES\.txt$"
     r"|/numpy/core/_(umath|rational|struct_ufunc|operand_flag)_tests\.so$"
 )
-# NumPy's libraries that nothing the page runs imports (numpy.linalg's and numpy.fft's: NumPy's
-# __init__ leaves those for first use, tools/pyodide_patches.py): kept whole in the package, where
-# Python's dlopen finds and links them when first imported.
-ON_FIRST_USE = re.compile(r"/numpy/(linalg/(lapack_lite|_umath_linalg)|fft/_pocketfft_internal)\.so$")
+# NumPy's libraries that nothing the page runs imports (numpy.linalg's, numpy.fft's, and numpy.random's
+# legacy RandomState and bit generators other than PCG64: the page's NumPy leaves those for first
+# use, tools/pyodide_patches.py): kept whole in the package, where Python's dlopen finds and links
+# them when first imported.
+ON_FIRST_USE = re.compile(
+    r"/numpy/(linalg/(lapack_lite|_umath_linalg)|fft/_pocketfft_internal|random/(mtrand|mt19937|philox|sfc64))\.so$"
+)
 TRIMMED = (
     "// NumPy's package without its tests, f2py and distutils, its libraries apart or kept for first use, "
     "patched (tools/pyodide.py)\n"

@@ -56,6 +56,45 @@ PATCHES: Dict[str, List[Tuple[str, str]]] = {
         ("    from . import ma\n", ""),
         ("    from . import linalg\n    from . import fft\n", ""),
     ],
+    # numpy.random's legacy RandomState (the functions numpy.random.seed, rand, ... are its methods)
+    # and the bit generators other than PCG64 (default_rng's), with their libraries, on first use.
+    SITE_PACKAGES + "numpy/random/__init__.py": [
+        (
+            "# add these for module-freeze analysis (like PyInstaller)\n"
+            "from . import _pickle\n"
+            "from . import common\n"
+            "from . import bounded_integers\n"
+            "\n"
+            "from .mtrand import *\n"
+            "from .generator import Generator, default_rng\n"
+            "from .bit_generator import SeedSequence\n"
+            "from .mt19937 import MT19937\n"
+            "from .pcg64 import PCG64\n"
+            "from .philox import Philox\n"
+            "from .sfc64 import SFC64\n"
+            "from .mtrand import RandomState\n",
+            "from . import common\n"
+            "from . import bounded_integers\n"
+            "\n"
+            "from .generator import Generator, default_rng\n"
+            "from .bit_generator import SeedSequence\n"
+            "from .pcg64 import PCG64\n"
+            "\n"
+            "\n"
+            "# RandomState (whose methods the legacy functions are: seed, rand, ...), MT19937, Philox, SFC64\n"
+            "# and _pickle on first use (patched in by pocket-tts-numpy's tools/pyodide_patches.py).\n"
+            "def __getattr__(attr):\n"
+            "    import importlib\n"
+            "    if attr in ('MT19937', 'Philox', 'SFC64'):\n"
+            "        return getattr(importlib.import_module('numpy.random.' + attr.lower()), attr)\n"
+            "    if attr == '_pickle':\n"
+            "        return importlib.import_module('numpy.random._pickle')\n"
+            "    if attr in __all__:\n"
+            "        return getattr(importlib.import_module('numpy.random.mtrand'), attr)\n"
+            "    raise AttributeError('module {!r} has no attribute {!r}'.format(__name__, attr))\n",
+        ),
+        ("    return RandomState(seed=0)\n", "    from .mtrand import RandomState\n    return RandomState(seed=0)\n"),
+    ],
     # The two modules that import numpy.linalg as NumPy is imported, for a few functions each: those
     # import it when first called.
     SITE_PACKAGES + "numpy/lib/polynomial.py": [
