@@ -11,7 +11,9 @@ and with numpy.ma and numpy.polynomial too, which nothing the page runs uses (a 
 imports it.) numpy.linalg and numpy.fft likewise, which nothing the page runs uses either: with
 them their three libraries (4 of NumPy's 9 MB of WebAssembly) are linked on first use
 (tools/pyodide.ON_FIRST_USE), and numpy.lib.polynomial and numpy.matrixlib, which import a few of
-numpy.linalg's functions, import them when first called.
+numpy.linalg's functions, import them when first called. And numpy.random's legacy RandomState
+(whose methods numpy.random.seed, rand, ... are) and its bit generators other than PCG64, with
+their four libraries: core draws from default_rng's Generator on PCG64 alone.
 
 Pyodide's runtime script (RUNTIME_PATCHES, applied by tools/pyodide.vendor): its dynamic linker
 gave every one of the main module's 27,916 exported functions a slot of the function table and a
