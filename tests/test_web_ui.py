@@ -142,6 +142,29 @@ def test_the_engine_starts_while_the_player_does(browser, ui_server) -> None:
     context.close()
 
 
+def test_a_click_while_the_player_still_starts_waits_for_it(browser, ui_server) -> None:
+    """Generate, Stop and Generate again while the first click's worklet still loads: the second run
+    waits for that start (it found the AudioContext made and its worklet node not yet there), then
+    plays out in full."""
+    context = browser.new_context()
+    context.add_init_script(HOLD_THE_WORKLET)
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    opened(page, ui_server)
+    with page.expect_response("**/stream"):
+        generate(page, "Hello from the browser.")
+    page.click("#stop")
+    with page.expect_response("**/stream"):
+        generate(page, "Hello again.")
+    page.evaluate("window.releaseWorklet()")
+    page.wait_for_function("window.pocketTTS.played.length >= 1", timeout=60_000)
+    runs, played = page.evaluate("[window.pocketTTS.runs, window.pocketTTS.played]")
+    assert len(runs) == 1 and played[0]["samples"] == round(runs[0]["audio_ms"] * 24) > 0
+    assert not page.evaluate("document.getElementById('status').classList.contains('error')") and errors == []
+    context.close()
+
+
 def test_a_player_that_cannot_start_says_why(browser, ui_server) -> None:
     """Where the audio output cannot start, the page says so, stops the engine's run and can be
     clicked again."""

@@ -41,6 +41,15 @@ class Events {
     this.pushed.push({ end, at: performance.now() });
   }
 
+  // At a click (a user gesture: browsers keep an AudioContext suspended until one). One start at a
+  // time: a click while an earlier start still loads the worklet waits for it (it would find the
+  // context made and its node not yet there).
+  start(sampleRate) {
+    const begin = () => this.begin(sampleRate);
+    this.starting = (this.starting || Promise.resolve()).then(begin, begin);
+    return this.starting;
+  }
+
   on(type, callback) {
     (this.listeners[type] = this.listeners[type] || []).push(callback);
   }
@@ -49,7 +58,6 @@ class Events {
     for (const callback of this.listeners[type] || []) callback(data);
   }
 
-  // Must run in a user gesture (the click): browsers keep an AudioContext suspended until one.
   // The context runs at the engine's rate (a new engine with another rate gets a new context).
   async open(sampleRate) {
     if (this.context && this.context.sampleRate !== sampleRate) {
@@ -65,7 +73,7 @@ class Events {
 
 // The player of a secure context (https, localhost): the streaming worklet.
 export class WorkletPlayer extends Events {
-  async start(sampleRate) {
+  async begin(sampleRate) {
     if (await this.open(sampleRate)) {
       await this.context.audioWorklet.addModule(new URL("./worklet.js", import.meta.url));
       this.node = new AudioWorkletNode(this.context, "stream-player", { outputChannelCount: [1] });
@@ -99,7 +107,7 @@ export class WorkletPlayer extends Events {
 // each chunk an AudioBufferSourceNode, started where the one before ends, with the worklet's
 // messages (FIRST_AUDIO, POSITION per chunk, DRAINED) worked out from the schedule.
 export class ScheduledPlayer extends Events {
-  async start(sampleRate) {
+  async begin(sampleRate) {
     await this.open(sampleRate);
     await this.context.resume();
     this.reset();
