@@ -165,6 +165,37 @@ def test_a_click_while_the_player_still_starts_waits_for_it(browser, ui_server) 
     context.close()
 
 
+# window.resumed counts the AudioContext resumes that have resolved (the player's start ends with one).
+COUNT_THE_RESUMES = """(() => {
+  const resume = AudioContext.prototype.resume;
+  AudioContext.prototype.resume = function () {
+    return resume.call(this).then((result) => {
+      window.resumed = (window.resumed || 0) + 1;
+      return result;
+    });
+  };
+})()"""
+
+
+def test_stop_while_the_player_still_starts_leaves_no_run(browser, ui_server) -> None:
+    """The whole stream came while the worklet loads, then Stop: once the player is up, nothing is
+    recorded and no download is offered for the stopped run."""
+    context = browser.new_context()
+    context.add_init_script(HOLD_THE_WORKLET)
+    context.add_init_script(COUNT_THE_RESUMES)
+    page = context.new_page()
+    opened(page, ui_server)
+    with page.expect_response("**/stream") as response:
+        generate(page, "Hello from the browser.")
+    assert response.value.finished() is None
+    page.click("#stop")
+    page.evaluate("window.releaseWorklet()")
+    page.wait_for_function("window.resumed >= 1", timeout=20_000)  # the player's start, and what awaited it, done
+    assert page.is_hidden("#download") and page.inner_text("#status") == "Stopped."
+    assert page.evaluate("window.pocketTTS.runs.length") == 0
+    context.close()
+
+
 def test_a_player_that_cannot_start_says_why(browser, ui_server) -> None:
     """Where the audio output cannot start, the page says so, stops the engine's run and can be
     clicked again."""

@@ -202,6 +202,7 @@ async function generate() {
   try {
     await speaking;
     await ready;
+    if (state.run !== run) return; // stopped while the player started
     run.end = performance.now() - run.t0;
     player.end();
     finish(run);
