@@ -108,8 +108,8 @@ def trim_numpy(out: Path) -> None:
     (library_name), empty in the package. The worker compiles those with
     WebAssembly.compileStreaming, which the browser's code cache serves on the next visit; from
     the package's bytes, Pyodide compiled them again at every start. Those ON_FIRST_USE stay whole
-    in the package, for Python to link when first imported. Its __init__ leaves numpy.testing,
-    numpy.linalg and numpy.fft for first use (tools/pyodide_patches.py)."""
+    in the package, for Python to link when first imported. Its patched files leave numpy.testing,
+    numpy.linalg, numpy.fft and numpy.random's RandomState for first use (tools/pyodide_patches.py)."""
     kept = {}
     for name, data in patched(package_files(out, "numpy")).items():
         if NUMPY_UNUSED.search(name):

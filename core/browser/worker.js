@@ -309,12 +309,12 @@ function compileLibrary(url) {
 // NumPy's package holds its libraries empty (tools/pyodide.py): Pyodide's loader of shared libraries
 // (its preload plugin for .so files, which instantiates each in turn with Pyodide's dynamic linker)
 // gets each one's compiled module instead, in the same order. The libraries the package holds whole
-// (numpy.linalg's and numpy.fft's, which nothing imports at start) are only written to the file
-// system, where Python's dlopen links them if they are ever imported.
+// (of what the page's NumPy leaves for first use: tools/pyodide.ON_FIRST_USE) are only written to
+// the file system, where Python's dlopen links them if they are ever imported.
 //
 // Each library is linked with allowUndefined (boot looks the symbols still undefined up once, after
 // the package): Pyodide's loader looks up every symbol of its global offset table after each
-// library (12 times), and none of NumPy's libraries leaves one undefined (measured: the table had
+// library (8 times), and none of NumPy's libraries leaves one undefined (measured: the table had
 // no unresolved entry after any of them).
 function useCompiledLibraries(libraries) {
   const module = pyodide._module;
