@@ -100,6 +100,20 @@ HOLD_THE_WORKLET = """(() => {
 })()"""
 
 
+def streamed_while_held(browser, url: str, *scripts: str):
+    """A page whose player's worklet is held (HOLD_THE_WORKLET, and `scripts`), after Generate's
+    whole stream has come: (its context, the page)."""
+    context = browser.new_context()
+    for script in (HOLD_THE_WORKLET, *scripts):
+        context.add_init_script(script)
+    page = context.new_page()
+    opened(page, url)
+    with page.expect_response("**/stream") as response:
+        generate(page, "Hello from the browser.")
+    assert response.value.finished() is None and response.value.ok
+    return context, page
+
+
 # What the page does first of asking the server and making its AudioContext (window.calls).
 RECORD_THE_ORDER = """(() => {
   window.calls = [];
@@ -122,14 +136,7 @@ def test_the_engine_starts_while_the_player_does(browser, ui_server) -> None:
     """Generate asks the engine first (a first click's AudioContext holds the page's thread a while),
     not after the player is up: the whole stream arrives while the worklet is still held, and then
     plays out in full, in order."""
-    context = browser.new_context()
-    context.add_init_script(HOLD_THE_WORKLET)
-    context.add_init_script(RECORD_THE_ORDER)
-    page = context.new_page()
-    opened(page, ui_server)
-    with page.expect_response("**/stream") as response:
-        generate(page, "Hello from the browser.")
-    assert response.value.finished() is None and response.value.ok
+    context, page = streamed_while_held(browser, ui_server, RECORD_THE_ORDER)
     calls = page.evaluate("window.calls")
     assert calls.index("fetch /stream") < calls.index("AudioContext")
     assert page.evaluate("window.pocketTTS.runs.length") == 0 and not page.is_disabled("#stop")
@@ -180,14 +187,7 @@ COUNT_THE_RESUMES = """(() => {
 def test_stop_while_the_player_still_starts_leaves_no_run(browser, ui_server) -> None:
     """The whole stream came while the worklet loads, then Stop: once the player is up, nothing is
     recorded and no download is offered for the stopped run."""
-    context = browser.new_context()
-    context.add_init_script(HOLD_THE_WORKLET)
-    context.add_init_script(COUNT_THE_RESUMES)
-    page = context.new_page()
-    opened(page, ui_server)
-    with page.expect_response("**/stream") as response:
-        generate(page, "Hello from the browser.")
-    assert response.value.finished() is None
+    context, page = streamed_while_held(browser, ui_server, COUNT_THE_RESUMES)
     page.click("#stop")
     page.evaluate("window.releaseWorklet()")
     page.wait_for_function("window.resumed >= 1", timeout=20_000)  # the player's start, and what awaited it, done
