@@ -88,13 +88,12 @@ NUMPY_UNUSED = re.compile(
 )
 # NumPy's libraries that nothing the page runs imports (numpy.linalg's, numpy.fft's, and numpy.random's
 # legacy RandomState and bit generators other than PCG64: the page's NumPy leaves those for first
-# use, tools/pyodide_patches.py): kept whole in the package, where Python's dlopen finds and links
-# them when first imported.
+# use, tools/pyodide_patches.py): the worker downloads one only when Python's dlopen first reads it.
 ON_FIRST_USE = re.compile(
     r"/numpy/(linalg/(lapack_lite|_umath_linalg)|fft/_pocketfft_internal|random/(mtrand|mt19937|philox|sfc64))\.so$"
 )
 TRIMMED = (
-    "// NumPy's package without its tests, f2py and distutils, its libraries apart or kept for first use, "
+    "// NumPy's package without its tests, f2py and distutils, its libraries apart (some for first use), "
     "patched (tools/pyodide.py)\n"
 )
 SITE_PACKAGES = "/lib/python3.8/site-packages/"
@@ -107,14 +106,14 @@ def trim_numpy(out: Path) -> None:
     modules' WebAssembly, 9.3 MB) apart: each one a file of its own beside the package
     (library_name), empty in the package. The worker compiles those with
     WebAssembly.compileStreaming, which the browser's code cache serves on the next visit; from
-    the package's bytes, Pyodide compiled them again at every start. Those ON_FIRST_USE stay whole
-    in the package, for Python to link when first imported. Its patched files leave numpy.testing,
-    numpy.linalg, numpy.fft and numpy.random's RandomState for first use (tools/pyodide_patches.py)."""
+    the package's bytes, Pyodide compiled them again at every start (those ON_FIRST_USE, only
+    when first imported). Its patched files leave numpy.testing, numpy.linalg, numpy.fft and
+    numpy.random's RandomState for first use (tools/pyodide_patches.py)."""
     kept = {}
     for name, data in patched(package_files(out, "numpy")).items():
         if NUMPY_UNUSED.search(name):
             continue
-        if name.endswith(".so") and not ON_FIRST_USE.search(name):
+        if name.endswith(".so"):
             (out / library_name(name)).write_bytes(data)
             data = b""
         kept[name] = data
@@ -131,8 +130,7 @@ def library_name(path: str) -> str:
 
 def libraries(out: Path) -> Dict[str, str]:
     """NumPy's libraries set apart by trim_numpy: {path in Pyodide's file system: file name in `out`}."""
-    listed = _listed(out, "numpy")
-    return {name: library_name(name) for name, _, _ in listed if name.endswith(".so") and not ON_FIRST_USE.search(name)}
+    return {name: library_name(name) for name, _, _ in _listed(out, "numpy") if name.endswith(".so")}
 
 
 def add_to_runtime(out: Path, added: Dict[str, bytes]) -> None:

@@ -9,8 +9,8 @@ made numpy.testing and Tester come on first use (PEP 562); the page's NumPy 1.17
 and with numpy.ma and numpy.polynomial too, which nothing the page runs uses (a quarter of
 `import numpy`'s modules). (unittest also imports asyncio, which stays: Pyodide's own start
 imports it.) numpy.linalg and numpy.fft likewise, which nothing the page runs uses either: with
-them their three libraries (4 of NumPy's 9 MB of WebAssembly) are linked on first use
-(tools/pyodide.ON_FIRST_USE), and numpy.lib.polynomial and numpy.matrixlib, which import a few of
+them their three libraries (4 of NumPy's 9 MB of WebAssembly) are downloaded and linked on first
+use (tools/pyodide.ON_FIRST_USE), and numpy.lib.polynomial and numpy.matrixlib, which import a few of
 numpy.linalg's functions, import them when first called. And numpy.random's legacy RandomState
 (whose methods numpy.random.seed, rand, ... are) and its bit generators other than PCG64, with
 their four libraries: core draws from default_rng's Generator on PCG64 alone.

@@ -32,7 +32,7 @@ from typing import Dict, List, Optional
 from core.portable.bundle import MANIFEST
 from core.portable.normalize import LANGUAGE_CODES
 from tools import compiled, num2words_wheel
-from tools.pyodide import SITE_PACKAGES, libraries, vendor
+from tools.pyodide import ON_FIRST_USE, SITE_PACKAGES, libraries, vendor
 
 ROOT = Path(__file__).resolve().parent.parent
 # The page, fetched before the service worker controls it: the service worker caches it at install.
@@ -207,12 +207,19 @@ def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, obj
             digest.update(str(path.relative_to(out)).encode())
             digest.update(hashlib.sha256(path.read_bytes()).digest())
     version = digest.hexdigest()[:16]
+    every_library = libraries(out / "pyodide")
     site = {
         "format": "pocket-tts-numpy-site",
         "version": version,
         "pyodide": "pyodide/",
-        # NumPy's libraries, each a file in pyodide/: {path in Pyodide's file system: file name}
-        "libraries": libraries(out / "pyodide"),
+        # NumPy's libraries, each a file in pyodide/: {path in Pyodide's file system: file name},
+        # those linked at start; and those downloaded when first imported: {path: [file name, size]}
+        "libraries": {path: name for path, name in every_library.items() if not ON_FIRST_USE.search(path)},
+        "libraries_on_first_use": {
+            path: [name, (out / "pyodide" / name).stat().st_size]
+            for path, name in every_library.items()
+            if ON_FIRST_USE.search(path)
+        },
         "packages": PACKAGES,
         "compiled": modules.name if modules else None,
         "kernels": "kernels.wasm",

@@ -187,6 +187,7 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   useCompiledLibraries(libraries);
   await pyodide.loadPackage(["numpy"]);
   pyodide._module.reportUndefinedSymbols(); // once, for the libraries linked with allowUndefined
+  readOnFirstUse(site.libraries_on_first_use || {}, pyodideBase);
   phase("packages_ms");
   // The wheels' files (core's and num2words's, pure Python), unpacked at build (tools/site.py):
   // written as they are, which costs less than unzipping the wheels here, or loading micropip and
@@ -308,9 +309,8 @@ function compileLibrary(url) {
 
 // NumPy's package holds its libraries empty (tools/pyodide.py): Pyodide's loader of shared libraries
 // (its preload plugin for .so files, which instantiates each in turn with Pyodide's dynamic linker)
-// gets each one's compiled module instead, in the same order. The libraries the package holds whole
-// (of what the page's NumPy leaves for first use: tools/pyodide.ON_FIRST_USE) are only written to
-// the file system, where Python's dlopen links them if they are ever imported.
+// gets each one's compiled module instead, in the same order. Those of what the page's NumPy leaves
+// for first use (tools/pyodide.ON_FIRST_USE) are neither fetched nor linked here: see readOnFirstUse.
 //
 // Each library is linked with allowUndefined (boot looks the symbols still undefined up once, after
 // the package): Pyodide's loader looks up every symbol of its global offset table after each
@@ -320,7 +320,7 @@ function useCompiledLibraries(libraries) {
   const module = pyodide._module;
   const plugin = module.preloadPlugins.find((candidate) => candidate.canHandle("library.so"));
   plugin.handle = function (bytes, name, onload, onerror) {
-    if (!libraries.has(name)) return onload(bytes);
+    if (!libraries.has(name)) return onload();
     const compiled = libraries.get(name);
     this.asyncWasmLoadPromise = this.asyncWasmLoadPromise
       .then(() => compiled)
@@ -336,6 +336,41 @@ function useCompiledLibraries(libraries) {
         },
       );
   };
+}
+
+// The libraries of what the page's NumPy leaves for first use ({path in the file system: [file name,
+// size]}), empty files in NumPy's package: each one's bytes are downloaded when the file is first
+// read, which only Python's dlopen does (an import of numpy.linalg, say; a stat only asks its size).
+// The download is synchronous, as dlopen is; through the service worker, which keeps it. Where it
+// fails (offline before a first use), the read throws and dlopen, which catches it, makes the import
+// fail with that message.
+function readOnFirstUse(files, base) {
+  const fs = fileSystem();
+  for (const [path, [name, size]] of Object.entries(files)) {
+    // In place of the package's empty file (whose reads go through its packed data): a plain one.
+    fs.unlink(path);
+    const slash = path.lastIndexOf("/");
+    const node = fs.createDataFile(path.slice(0, slash), path.slice(slash + 1), new Uint8Array(0), true, false, true);
+    let bytes = null;
+    const read = () => bytes || (bytes = downloadedNow(base + name, size));
+    Object.defineProperty(node, "contents", { get: read, set: (value) => (bytes = value), configurable: true });
+    Object.defineProperty(node, "usedBytes", { get: () => size, set: () => {}, configurable: true });
+  }
+}
+
+function downloadedNow(url, size) {
+  const request = new XMLHttpRequest();
+  request.open("GET", url, false);
+  request.responseType = "arraybuffer";
+  try {
+    request.send();
+  } catch (error) {
+    throw new Error(`${url} could not be downloaded: ${error.message}`);
+  }
+  if (request.status !== 200 || request.response.byteLength !== size) {
+    throw new Error(`${url} could not be downloaded: ${request.status} ${request.statusText}`);
+  }
+  return new Uint8Array(request.response);
 }
 
 // Runs `load` (Pyodide's boot) while catching the WebAssembly.Memory it creates: Pyodide 0.17 keeps
