@@ -239,6 +239,7 @@ def test_after_the_first_visit_a_reload_downloads_nothing_and_works_offline(brow
     code += "said"
     said = offline.page.workers[0].evaluate("(code) => pyodide.runPython(code)", code)
     assert "lapack_lite" in said and "numpy.linalg.lapack_lite.wasm" in said
+    assert offline.run()["played"]["audible"] > 0 and offline.errors == []  # and the page goes on
     context.close()
 
 
