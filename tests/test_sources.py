@@ -263,6 +263,27 @@ def test_bundle_round_trip(tmp_path, monkeypatch) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "precious"]  # no staging left behind
 
 
+def test_the_int8_text_table_stays_int8_and_only_the_rows_a_text_uses_are_dequantized(tmp_path, monkeypatch) -> None:
+    from core.export import export
+    from core.portable import flow_lm, quantize
+
+    monkeypatch.setattr(quantize, "MIN_ELEMENTS", 512)  # the tiny model's table is small
+    out = tmp_path / "bundle"
+    export(str(TINY_DIR / "tiny_gqa" / "config.yaml"), str(out), [str(VOICE_24K)])
+    path = str(out / "flow_lm.safetensors")
+    in_memory = np.fromfile(path, np.uint8)
+    table = load_weights({"flow_lm": path}, in_memory={path: in_memory})["flow_lm.conditioner.embed.weight"]
+    assert isinstance(table, quantize.Int8Matrix) and np.shares_memory(table.values, in_memory)
+    ids = np.array([3, 0, 3, table.shape[0] - 1, 7])
+    assert np.array_equal(table.rows(ids), table.dequantize()[ids]) and table.rows(ids).dtype == np.float32
+    # The model's text embeddings are those of the whole table dequantized, as before.
+    p = TTSModel.load(str(out)).params["flow_lm"]
+    assert isinstance(p["conditioner"]["embed"]["weight"], quantize.Int8Matrix)
+    whole = dict(p, conditioner=dict(p["conditioner"], embed={"weight": table.dequantize()}))
+    tokens = ids.tolist()
+    assert np.array_equal(flow_lm.text_embeddings(p, tokens), flow_lm.text_embeddings(whole, tokens))
+
+
 @pytest.mark.parametrize("name", ["english", MODEL])
 def test_int8_error_side_by_side_with_the_official(tmp_path, request, name: str) -> None:
     """Our int8 bundle and the official `quantize=True`, each against the official float32 output on

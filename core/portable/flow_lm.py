@@ -63,7 +63,8 @@ def prepare(p: Dict[str, Any]) -> Dict[str, Any]:
 def text_embeddings(p: Dict[str, Any], tokens: List[int]) -> np.ndarray:
     """Token ids -> [T, d_model] (a low-rank table is projected up)."""
     conditioner = p["conditioner"]
-    x = conditioner["embed"]["weight"][np.asarray(tokens, dtype=np.int64)]  # [T, rank or d_model]
+    table, ids = conditioner["embed"]["weight"], np.asarray(tokens, dtype=np.int64)
+    x = table.rows(ids) if isinstance(table, quantize.Int8Matrix) else table[ids]  # [T, rank or d_model]
     return nn.linear(conditioner["proj"], x) if "proj" in conditioner else np.array(x, dtype=np.float32)
 
 

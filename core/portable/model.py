@@ -357,7 +357,8 @@ def load_weights(
 ) -> Dict[str, quantize.Weight]:
     """The tensors of a model's weights files (part -> file, as sources.ModelFiles has them), of
     `parts` only when given: float32, int8 ones dequantized, except that matrices of linear layers
-    whose shape `keep_int8` accepts stay `Int8Matrix` (for a core.portable.ops backend that multiplies them).
+    whose shape `keep_int8` accepts stay `Int8Matrix` (for a core.portable.ops backend that multiplies them),
+    and so does the text embedding table (of which a text reads a few rows).
     A file whose path `in_memory` holds (its bytes, as uint8) is read from there: its tensors are
     views of those bytes (a browser worker puts the downloaded files there, not in its file system)."""
     selected = None if parts is None else (lambda key: params.part_of(key) in parts)
@@ -370,7 +371,10 @@ def load_weights(
             raw, metadata = safetensors_file.load(path, selected)
         tensors.update(
             quantize.dequantize(
-                raw, metadata, path, lambda key, shape: params.is_linear_matrix(key) and keep_int8(shape)
+                raw,
+                metadata,
+                path,
+                lambda key, shape: params.is_lookup_table(key) or (params.is_linear_matrix(key) and keep_int8(shape)),
             )
         )
     return tensors

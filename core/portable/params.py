@@ -51,6 +51,12 @@ def is_linear_matrix(key: str) -> bool:
     return key != _LOOKUP_TABLE
 
 
+def is_lookup_table(key: str) -> bool:
+    """Whether a tensor is the text embedding table: indexed by token, an int8 one stays int8 and
+    only the rows a text uses are dequantized (core.portable.flow_lm.text_embeddings)."""
+    return key == _LOOKUP_TABLE
+
+
 def is_voice_cloning_key(key: str) -> bool:
     return key == _SPEAKER_PROJ or key.startswith(_CLONING_PREFIXES)
 

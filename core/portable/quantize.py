@@ -59,6 +59,10 @@ class Int8Matrix:
     def dequantize(self) -> np.ndarray:
         return _dequantized(self.values, self.scales)
 
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """The rows `ids` dequantized: float32 [len(ids), cols], equal to dequantize()[ids]."""
+        return _dequantized(self.values[ids], self.scales[ids])
+
 
 Weight = Union[np.ndarray, Int8Matrix]
 
