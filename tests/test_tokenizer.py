@@ -493,6 +493,19 @@ def test_malformed_model_raises_config_error(tmp_path: Path, file_name: str) -> 
         Tokenizer.from_file(str(path))
 
 
+def test_a_model_cut_anywhere_is_a_config_error_or_loads() -> None:
+    """The protobuf reader's fast path (one-byte keys and lengths) never reads past the end: a file
+    cut at any byte is rejected with ConfigError, never an IndexError or a wrong vocabulary."""
+    good = (FIXTURES / "unigram300.model").read_bytes()
+    whole = Tokenizer.from_bytes(good, "sentencepiece")
+    for cut in list(range(0, 64)) + list(range(64, len(good), 97)):
+        try:
+            tokenizer = Tokenizer.from_bytes(good[:cut], "sentencepiece")
+        except ConfigError:
+            continue
+        assert tokenizer.vocab_size <= whole.vocab_size  # a cut list of pieces is a shorter one
+
+
 def broken_json() -> dict:
     good = json.loads((FIXTURES / "bpe300.json").read_text())
     cases = {

@@ -27,26 +27,36 @@ def _varint(buf: bytes, pos: int) -> Tuple[int, int]:
 
 def _proto_fields(buf: bytes) -> Iterator[Tuple[int, object]]:
     """(field number, value) of a protobuf message: an int for varints, bytes otherwise."""
-    pos = 0
-    while pos < len(buf):
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-        elif wire in (1, 2, 5):
-            if wire == 2:
-                size, pos = _varint(buf, pos)
-            else:
-                size = 8 if wire == 1 else 4
-            if pos + size > len(buf):
-                raise FormatError("not a SentencePiece model (truncated protobuf)")
-            value = buf[pos : pos + size]
-            pos += size
+    # A vocabulary is thousands of small messages read at every start (the page's too): keys and
+    # lengths of one byte, nearly all of them, are read here rather than by _varint.
+    pos, end = 0, len(buf)
+    while pos < end:
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
         else:
-            raise FormatError(f"not a SentencePiece model (protobuf wire type {wire})")
+            key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
         if number == 0:
             raise FormatError("not a SentencePiece model (protobuf field 0)")
-        yield number, value
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+            yield number, value
+            continue
+        if wire == 2:
+            if pos < end and buf[pos] < 0x80:
+                size = buf[pos]
+                pos += 1
+            else:
+                size, pos = _varint(buf, pos)
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+        else:
+            raise FormatError(f"not a SentencePiece model (protobuf wire type {wire})")
+        if pos + size > end:
+            raise FormatError("not a SentencePiece model (truncated protobuf)")
+        yield number, buf[pos : pos + size]
+        pos += size
 
 
 def _as_int32(value: object) -> int:
