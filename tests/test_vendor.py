@@ -18,6 +18,7 @@ import pytest
 
 from tools import compiled, pyodide
 from tools.pyodide_patches import (
+    BATCHED_WRAPPERS,
     EXPORT_LOOP,
     LAZY_MAIN_GOT,
     PATCHES,
@@ -396,3 +397,73 @@ def test_lazy_linking_files_every_asked_for_entry_as_the_eager_linker_did() -> N
     assert sorted(set(eager["pairs"]) - set(lazy["pairs"])) == ["lib2 fpcast z -> main a"]
     assert sorted(set(lazy["pairs"]) - set(eager["pairs"])) == ["lib2 fpcast z -> lib2 z"]
     assert lazy["made"] < eager["made"]
+
+
+# Pyodide's start filling the function table (reportUndefinedSymbols and the functions of its script from
+# convertJsFunctionToWasm to addFunctionWasm), as Pyodide wrote it and as the site patches it
+# (tools/pyodide_patches.BATCHED_WRAPPERS), run side by side in Node on a real WebAssembly.Table: a GOT
+# of made-up JS functions with signatures (one under two names, one of i64), an address, an entry
+# already filled and a function of a real WebAssembly module. Each world reports what every entry's
+# slot does when called, and how many modules it compiled.
+TABLE_WORLDS = r"""
+const vm = require("vm");
+const codes = JSON.parse(require("fs").readFileSync(0, "utf8"));
+const adderBytes = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 7, 1, 96, 2, 127, 127, 1, 127, 3, 2, 1, 0,
+  7, 5, 1, 1, 119, 0, 0, 10, 9, 1, 7, 0, 32, 0, 32, 1, 106, 11]);  // exports w(x, y) = x + y
+const adder = new WebAssembly.Instance(new WebAssembly.Module(adderBytes)).exports.w;
+function world(code) {
+  const calls = [];
+  const js = (sig, body) => Object.assign(function (...args) {
+    calls.push([sig, ...args.map(String)]);
+    return body(...args);
+  }, { sig });
+  const triple = js("ii", (x) => 3 * x);
+  const library = { a: triple, c: triple, b: js("vii", () => undefined), d: js("jj", (x) => x * 2n),
+    e: js("dd", (x) => x / 2), f: js("iiii", (x, y, z) => x + y * z), n: 4096, w: adder, filled: js("i", () => 1) };
+  let modules = 0;
+  const context = { Uint8Array, WeakMap, Map, String, Object, TypeError, RangeError, calls };
+  context.WebAssembly = { Module: function (bytes) { modules++; return new WebAssembly.Module(bytes); },
+    Instance: WebAssembly.Instance, Global: WebAssembly.Global, Table: WebAssembly.Table, Function: undefined };
+  context.wasmTable = new WebAssembly.Table({ initial: 2, element: "anyfunc" });
+  context.wasmTable.set(1, adder);
+  context.GOT = {};
+  for (const name of Object.keys(library)) {
+    context.GOT[name] = new WebAssembly.Global({ value: "i32", mutable: true }, 0);
+  }
+  context.GOT.filled.value = 1;
+  context.resolveGlobalSymbol = (name) => library[name];
+  context.assert = (ok, message) => { if (!ok) throw new Error(message); };
+  vm.createContext(context);
+  vm.runInContext(code + "\nreportUndefinedSymbols();", context);
+  const slot = (name) => context.wasmTable.get(context.GOT[name].value);
+  const results = {
+    got: Object.fromEntries(Object.keys(library).map((name) => [name, context.GOT[name].value])),
+    a: slot("a")(5), c: slot("c")(7), b: slot("b")(1, 2), d: String(slot("d")(21n)), e: slot("e")(3),
+    f: slot("f")(1, 2, 3), w: slot("w")(2, 3), wasmAsIs: slot("w") === adder, size: context.wasmTable.length,
+  };
+  return { results, calls, modules };
+}
+process.stdout.write(JSON.stringify(codes.map(world)));
+"""
+
+
+def test_the_tables_js_functions_are_wrapped_by_one_module_and_do_what_they_did() -> None:
+    """The site's reportUndefinedSymbols (tools/pyodide_patches.BATCHED_WRAPPERS) fills every GOT entry
+    with the same slot as Pyodide's, each slot calling the same function with the same arguments
+    (i64 too), where Pyodide's made a module per JS function and the site's one for them all."""
+    with tarfile.open(pyodide.tarball()) as archive:
+        original = archive.extractfile(f"package/dist/{RUNTIME}").read().decode()
+    script = patched_runtime(original)
+    assert BATCHED_WRAPPERS in script
+    codes = [
+        _between(source, "function convertJsFunctionToWasm(", "function removeFunction(")
+        + _between(source, start, 'Module["reportUndefinedSymbols"]')
+        for source, start in ((original, "function reportUndefinedSymbols("), (script, "var preparedWrappers"))
+    ]
+    run = subprocess.run(["node", "-e", TABLE_WORLDS], input=json.dumps(codes), capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    before, after = json.loads(run.stdout)
+    assert after["results"] == before["results"] and after["calls"] == before["calls"]
+    assert after["results"]["got"]["a"] == after["results"]["got"]["c"] and after["results"]["wasmAsIs"]
+    assert after["results"]["d"] == "42" and after["results"]["f"] == 7 and after["results"]["got"]["n"] == 4096
+    assert before["modules"] == 5 and after["modules"] == 1  # a, b, d, e, f: one module each, or one
