@@ -189,11 +189,12 @@ def chromium() -> Iterator[Any]:
 
 
 @contextmanager
-def chromium_profile(profile: Path) -> Iterator[Any]:
+def chromium_profile(profile: Path, args: Sequence[str] = ()) -> Iterator[Any]:
     """A browser context on a profile kept in `profile` (its HTTP cache, Cache API, service workers
-    and compiled code): closed and opened again, it is a visitor coming back."""
+    and compiled code): closed and opened again, it is a visitor coming back. `args` go to Chromium
+    after the harness's own."""
     with _playwright() as playwright:
-        context = launch_profile(playwright.chromium, profile)
+        context = launch_profile(playwright.chromium, profile, args)
         try:
             yield context
         finally:
@@ -206,9 +207,11 @@ def launch(browser_type: Any, args: Sequence[str] = ()) -> Any:
     return browser_type.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS + list(args))
 
 
-def launch_profile(browser_type: Any, profile: Path) -> Any:
+def launch_profile(browser_type: Any, profile: Path, args: Sequence[str] = ()) -> Any:
     """A context on the profile in `profile` (see chromium_profile); the caller closes it."""
-    return browser_type.launch_persistent_context(str(profile), executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    return browser_type.launch_persistent_context(
+        str(profile), executable_path=CHROMIUM, args=CHROMIUM_ARGS + list(args)
+    )
 
 
 # Lets a test hold the workers' "done" messages (window.pocketTTSHold.done = true), so that a generation

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e import harness, startup
+from e2e import harness, startup, wasm_compiles
 from tools.site import download_bytes
 
 from conftest import SMALL, require_browser
@@ -103,3 +103,39 @@ def test_a_site_against_another_is_measured_back_to_back_the_first_alternating(m
     assert "| -> first audio | returning (3) | 1500 | 1200 | -300 |" in table
     assert "| Pyodide's start (its files, wasm compile, stdlib) | first (3) | 130 | 100 | -30 |" in table
     assert "| the weights copied into Python's memory | first (3) | n/a | 100 |  |" in table
+
+
+def test_the_wasm_compile_report_reads_chromiums_trace(request) -> None:
+    """e2e/wasm_compiles.py on the small model's site: a first and a returning visit, each traced by
+    Chromium, report the optimizing and baseline compiles of the page's WebAssembly, and only the
+    site's own .wasm files in the code cache's events (whether a cache is written within a visit
+    is the browser's timing: not asserted)."""
+    require_browser(request, SMALL)
+    site = harness.site(SMALL)
+    first, returning = wasm_compiles.visits(site, 2, stay_s=1, progress=lambda _message: None)
+    wasm = {path.name for path in site.rglob("*.wasm")}
+    for visit in (first, returning):
+        assert visit["ready_ms"] > 0 and visit["ttfa_ms"] > 0
+        named = list(visit["cache_read"]) + [entry.split(" (")[0] for entry in visit["cache_written"]]
+        assert set(named) <= wasm, named
+    assert first["compiles"]["optimized (TurboFan)"][0] > 0
+    assert first["compiles"]["baseline at first call (Liftoff)"][0] > 0
+
+
+def test_the_wasm_compile_report_counts_each_compile_and_names_each_cache() -> None:
+    events = [
+        {"name": "wasm.TopTierCompilation", "ph": "X", "ts": 1, "dur": 2500},
+        {"name": "wasm.TopTierCompilation", "ph": "X", "ts": 2, "dur": 500},
+        {"name": "wasm.CompileLazy", "ph": "X", "ts": 3, "dur": 100},
+        {"name": "wasm.CompileLazy", "ph": "B", "ts": 3},  # only complete events count
+        {"name": "v8.wasm.moduleCacheHit", "ts": 4, "args": {"url": "http://h/pyodide/pyodide.asm.wasm"}},
+        {"name": "v8.wasm.moduleCacheHit", "ts": 5, "args": {"url": "http://h/pyodide/pyodide.asm.wasm"}},
+        {"name": "v8.wasm.compiledModule", "ts": 7, "args": {"url": "http://h/pyodide/numpy.core.x.wasm"}},
+        {"name": "v8.wasm.cachedModule", "ts": 8, "args": {"producedCacheSize": 1_500_000}},
+    ]
+    report = wasm_compiles.summary(list(reversed(events)))  # in the order of their time, whatever the file's
+    assert report["compiles"]["optimized (TurboFan)"] == [2, 3.0]
+    assert report["compiles"]["baseline at first call (Liftoff)"] == [1, 0.1]
+    assert report["compiles"]["modules compiled synchronously"] == [0, 0.0]
+    assert report["cache_read"] == {"pyodide.asm.wasm": 2}
+    assert report["cache_written"] == ["numpy.core.x.wasm (1.5 MB)"]
