@@ -11,7 +11,7 @@ from core.portable.decoding import decoded
 from core.portable.params import DECODER, FLOW_LM, VOICE_CLONING
 from core.portable.planning import noise_source
 
-from conftest import TINY_DIR, VOICE_24K
+from conftest import FIXTURES, TINY_DIR, VOICE_24K
 
 
 def test_stream_yields_one_frame_per_chunk_and_equals_generate(model: TTSModel, voice) -> None:
@@ -99,6 +99,32 @@ def test_parts_loaded_apart_give_the_same_audio(model: TTSModel) -> None:
     assert np.array_equal(apart, whole)
     assert "mimi" not in flow.params or "decoder" not in flow.params["mimi"]
     assert set(TTSModel.load(config, parts=(DECODER,)).params) == {"mimi"}
+
+
+def test_a_model_without_its_flow_lm_reads_its_tokenizer_only_when_asked(monkeypatch) -> None:
+    """The browser's decoder worker (the decoder part alone) reads no text: its tokenizer is not read
+    at load, but when first asked for, the same as a whole model's; adding the flow LM reads it
+    then, so that a tokenizer that does not fit fails at that load, not at the first request."""
+    from core.portable import sources
+    from core.portable.tokenizer import Tokenizer
+
+    config = str(TINY_DIR / "tiny_lsd" / "config.yaml")
+    read = []
+    from_file = Tokenizer.from_file
+    monkeypatch.setattr(Tokenizer, "from_file", classmethod(lambda cls, path: read.append(path) or from_file(path)))
+    decoder_only = TTSModel.load(config, parts=(DECODER,))
+    assert read == []
+    whole = TTSModel.load(config)
+    assert len(read) == 1
+    assert decoder_only.tokenizer.encode("Hello there.") == whole.tokenizer.encode("Hello there.") and len(read) == 2
+    decoder_only.add_parts((FLOW_LM,))
+    assert len(read) == 2  # read once
+    # A tokenizer of another size than the model's table: adding the flow LM refuses it.
+    files = sources.resolve(config)._replace(tokenizer=str(FIXTURES / "tokenizers" / "unigram300.model"))
+    mismatched = TTSModel.from_files(files, parts=(DECODER,))
+    with pytest.raises(PocketTTSError, match="300 tokens"):
+        mismatched.add_parts((FLOW_LM,))
+    assert mismatched.parts == (DECODER,)
 
 
 def test_a_part_that_was_not_loaded_is_a_clear_error() -> None:

@@ -72,7 +72,7 @@ class TTSModel:
         self,
         cfg: config.Config,
         tensors: Dict[str, np.ndarray],
-        tokenizer: Tokenizer,
+        tokenizer: Optional[Tokenizer],
         name: str,
         weights_source: str,
         voices: Optional[Dict[str, str]] = None,
@@ -88,12 +88,9 @@ class TTSModel:
         self.parts = tuple(parts)
         has_encoder = params.check(tensors, cfg, weights_source, self.parts)
         self.can_clone_voices = has_encoder and voice_cloning
-        if tokenizer.vocab_size != cfg.flow_lm.lookup_table.n_bins:
-            raise ConfigError(
-                f"{name}: the tokenizer has {tokenizer.vocab_size} tokens but "
-                f"flow_lm.lookup_table.n_bins is {cfg.flow_lm.lookup_table.n_bins}"
-            )
-        self.tokenizer = tokenizer
+        # A model without its flow LM (the browser's decoder worker) reads no text: its tokenizer
+        # is read from its files when first asked for (`tokenizer`), checked then.
+        self._tokenizer = self._checked(tokenizer) if tokenizer is not None else None
         # The checkpoint's tensors nested by name, with the derived layouts the layers read (new
         # dicts from the prepare functions, which change nothing they are given).
         self.params = params.nest(tensors)
@@ -111,6 +108,26 @@ class TTSModel:
         self._time_terms: Dict[int, List[np.ndarray]] = {}
         # The files it was loaded from (set by `from_files`): where `add_parts` reads more parts.
         self.files: Optional[sources.ModelFiles] = None
+
+    def _checked(self, tokenizer: Tokenizer) -> Tokenizer:
+        if tokenizer.vocab_size != self.config.flow_lm.lookup_table.n_bins:
+            raise ConfigError(
+                f"{self.name}: the tokenizer has {tokenizer.vocab_size} tokens but "
+                f"flow_lm.lookup_table.n_bins is {self.config.flow_lm.lookup_table.n_bins}"
+            )
+        return tokenizer
+
+    def _read_tokenizer(self) -> Tokenizer:
+        """The tokenizer, read from the model's files and checked the first time it is asked for."""
+        if self._tokenizer is None:
+            if self.files is None:
+                raise PocketTTSError(f"{self.name} was loaded without a tokenizer")
+            self._tokenizer = self._checked(Tokenizer.from_file(self.files.tokenizer))
+        return self._tokenizer
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self._read_tokenizer()
 
     @property
     def sample_rate(self) -> int:
@@ -144,16 +161,17 @@ class TTSModel:
         int8 weights stay int8 where the core.portable.ops backend multiplies them (see quantize)."""
         if tensors is None:
             tensors = load_weights(files.weights, ops.current().keeps_int8, parts, in_memory)
+        parts = params.PARTS if parts is None else parts
         model = cls(
             files.config,
             tensors,
-            Tokenizer.from_file(files.tokenizer),
+            Tokenizer.from_file(files.tokenizer) if params.FLOW_LM in parts else None,
             files.name,
             ", ".join(dict.fromkeys(files.weights.values())),
             files.voices,
             files.default_voice,
             files.voice_cloning,
-            params.PARTS if parts is None else parts,
+            parts,
         )
         model.files = files
         return model
@@ -168,6 +186,8 @@ class TTSModel:
         files = self.files
         if files is None:
             raise PocketTTSError(f"{self.name} was not loaded from files: it cannot add {', '.join(new)}")
+        if params.FLOW_LM in new:
+            self._read_tokenizer()  # a bad tokenizer fails here, not at the first request
         tensors = load_weights(files.weights, ops.current().keeps_int8, new)
         source = ", ".join(dict.fromkeys(path for part, path in files.weights.items() if part in new))
         has_encoder = params.check(tensors, self.config, source or self.name, new)
