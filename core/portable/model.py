@@ -394,7 +394,8 @@ def load_weights(
                 raw,
                 metadata,
                 path,
-                lambda key, shape: params.is_lookup_table(key) or (params.is_linear_matrix(key) and keep_int8(shape)),
+                # Asked of 2-D tensors only: the lookup table and the linear layers' matrices.
+                lambda key, shape: params.is_lookup_table(key) or keep_int8(shape),
             )
         )
     return tensors

@@ -45,15 +45,10 @@ def part_of(key: str) -> str:
     return FLOW_LM if key.startswith("flow_lm.") else DECODER
 
 
-def is_linear_matrix(key: str) -> bool:
-    """Whether a 2-D tensor is a matrix the model multiplies as a linear layer (core.portable.ops.linear):
-    all of them but the text embedding table, which is indexed."""
-    return key != _LOOKUP_TABLE
-
-
 def is_lookup_table(key: str) -> bool:
-    """Whether a tensor is the text embedding table: indexed by token, an int8 one stays int8 and
-    only the rows a text uses are dequantized (core.portable.flow_lm.text_embeddings)."""
+    """Whether a tensor is the text embedding table, the one 2-D tensor the model indexes rather than
+    multiplies as a linear layer: an int8 one stays int8 and only the rows a text uses are
+    dequantized (core.portable.flow_lm.text_embeddings)."""
     return key == _LOOKUP_TABLE
 
 
