@@ -271,13 +271,12 @@ BATCHED_WRAPPERS = r"""
 var preparedWrappers = new WeakMap();
 function prepareWrappers(functions) {
   if (typeof WebAssembly.Function === "function") return;
-  var codes = { i: 127, j: 126, f: 125, d: 124 }, typeIndex = {}, types = [], wrapped = [], imports = {};
+  var codes = { i: 127, j: 126, f: 125, d: 124 }, typeIndex = {}, types = [], wrapped = [];
   for (var i = 0; i < functions.length; i++) {
     var func = functions[i], sig = func.sig;
     if (typeof sig !== "string" || !/^[vijfd][ijfd]*$/.test(sig) || preparedWrappers.has(func)) continue;
     if (wrapped.indexOf(func) >= 0) continue;
     if (!(sig in typeIndex)) typeIndex[sig] = types.push(sig) - 1;
-    imports[wrapped.length] = func;
     wrapped.push(func);
   }
   if (wrapped.length < 2) return;
@@ -321,7 +320,8 @@ function prepareWrappers(functions) {
   section(1, typeBody, bytes);
   section(2, importBody, bytes);
   section(7, exportBody, bytes);
-  var instance = new WebAssembly.Instance(new WebAssembly.Module(new Uint8Array(bytes)), { e: imports });
+  var module = new WebAssembly.Module(new Uint8Array(bytes));
+  var instance = new WebAssembly.Instance(module, { e: Object.assign({}, wrapped) });
   wrapped.forEach(function (func, k) {
     preparedWrappers.set(func, { sig: func.sig, wrapper: instance.exports[String(k)] });
   });
