@@ -22,7 +22,7 @@ layers); the other convolutions and larger float products stay with NumPy. A pro
 from __future__ import annotations
 
 import importlib.util
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -47,7 +47,21 @@ SPLIT_ROWS = 16
 # english_2m 6.9 ms unsplit, 7.5 split from 256K, 12.3 split at any size).
 SPLIT_WEIGHTS = 1 << 20
 EXTENSION = "core._kernels"
-_second_thread = ThreadPoolExecutor(1, thread_name_prefix="pocket-tts-int8")
+_second_thread: Optional[Any] = None  # the executor, made at the first product that splits
+_making_second_thread = threading.Lock()
+
+
+def second_thread() -> Any:
+    """The thread that takes half of a product of many rows (a ThreadPoolExecutor of one), made at
+    its first use: the browser imports this module too, and concurrent.futures (and logging with it)
+    is then not among the modules its start runs."""
+    global _second_thread
+    with _making_second_thread:
+        if _second_thread is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _second_thread = ThreadPoolExecutor(1, thread_name_prefix="pocket-tts-int8")
+        return _second_thread
 
 
 class NativeKernels(CompiledKernels):
@@ -74,7 +88,7 @@ class NativeKernels(CompiledKernels):
                 matrix.sums = sums[kept]
             return self._linear(x, matrix, None if bias is None else bias[kept])
 
-        second = _second_thread.submit(part, slice(half, None))
+        second = second_thread().submit(part, slice(half, None))
         return np.concatenate([part(slice(0, half)), second.result()], axis=-1)
 
     def conv(

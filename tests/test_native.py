@@ -180,8 +180,10 @@ def test_a_product_of_many_rows_runs_on_two_threads_with_the_same_result(backend
     floats = rng.standard_normal((96, 64)).astype(np.float32)
     bias = rng.standard_normal(96).astype(np.float32)
     threads = []
-    submit = native._second_thread.submit
-    monkeypatch.setattr(native._second_thread, "submit", lambda *a: threads.append(1) or submit(*a))
+    executor = native.second_thread()  # made at its first use, once
+    assert native.second_thread() is executor
+    submit = executor.submit
+    monkeypatch.setattr(executor, "submit", lambda *a: threads.append(1) or submit(*a))
     backend.linear(x, matrix, bias)
     assert threads == []  # a small matrix stays on the caller's thread
     monkeypatch.setattr(native, "SPLIT_WEIGHTS", values.size)
