@@ -61,15 +61,17 @@ def test_each_pyc_is_checked_against_the_source_the_site_ships(wheels, tmp_path:
         assert data[8:16].hex() == hashes[source], source
     shipped, started = {source for source, _, _ in archived}, {source for source, _, _ in in_runtime}
     # The worker writes NumPy's and ours; Pyodide's package holds those of its standard library
-    # and its own packages: what Python's start (os, encodings) and Pyodide's (asyncio, its
-    # pyodide package) import, and the rest of the standard library a worker imports (json).
+    # and its own packages: what Python's start (os, encodings) and Pyodide's (its pyodide
+    # package) import, and the rest of the standard library a worker imports (json).
     assert all(source.startswith(compiled.SITE_PACKAGES) for source in shipped)
-    for module in ("os.py", "encodings/utf_8.py", "asyncio/base_events.py", "json/__init__.py", "ast.py"):
+    for module in ("os.py", "encodings/utf_8.py", "json/__init__.py", "ast.py"):
         assert compiled.STDLIB + module in started
     for module in ("pyodide/webloop.py", "_pyodide/_core.py"):
         assert compiled.SITE_PACKAGES + module in started
-    # numpy.testing comes on first use (tools/pyodide_patches.py): unittest is nobody's.
-    assert not [s for s in shipped | started if "/unittest/" in s or "/numpy/testing/" in s]
+    # numpy.testing, asyncio and platform come on first use (tools/pyodide_patches.py): unittest,
+    # asyncio's modules and platform are nobody's at start.
+    unused = ("/unittest/", "/numpy/testing/", "/asyncio/", "/concurrent/", "/logging/", "/platform.py", "/socket.py")
+    assert not [s for s in shipped | started if any(name in s for name in unused)]
     assert not [s for s in started if s.startswith(compiled.STDLIB + "ctypes/")]  # Pyodide has no ctypes
     # Every module of ours a worker imports, and num2words's, and NumPy's package itself.
     for module in ("core/__init__.py", "core/browser/engine.py", "core/portable/model.py", "num2words/__init__.py"):

@@ -125,6 +125,44 @@ def test_the_page_imports_neither_the_unused_languages_nor_numpy_testing_until_a
     ]
 
 
+def test_the_page_starts_without_asyncio_and_gets_pyodides_web_loop_at_its_first_use(browser, site_url) -> None:
+    """Pyodide's start imports asyncio (its C core, its pyodide package) and the site's runtime
+    leaves it for first use (tools/pyodide_patches.py), with platform, and core's own start leaves
+    out concurrent.futures and statistics: none is in either worker when the page is up (a page of
+    its own: numpy.testing, which another test uses, imports asyncio). At the first use, from Python
+    (awaiting a JS promise) or from JS (awaiting a Python coroutine, through the C core's hold on
+    asyncio), asyncio runs on Pyodide's web loop as it did before."""
+    context = browser.new_context()
+    page = harness.Page(context, site_url)
+    page.use("browser")
+    workers = {worker.evaluate("typeof role === 'undefined' ? null : role"): worker for worker in page.page.workers}
+    unused = ("asyncio", "concurrent.futures", "logging", "platform", "socket", "subprocess", "statistics")
+    code = f"import sys, json\njson.dumps([m for m in {unused!r} if m in sys.modules])"
+    for role in ("both", "decoder"):
+        assert json.loads(workers[role].evaluate("(code) => pyodide.runPython(code)", code)) == [], role
+    from_python = workers["both"].evaluate(
+        """async () => (await pyodide.runPythonAsync(`
+import asyncio, js, pyodide
+answer = await js.Promise.resolve(41) + 1
+await asyncio.sleep(0)
+[answer, type(asyncio.get_event_loop()).__name__, pyodide.WebLoopPolicy is pyodide.webloop.WebLoopPolicy]
+`)).toJs()"""
+    )
+    assert from_python == [42, "WebLoop", True]
+    from_js = workers["decoder"].evaluate(
+        """async () => (await pyodide.runPython(`
+import sys
+async def loop():
+    import asyncio
+    return [type(asyncio.get_event_loop()).__name__, "asyncio.base_events" in sys.modules]
+loop()
+`)).toJs()"""
+    )
+    assert from_js == ["WebLoop", True]
+    assert page.errors == []
+    context.close()
+
+
 def test_the_first_worker_alone_says_what_two_workers_say(page, browser, site_url) -> None:
     """The "both" worker that boots first decodes its own frames: on one core (the page's
     navigator.hardwareConcurrency set to 1) it stays alone, no decoder worker boots, and its audio is

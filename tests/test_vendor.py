@@ -6,6 +6,7 @@ that load and use them: tests/test_e2e.py)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ from tools.pyodide_patches import (
     EXPORT_LOOP,
     LAZY_MAIN_GOT,
     PATCHES,
+    PYODIDE_PATCHES,
     RUNTIME,
     RUNTIME_PATCHES,
     SITE_PACKAGES,
@@ -44,16 +46,18 @@ def test_numpy_is_trimmed_to_what_the_page_imports_and_keeps_the_rest_exact(tmp_
     before, after = pyodide.package_files(original, "numpy"), pyodide.package_files(tmp_path / "site", "numpy")
     assert (tmp_path / "site" / "numpy.js").read_text().startswith(pyodide.TRIMMED)
     kept = {name: data for name, data in patched(before).items() if not pyodide.NUMPY_UNUSED.search(name)}
-    # Five files patched (tools/pyodide_patches.py): numpy.testing and others on first use, and
+    # Six files patched (tools/pyodide_patches.py): numpy.testing and others on first use, and
     # numpy.random's RandomState and bit generators but PCG64, the two modules that import
-    # numpy.linalg's functions importing them when called, and the functions' dispatch made without
-    # a compile (test_numpy_dispatches_as_before_with_the_patch).
+    # numpy.linalg's functions importing them when called, the functions' dispatch made without
+    # a compile (test_numpy_dispatches_as_before_with_the_patch), and no `platform` for IS_PYPY.
     init, random = SITE_PACKAGES + "numpy/__init__.py", SITE_PACKAGES + "numpy/random/__init__.py"
     on_call = [SITE_PACKAGES + "numpy/lib/polynomial.py", SITE_PACKAGES + "numpy/matrixlib/defmatrix.py"]
+    internal = SITE_PACKAGES + "numpy/core/_internal.py"
     changed = sorted(name for name in kept if kept[name] != before[name])
-    assert changed == sorted([init, random, OVERRIDES, *on_call])
+    assert changed == sorted([init, random, OVERRIDES, internal, *on_call])
     assert b"from .testing import Tester\n" in before[init] and b"def __getattr__(attr):" in kept[init]
-    for name in [init, random, *on_call]:
+    assert b"\nimport platform\n" in before[internal] and b"import platform" not in kept[internal]
+    for name in [init, random, internal, *on_call]:
         compile(kept[name], name, "exec")
     for name in on_call:
         assert b"\nfrom numpy.linalg import" in before[name] and b"\nfrom numpy.linalg import" not in kept[name]
@@ -82,7 +86,27 @@ def test_numpy_is_trimmed_to_what_the_page_imports_and_keeps_the_rest_exact(tmp_
     # Both packages' blocks stored as they are: nothing to decompress in the browser.
     for name in ("numpy", "pyodide.asm"):
         assert set(pyodide._numbers((tmp_path / "site" / f"{name}.js").read_text(), "successes")) == {0}
-    assert pyodide.package_files(tmp_path / "site", "pyodide.asm") == pyodide.package_files(original, "pyodide.asm")
+    # Pyodide's own package: three files patched, for asyncio on first use (test_e2e.py runs it).
+    runtime, own = (
+        pyodide.package_files(tmp_path / "site", "pyodide.asm"),
+        pyodide.package_files(original, "pyodide.asm"),
+    )
+    assert runtime == patched(own, PYODIDE_PATCHES)
+    changed = sorted(name for name in runtime if runtime[name] != own[name])
+    assert changed == [
+        "/lib/python3.8/site-packages/pyodide/__init__.py",
+        "/lib/python3.8/site-packages/pyodide/_base.py",
+        "/lib/python3.8/site.py",
+    ]
+    for name in changed:
+        compile(runtime[name], name, "exec")
+    # None imports asyncio or platform as it is imported any more; Pyodide's own did.
+    for files, expected in ((own, {"asyncio", "platform"}), (runtime, set())):
+        imported = set()
+        for name in changed:
+            for node in compiled._module_level_imports(ast.parse(files[name])):
+                imported |= {alias.name for alias in node.names} if isinstance(node, ast.Import) else {node.module}
+        assert imported & {"asyncio", "platform"} == expected
     # A second build keeps the trimmed package as it is.
     data = (tmp_path / "site" / "numpy.data").read_bytes()
     pyodide.vendor(tmp_path / "site")
@@ -212,7 +236,7 @@ def test_the_runtime_script_is_the_original_with_the_patches_alone(tmp_path: Pat
     script = (original / RUNTIME).read_text()
     assert all(script.count(old) == 1 for old, _ in RUNTIME_PATCHES)
     (original / RUNTIME).write_text(patched_runtime(script))
-    pyodide.repack(original, "pyodide.asm", pyodide.package_files(original, "pyodide.asm"))
+    pyodide.repack(original, "pyodide.asm", patched(pyodide.package_files(original, "pyodide.asm"), PYODIDE_PATCHES))
     assert (tmp_path / "site" / RUNTIME).read_text() == (original / RUNTIME).read_text()
     with pytest.raises(SystemExit, match="is not the file"):
         patched_runtime(patched_runtime(script))

@@ -25,7 +25,15 @@ import tarfile
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from tools.pyodide_patches import RUNTIME, is_patched_runtime, patched, patched_runtime
+from tools.pyodide_patches import (
+    PATCHES,
+    PYODIDE_PATCHES,
+    RUNTIME,
+    is_patched_package,
+    is_patched_runtime,
+    patched,
+    patched_runtime,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "build" / "cache" / "npm"
@@ -63,6 +71,8 @@ def vendor(out: Path) -> int:
     done = all((out / name).exists() for name in FILES)
     done = done and (out / "numpy.js").read_text().startswith(TRIMMED)
     done = done and is_patched_runtime((out / RUNTIME).read_text())
+    done = done and is_patched_package((out / "numpy.data").read_bytes(), PATCHES)
+    done = done and is_patched_package((out / "pyodide.asm.data").read_bytes(), PYODIDE_PATCHES)
     if not done:
         with tarfile.open(tarball()) as archive:
             for name in FILES:
@@ -72,7 +82,7 @@ def vendor(out: Path) -> int:
                     shutil.copyfileobj(source, target)
         (out / RUNTIME).write_text(patched_runtime((out / RUNTIME).read_text()))
         trim_numpy(out)
-        repack(out, "pyodide.asm", package_files(out, "pyodide.asm"))
+        repack(out, "pyodide.asm", patched(package_files(out, "pyodide.asm"), PYODIDE_PATCHES))
     names = set(FILES) | set(libraries(out).values())
     for stale in out.iterdir():
         if stale.name not in names:

@@ -7,13 +7,16 @@ patched files: tools/compiled.py): NumPy 1.17 imports numpy.testing as it is imp
 difflib, pprint, logging...: modules that each worker ran at every start for nothing. NumPy 1.18
 made numpy.testing and Tester come on first use (PEP 562); the page's NumPy 1.17.5 does the same,
 and with numpy.ma and numpy.polynomial too, which nothing the page runs uses (a quarter of
-`import numpy`'s modules). (unittest also imports asyncio, which stays: Pyodide's own start
-imports it.) numpy.linalg and numpy.fft likewise, which nothing the page runs uses either: with
+`import numpy`'s modules). numpy.linalg and numpy.fft likewise, which nothing the page runs uses either: with
 them their three libraries (4 of NumPy's 9 MB of WebAssembly) are downloaded and linked on first
 use (tools/pyodide.ON_FIRST_USE), and numpy.lib.polynomial and numpy.matrixlib, which import a few of
 numpy.linalg's functions, import them when first called. And numpy.random's legacy RandomState
 (whose methods numpy.random.seed, rand, ... are) and its bit generators other than PCG64, with
 their four libraries: core draws from default_rng's Generator on PCG64 alone.
+And numpy.core._internal asks sys.implementation, not `platform`, whether it runs on PyPy.
+
+Pyodide's own package (PYODIDE_PATCHES, applied by tools/pyodide.vendor): asyncio on first use
+(ASYNCIO_STAND_IN, below).
 
 Pyodide's runtime script (RUNTIME_PATCHES, applied by tools/pyodide.vendor): its dynamic linker
 gave every one of the main module's 27,916 exported functions a slot of the function table and a
@@ -125,6 +128,16 @@ PATCHES: Dict[str, List[Tuple[str, str]]] = {
             "    return matrix_power(*args, **kwargs)\n",
         ),
     ],
+    # NumPy asks `platform` whether it runs on PyPy: that module's import (and its regexes) for one
+    # comparison, which sys.implementation answers.
+    SITE_PACKAGES + "numpy/core/_internal.py": [
+        ("import sys\nimport platform\n", "import sys\n"),
+        (
+            "IS_PYPY = platform.python_implementation() == 'PyPy'\n",
+            "# sys.implementation, not platform (patched in by pocket-tts-numpy's tools/pyodide_patches.py).\n"
+            "IS_PYPY = sys.implementation.name == 'pypy'\n",
+        ),
+    ],
     SITE_PACKAGES + "numpy/core/overrides.py": [
         (
             "        if verify:\n"
@@ -172,6 +185,113 @@ PATCHES: Dict[str, List[Tuple[str, str]]] = {
             "\n"
             "        public_api.__code__ = public_api.__code__.replace(\n"
             "            co_name=implementation.__name__, co_filename='<__array_function__ internals>')\n",
+        ),
+    ],
+}
+
+STDLIB = "/lib/python3.8/"
+
+# Pyodide's own package (pyodide.asm.data): asyncio on first use. Pyodide's C core imports asyncio as
+# it starts (its JsProxy keeps `get_event_loop`, its PyProxy the module, for `ensure_future`), and
+# its `pyodide` package imports it to set the web loop's policy: ~30 modules (asyncio's, socket,
+# subprocess, selectors, signal) that nothing else a worker runs imports, and `platform` (its
+# regexes) to ask whether it runs in Emscripten. site.py, which Python's start runs before the C
+# core's, puts a stand-in for asyncio in sys.modules: its get_event_loop, and any other attribute,
+# import the real asyncio at first use. The `pyodide` package takes the stand-in out, and gives
+# asyncio the web loop's policy as asyncio is first imported, by whoever imports it.
+ASYNCIO_STAND_IN = (
+    "\n\n"
+    "# asyncio on first use (patched in by pocket-tts-numpy's tools/pyodide_patches.py): Pyodide's C core\n"
+    "# takes asyncio's get_event_loop and keeps the module as it starts; until Pyodide's `pyodide` package\n"
+    "# takes this stand-in out of sys.modules, it is asyncio, and imports the real one at first use.\n"
+    "def _asyncio_stand_in():\n"
+    "    stand_in = type(sys)('asyncio', 'Stands in for asyncio until its first use.')\n"
+    "\n"
+    "    def real():\n"
+    "        if sys.modules.get('asyncio') is stand_in:\n"
+    "            del sys.modules['asyncio']\n"
+    "        import asyncio\n"
+    "        return asyncio\n"
+    "\n"
+    "    stand_in.get_event_loop = lambda: real().get_event_loop()\n"
+    "    stand_in.__getattr__ = lambda name: getattr(real(), name)\n"
+    "    stand_in.stands_in = True\n"
+    "    sys.modules['asyncio'] = stand_in\n"
+    "\n"
+    "\n"
+    "_asyncio_stand_in()\n"
+)
+
+PYODIDE_PATCHES: Dict[str, List[Tuple[str, str]]] = {
+    STDLIB + "site.py": [
+        ("if not sys.flags.no_site:\n    main()\n", "if not sys.flags.no_site:\n    main()\n" + ASYNCIO_STAND_IN)
+    ],
+    SITE_PACKAGES + "pyodide/__init__.py": [
+        (
+            "from .webloop import WebLoopPolicy\n"
+            "from . import _state  # type: ignore # noqa\n"
+            "import asyncio\n"
+            "import sys\n"
+            "import platform\n",
+            "from . import _state  # type: ignore # noqa\nimport sys\n",
+        ),
+        (
+            'if platform.system() == "Emscripten":\n    asyncio.set_event_loop_policy(WebLoopPolicy())\n',
+            "\n"
+            "# asyncio on first use (patched in by pocket-tts-numpy's tools/pyodide_patches.py): site.py's\n"
+            "# stand-in leaves sys.modules, and asyncio gets the web loop's policy as it is first imported.\n"
+            "def _use_web_loop(asyncio):\n"
+            "    from .webloop import WebLoopPolicy\n"
+            "\n"
+            "    asyncio.set_event_loop_policy(WebLoopPolicy())\n"
+            "\n"
+            "\n"
+            "class _WebLoopOnFirstImport:\n"
+            "    @classmethod\n"
+            "    def find_spec(cls, fullname, path=None, target=None):\n"
+            '        if fullname != "asyncio":\n'
+            "            return None\n"
+            "        sys.meta_path.remove(cls)\n"
+            "        from importlib.machinery import PathFinder\n"
+            "\n"
+            "        spec = PathFinder.find_spec(fullname)\n"
+            "        run = spec.loader.exec_module\n"
+            "\n"
+            "        def exec_module(module):\n"
+            "            run(module)\n"
+            "            _use_web_loop(module)\n"
+            "\n"
+            "        spec.loader.exec_module = exec_module\n"
+            "        return spec\n"
+            "\n"
+            "\n"
+            'if sys.platform == "emscripten":\n'
+            '    if getattr(sys.modules.get("asyncio"), "stands_in", False):\n'
+            '        del sys.modules["asyncio"]\n'
+            '    if "asyncio" in sys.modules:\n'
+            '        _use_web_loop(sys.modules["asyncio"])\n'
+            "    else:\n"
+            "        sys.meta_path.insert(0, _WebLoopOnFirstImport)\n"
+            "\n"
+            "\n"
+            "def __getattr__(name):\n"
+            '    if name in ("WebLoopPolicy", "webloop"):\n'
+            "        from . import webloop\n"
+            "\n"
+            '        return webloop if name == "webloop" else webloop.WebLoopPolicy\n'
+            '    raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))\n',
+        ),
+    ],
+    SITE_PACKAGES + "pyodide/_base.py": [
+        (
+            "from asyncio import iscoroutine\n",
+            "\n\n"
+            "# asyncio on first use (patched in by pocket-tts-numpy's tools/pyodide_patches.py).\n"
+            "def iscoroutine(obj):\n"
+            "    from asyncio import iscoroutine\n"
+            "\n"
+            "    return iscoroutine(obj)\n"
+            "\n\n",
         ),
     ],
 }
@@ -433,13 +553,20 @@ def _replaced(text: str, replacements: List[Tuple[str, str]], name: str) -> str:
     return text
 
 
-def patched(files: Dict[str, bytes]) -> Dict[str, bytes]:
-    """`files` (path -> bytes, of one package) with PATCHES applied to those it holds."""
+def patched(files: Dict[str, bytes], patches: Dict[str, List[Tuple[str, str]]] = PATCHES) -> Dict[str, bytes]:
+    """`files` (path -> bytes, of one package) with `patches` (NumPy's PATCHES, or Pyodide's own
+    package's PYODIDE_PATCHES) applied to those it holds."""
     out = dict(files)
-    for path, replacements in PATCHES.items():
+    for path, replacements in patches.items():
         if path in out:
             out[path] = _replaced(out[path].decode("utf-8"), replacements, path).encode("utf-8")
     return out
+
+
+def is_patched_package(data: bytes, patches: Dict[str, List[Tuple[str, str]]]) -> bool:
+    """Whether a package's data (its blocks stored: tools/pyodide.repack) holds what each of today's
+    `patches` puts in (an older build's is made again)."""
+    return all(new.encode("utf-8") in data for replacements in patches.values() for _, new in replacements if new)
 
 
 def patched_runtime(script: str) -> str:
