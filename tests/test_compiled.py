@@ -14,6 +14,7 @@ import pytest
 
 from tools import compiled
 from tools.pyodide import add_to_runtime, package_files, packaged_files, vendor
+from tools.pyodide_patches import GENERATED
 from tools.site import build_dependency_wheels, build_wheel
 
 MAGIC_38 = (3413).to_bytes(2, "little") + b"\r\n"  # Python 3.8's .pyc magic number
@@ -50,6 +51,7 @@ def test_each_pyc_is_checked_against_the_source_the_site_ships(wheels, tmp_path:
     python = compiled.interpreter()
     done = subprocess.run([python, "-c", HASHES], input=text, capture_output=True, text=True, check=True)
     hashes = json.loads(done.stdout)
+    _check_generated_functions(added.pop(GENERATED))
     in_runtime = [(source, pyc, added.pop(pyc)) for source, pyc in _sources_of(added, sources)]
     assert added == {}  # each beside a source of Pyodide's
     for source, pyc, data in archived + in_runtime:
@@ -84,6 +86,28 @@ def test_each_pyc_is_checked_against_the_source_the_site_ships(wheels, tmp_path:
     )
     compiled.archive(wheels, tmp_path, tmp_path / "pyodide")
     assert list(packaged_files(tmp_path / "pyodide", compiled.STDLIB)) == list(runtime)
+
+
+# In Python 3.8: the generated functions' file (GENERATED) from stdin -> how many, each one's code as
+# exec of its source compiles it, and the sources of two of them.
+GENERATED_CHECK = """
+import json, marshal, sys
+generated = marshal.loads(sys.stdin.buffer.read())
+alike = all(code == compile(source, "<string>", "exec") for source, code in generated.items())
+init = [s for s in generated if " def __init__(self,dim:_type_dim,depth:_type_depth,type:_type_type=_dflt_type)" in s]
+new = [s for s in generated if s.startswith("def __new__(_cls, latent, silence, first, end)")]
+print(json.dumps([len(generated), alike, init, new]))
+"""
+
+
+def _check_generated_functions(data: bytes) -> None:
+    """The functions namedtuple and dataclasses write as the page's Python starts and imports numpy
+    and core (tools/pyodide_patches.GENERATED), compiled as exec compiles each: core's
+    (`FlowConfig`'s __init__, the `Frame` namedtuple's __new__) among them."""
+    python = compiled.interpreter()
+    done = subprocess.run([python, "-c", GENERATED_CHECK], input=data, capture_output=True, check=True)
+    count, alike, init, new = json.loads(done.stdout)
+    assert count > 100 and alike and len(init) == 1 and len(new) == 1
 
 
 def _sources_of(pycs: dict, sources: dict) -> list:

@@ -125,21 +125,53 @@ def test_the_page_imports_neither_the_unused_languages_nor_numpy_testing_until_a
     ]
 
 
-def test_the_page_starts_without_asyncio_and_gets_pyodides_web_loop_at_its_first_use(browser, site_url) -> None:
+# In a worker: which of the modules named are imported, and [how many functions namedtuple and
+# dataclasses made, how many of them from the code compiled when the site was built]: each such
+# function's code is in that code's constants (tools/pyodide_patches.GENERATED).
+STARTED = """
+import collections, dataclasses, json, sys
+ahead, todo = set(), list((collections._ahead or {}).values())
+while todo:
+    code = todo.pop()
+    ahead.add(id(code))
+    todo += [const for const in code.co_consts if hasattr(const, "co_code")]
+made = []
+for name, module in list(sys.modules.items()):
+    for value in list(getattr(module, "__dict__", {}).values()):
+        if not isinstance(value, type) or value.__module__ != name:
+            continue
+        if issubclass(value, tuple) and hasattr(value, "_fields"):
+            made.append(value.__new__)
+        if dataclasses.is_dataclass(value):
+            names = ("__init__", "__eq__", "__setattr__", "__delattr__", "__hash__")
+            methods = [value.__dict__.get(method) for method in names]
+            made += [f for f in methods if getattr(f, "__code__", None) and f.__code__.co_filename == "<string>"]
+served = [f for f in made if id(f.__code__) in ahead]
+json.dumps([[m for m in %r if m in sys.modules], [len(made), len(served)]])
+"""
+
+
+def test_a_workers_start_leaves_asyncio_for_first_use_and_compiles_no_generated_function(browser, site_url) -> None:
     """Pyodide's start imports asyncio (its C core, its pyodide package) and the site's runtime
     leaves it for first use (tools/pyodide_patches.py), with platform, and core's own start leaves
     out concurrent.futures and statistics: none is in either worker when the page is up (a page of
-    its own: numpy.testing, which another test uses, imports asyncio). At the first use, from Python
-    (awaiting a JS promise) or from JS (awaiting a Python coroutine, through the C core's hold on
-    asyncio), asyncio runs on Pyodide's web loop as it did before."""
+    its own: numpy.testing, which another test uses, imports asyncio). Every function namedtuple and
+    dataclasses made by then runs from the code compiled when the site was built (GENERATED), none
+    from its source compiled in the page. At the first use, from Python (awaiting a JS promise) or
+    from JS (awaiting a Python coroutine, through the C core's hold on asyncio), asyncio runs on
+    Pyodide's web loop as it did before."""
     context = browser.new_context()
     page = harness.Page(context, site_url)
     page.use("browser")
     workers = {worker.evaluate("typeof role === 'undefined' ? null : role"): worker for worker in page.page.workers}
     unused = ("asyncio", "concurrent.futures", "logging", "platform", "socket", "subprocess", "statistics")
-    code = f"import sys, json\njson.dumps([m for m in {unused!r} if m in sys.modules])"
     for role in ("both", "decoder"):
-        assert json.loads(workers[role].evaluate("(code) => pyodide.runPython(code)", code)) == [], role
+        modules, generated = json.loads(
+            workers[role].evaluate("(code) => pyodide.runPython(code)", STARTED % (unused,))
+        )
+        assert modules == [], role
+        made, served = generated
+        assert made > 100 and served == made, (role, generated)
     from_python = workers["both"].evaluate(
         """async () => (await pyodide.runPythonAsync(`
 import asyncio, js, pyodide

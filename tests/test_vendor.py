@@ -86,7 +86,8 @@ def test_numpy_is_trimmed_to_what_the_page_imports_and_keeps_the_rest_exact(tmp_
     # Both packages' blocks stored as they are: nothing to decompress in the browser.
     for name in ("numpy", "pyodide.asm"):
         assert set(pyodide._numbers((tmp_path / "site" / f"{name}.js").read_text(), "successes")) == {0}
-    # Pyodide's own package: three files patched, for asyncio on first use (test_e2e.py runs it).
+    # Pyodide's own package: five files patched, for asyncio on first use and for the functions
+    # namedtuple and dataclasses write run from code compiled ahead (test_e2e.py runs both).
     runtime, own = (
         pyodide.package_files(tmp_path / "site", "pyodide.asm"),
         pyodide.package_files(original, "pyodide.asm"),
@@ -94,6 +95,8 @@ def test_numpy_is_trimmed_to_what_the_page_imports_and_keeps_the_rest_exact(tmp_
     assert runtime == patched(own, PYODIDE_PATCHES)
     changed = sorted(name for name in runtime if runtime[name] != own[name])
     assert changed == [
+        "/lib/python3.8/collections/__init__.py",
+        "/lib/python3.8/dataclasses.py",
         "/lib/python3.8/site-packages/pyodide/__init__.py",
         "/lib/python3.8/site-packages/pyodide/_base.py",
         "/lib/python3.8/site.py",

@@ -16,7 +16,9 @@ them (and those Pyodide leaves out are left out); NumPy's from the page's NumPy 
 tools/pyodide_patches.py), imported here as pip's NumPy with the package's Python files over it.
 
 Those of Pyodide's own files go into its own package (tools/pyodide.add_to_runtime): Pyodide
-writes them with its standard library, before Python starts. The others (NumPy's, ours) make the
+writes them with its standard library, before Python starts; so does GENERATED
+(tools/pyodide_patches.py), the functions namedtuple and dataclasses write as source while those
+imports run (recorded in a fresh Python 3.8), compiled. The others (NumPy's, ours) make the
 archive, one gzip file: a line of JSON, [[source path, .pyc path, size], ...], then the files one
 after another; the worker writes each whose source its file system has before it imports numpy
 and core (core/browser/worker.js).
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
 from tools.pyodide import add_to_runtime, package_files, packaged_files
+from tools.pyodide_patches import GENERATED
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON38 = ROOT / ".venv-py38" / "bin" / "python"
@@ -189,11 +192,55 @@ def _module_level_imports(tree: ast.Module) -> List[ast.AST]:
     return found
 
 
+# In a fresh Python 3.8: records the source of every function that namedtuple and dataclasses write
+# (and compile with exec) as the modules named import, and writes them compiled, {source: code}.
+RECORD = """
+import collections, importlib, marshal, sys
+sources = []
+def recording(source, *namespaces):
+    sources.append(source)
+    return exec(source, *namespaces)
+collections.exec = recording
+import dataclasses
+dataclasses.exec = recording
+start, imports = sys.argv[2].split(), sys.argv[3].split()
+for name in start:
+    try:
+        importlib.import_module(name)
+    except ImportError:  # Pyodide's own (js, its core)
+        pass
+for name in imports:
+    importlib.import_module(name)
+compiled = {source: compile(source, "<string>", "exec", dont_inherit=True) for source in sorted(set(sources))}
+with open(sys.argv[1], "wb") as f:
+    marshal.dump(compiled, f)
+"""
+
+
+def _generated_functions(start: List[str], path: List[str]) -> bytes:
+    """GENERATED's bytes (tools/pyodide_patches.py): the functions namedtuple and dataclasses write as
+    Pyodide's start (`start`) and a worker's imports (IMPORTS, from `path`) import, compiled."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "generated")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+        done = subprocess.run(
+            [sys.executable, "-c", RECORD, out, " ".join(start), " ".join(IMPORTS)],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"recording the generated functions failed: {done.stderr.strip()[-1000:]}")
+        return Path(out).read_bytes()
+
+
 def compile_imports(target: Path, stdlib: str, wheels: List[str]) -> None:
     """Under Python 3.8: import what Python's and Pyodide's start import and IMPORTS (from the
     unpacked wheels), and write to `target` (uncompressed) every module that came from the wheels,
     NumPy or the standard library, those compiled from Pyodide's sources in `stdlib` (its
-    standard library, those it lacks left out, and its own packages, each of their modules)."""
+    standard library, those it lacks left out, and its own packages, each of their modules), and
+    GENERATED."""
     with tempfile.TemporaryDirectory() as unpacked, tempfile.TemporaryDirectory() as overlay:
         for wheel in wheels:
             with zipfile.ZipFile(wheel) as archive_file:
@@ -205,7 +252,8 @@ def compile_imports(target: Path, stdlib: str, wheels: List[str]) -> None:
         fresh = subprocess.run([sys.executable, "-c", "import sys; print(' '.join(sys.modules))"], capture_output=True)
         before = set(fresh.stdout.decode().split())
         pyodide_packages = os.path.join(stdlib, "site-packages")
-        for name in start_imports(pyodide_packages):
+        start = start_imports(pyodide_packages)
+        for name in start:
             try:
                 importlib.import_module(name)
             except ImportError:  # Pyodide's own (js, its core): no standard module to compile
@@ -228,7 +276,13 @@ def compile_imports(target: Path, stdlib: str, wheels: List[str]) -> None:
         for package in PYODIDE_PACKAGES:
             for source in sorted(Path(pyodide_packages, package).glob("*.py")):
                 sources.append((str(source), f"{SITE_PACKAGES}{package}/{source.name}"))
-        files = []
+        files = [
+            (
+                STDLIB + "collections/__init__.py",
+                GENERATED,
+                _generated_functions(start, [unpacked, overlay]),
+            )
+        ]
         compiled = os.path.join(unpacked, "compiled.pyc")
         for source, path in sources:
             checked = py_compile.PycInvalidationMode.CHECKED_HASH

@@ -16,7 +16,8 @@ their four libraries: core draws from default_rng's Generator on PCG64 alone.
 And numpy.core._internal asks sys.implementation, not `platform`, whether it runs on PyPy.
 
 Pyodide's own package (PYODIDE_PATCHES, applied by tools/pyodide.vendor): asyncio on first use
-(ASYNCIO_STAND_IN, below).
+(ASYNCIO_STAND_IN, below), and the functions namedtuple and dataclasses write as source run from
+code compiled when the site is built (COMPILED_AHEAD, GENERATED).
 
 Pyodide's runtime script (RUNTIME_PATCHES, applied by tools/pyodide.vendor): its dynamic linker
 gave every one of the main module's 27,916 exported functions a slot of the function table and a
@@ -222,7 +223,48 @@ ASYNCIO_STAND_IN = (
     "_asyncio_stand_in()\n"
 )
 
+# namedtuple and dataclasses write functions as source and compile them at import: ~110 compiles of
+# Python's compiler as a worker imports NumPy and core (9 of core's configuration dataclasses alone,
+# ~20 ms of a worker's start). tools/compiled.py compiles those the page's imports write when the
+# site is built, into GENERATED (a marshal'ed {source: code}, in Pyodide's own package); a source
+# found there runs from its code (what exec of the source compiles: the same text, file name and
+# flags), any other is compiled as before.
+GENERATED = STDLIB + "__pycache__/generated-functions.cpython-38.marshal"
+COMPILED_AHEAD = (
+    "# Patched in by pocket-tts-numpy's tools/pyodide_patches.py: the source of a function namedtuple or\n"
+    "# dataclasses writes, as compiled when the site was built where it was one of those.\n"
+    "_ahead = None\n"
+    "\n"
+    "\n"
+    "def _compiled_ahead(source):\n"
+    "    global _ahead\n"
+    "    if _ahead is None:\n"
+    "        import marshal\n"
+    "        try:\n"
+    f"            with open({GENERATED!r}, 'rb') as f:\n"
+    "                _ahead = marshal.load(f)\n"
+    "        except OSError:\n"
+    "            _ahead = {}\n"
+    "    return _ahead.get(source, source)\n"
+    "\n"
+    "\n"
+)
+
 PYODIDE_PATCHES: Dict[str, List[Tuple[str, str]]] = {
+    STDLIB + "collections/__init__.py": [
+        (
+            "def namedtuple(typename, field_names, *, rename=False, defaults=None, module=None):\n",
+            COMPILED_AHEAD + "def namedtuple(typename, field_names, *, rename=False, defaults=None, module=None):\n",
+        ),
+        ("    exec(s, namespace)\n", "    exec(_compiled_ahead(s), namespace)\n"),
+    ],
+    STDLIB + "dataclasses.py": [
+        (
+            "import _thread\n",
+            "import _thread\nfrom collections import _compiled_ahead  # patched in: see collections\n",
+        ),
+        ("    exec(txt, globals, ns)\n", "    exec(_compiled_ahead(txt), globals, ns)\n"),
+    ],
     STDLIB + "site.py": [
         ("if not sys.flags.no_site:\n    main()\n", "if not sys.flags.no_site:\n    main()\n" + ASYNCIO_STAND_IN)
     ],
