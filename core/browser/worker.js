@@ -95,7 +95,7 @@ self.onmessage = async (event) => {
       case EngineMessage.HEAP:
         return post({ type: EngineMessage.HEAP, id: message.id, bytes: pyodide._module.HEAPU8.length });
       case EngineMessage.MODULES:
-        return post({ type: EngineMessage.MODULES, id: message.id, report: { shipped, ...JSON.parse(pyodide.runPython("core.browser.engine.compiled_modules()")) } });
+        return post({ type: EngineMessage.MODULES, id: message.id, report: { shipped, ...JSON.parse(pythonModule("core.browser.engine").compiled_modules()) } });
       default:
         throw new Error(`unknown message type: ${message.type}`);
     }
@@ -106,6 +106,17 @@ self.onmessage = async (event) => {
 
 // Newer Pyodide releases expose the file system as pyodide.FS; 0.17 as pyodide._module.FS.
 const fileSystem = () => pyodide.FS || pyodide._module.FS;
+
+let importModule = null; // importlib.import_module
+
+// The Python module `name`, imported (a PyProxy). Its functions are called through it, not with
+// runPython: that parses and compiles its code at each call, and tokenizes it where it ends with an
+// expression (to look for a trailing semicolon), and the first tokenize compiles tokenize's regexes,
+// ~20 ms of a worker's start.
+function pythonModule(name) {
+  if (importModule === null) importModule = pyodide._module.builtins.get("__import__")("importlib").import_module;
+  return importModule(name);
+}
 
 async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelBuild }) {
   role = myRole;
@@ -178,7 +189,7 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   phase("python_init_ms"); // Pyodide's own start: its files, the wasm compile (wasm_compile_ms), the stdlib
   // No .pyc written from here on: the file system lives as long as the worker, and every .pyc in it
   // is then one the site shipped (core.browser.engine.compiled_modules counts them).
-  pyodide.runPython("import sys\nsys.dont_write_bytecode = True");
+  pythonModule("sys").dont_write_bytecode = true;
   timings.pyodide_ms = mark - bootStart;
 
   const numpyStart = mark;
@@ -198,9 +209,9 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   shipped = modules ? writeCompiled(modules) : 0;
   phase("compiled_ms");
   // loadPackage reports failures on the console only: check that the import really works.
-  const numpyVersion = pyodide.runPython("import numpy\nnumpy.__version__");
+  const numpyVersion = pythonModule("numpy").__version__;
   phase("numpy_import_ms");
-  pyodide.runPython("import core.browser.engine");
+  const engineModule = pythonModule("core.browser.engine");
   phase("core_import_ms");
   const kernels = await linkKernels(memory, chooseKernels(site, kernelBuild, url));
   phase("kernels_ms");
@@ -221,9 +232,7 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
       fileSystem().writeFile(path, file.bytes(), { canOwn: true });
       continue;
     }
-    pyodide.globals.set("_path", path);
-    pyodide.globals.set("_size", file.size);
-    const address = pyodide.runPython("core.browser.engine.reserve(_path, _size)");
+    const address = engineModule.reserve(path, file.size);
     file.readInto(new Uint8Array(pyodide._module.HEAPU8.buffer, address, file.size));
   }
   timings.model_stored = model.filter(([, file]) => file.stored).length;
@@ -231,13 +240,11 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
 
   stage = "Loading the model";
   progress();
-  pyodide.globals.set("_role", role);
-  pyodide.runPython("import core.browser.engine\n_engine = core.browser.engine.BrowserEngine('/model', _role)");
-  engine = pyodide.globals.get("_engine");
+  engine = engineModule.BrowserEngine("/model", role);
   const info = JSON.parse(engine.info());
   phase("load_ms");
   info.numpy = numpyVersion;
-  info.python = pyodide.runPython("import sys\nsys.version.split()[0]");
+  info.python = pythonModule("sys").version.split(" ")[0];
   info.kernels = kernels;
   info.model_store = modelKeeper;
   info.heap_bytes = pyodide._module.HEAPU8.length;
@@ -280,7 +287,7 @@ function writePackages(data) {
   for (const [[path], bytes] of listedFiles(data)) writeFile(path, bytes);
   // Python caches what each folder on sys.path holds, checked by the folder's mtime: a package
   // written within the same tick as its last look would stay unseen without invalidate_caches.
-  pyodide.runPython("import importlib\nimportlib.invalidate_caches()");
+  pythonModule("importlib").invalidate_caches();
 }
 
 // Writes the compiled modules ([[source path, .pyc path, size], ...]: tools/compiled.py) into the
@@ -428,7 +435,7 @@ async function linkKernels(memory, build) {
     const bytes = await (await cachedResponse(build.url)).arrayBuffer();
     const { instance } = await WebAssembly.instantiate(bytes, { env: { memory } });
     pyodide.registerJsModule("pocket_kernels", Object.fromEntries(Object.entries(instance.exports)));
-    pyodide.runPython("import core.browser.engine\ncore.browser.engine.install_kernels()");
+    pythonModule("core.browser.engine").install_kernels();
     return build.name;
   } catch (error) {
     return "NumPy only, without acceleration: " + String((error && error.message) || error);
