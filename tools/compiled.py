@@ -43,13 +43,11 @@ from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
 from tools.pyodide import add_to_runtime, package_files, packaged_files
-from tools.pyodide_patches import GENERATED
+from tools.pyodide_patches import GENERATED, SITE_PACKAGES, STDLIB
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON38 = ROOT / ".venv-py38" / "bin" / "python"
 NUMPY = "1.17.5"  # Pyodide 0.17.1's
-STDLIB = "/lib/python3.8/"  # where Pyodide's file system keeps them
-SITE_PACKAGES = STDLIB + "site-packages/"
 IMPORTS = ("numpy", "core.browser.engine")  # what a worker imports (core/browser/worker.js)
 NAME = "python-3.8.pyc.gz"
 PYODIDE_PACKAGES = ("pyodide", "_pyodide")  # Pyodide's own, in its site-packages: its start imports them

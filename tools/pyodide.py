@@ -29,6 +29,7 @@ from tools.pyodide_patches import (
     PATCHES,
     PYODIDE_PATCHES,
     RUNTIME,
+    SITE_PACKAGES,
     is_patched_package,
     is_patched_runtime,
     patched,
@@ -106,7 +107,6 @@ TRIMMED = (
     "// NumPy's package without its tests, f2py and distutils, its libraries apart (some for first use), "
     "patched (tools/pyodide.py)\n"
 )
-SITE_PACKAGES = "/lib/python3.8/site-packages/"
 
 
 def trim_numpy(out: Path) -> None:

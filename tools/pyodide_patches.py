@@ -38,7 +38,8 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Tuple
 
-SITE_PACKAGES = "/lib/python3.8/site-packages/"
+STDLIB = "/lib/python3.8/"  # where Pyodide's file system keeps the standard library
+SITE_PACKAGES = STDLIB + "site-packages/"
 
 PATCHES: Dict[str, List[Tuple[str, str]]] = {
     SITE_PACKAGES + "numpy/__init__.py": [
@@ -189,8 +190,6 @@ PATCHES: Dict[str, List[Tuple[str, str]]] = {
         ),
     ],
 }
-
-STDLIB = "/lib/python3.8/"
 
 # Pyodide's own package (pyodide.asm.data): asyncio on first use. Pyodide's C core imports asyncio as
 # it starts (its JsProxy keeps `get_event_loop`, its PyProxy the module, for `ensure_future`), and
