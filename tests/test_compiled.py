@@ -14,7 +14,7 @@ import pytest
 
 from tools import compiled
 from tools.pyodide import add_to_runtime, package_files, packaged_files, vendor
-from tools.pyodide_patches import GENERATED
+from tools.pyodide_patches import GENERATED, REGEXES
 from tools.site import build_dependency_wheels, build_wheel
 
 MAGIC_38 = (3413).to_bytes(2, "little") + b"\r\n"  # Python 3.8's .pyc magic number
@@ -52,6 +52,7 @@ def test_each_pyc_is_checked_against_the_source_the_site_ships(wheels, tmp_path:
     done = subprocess.run([python, "-c", HASHES], input=text, capture_output=True, text=True, check=True)
     hashes = json.loads(done.stdout)
     _check_generated_functions(added.pop(GENERATED))
+    _check_regexes(added.pop(REGEXES))
     in_runtime = [(source, pyc, added.pop(pyc)) for source, pyc in _sources_of(added, sources)]
     assert added == {}  # each beside a source of Pyodide's
     for source, pyc, data in archived + in_runtime:
@@ -108,6 +109,40 @@ def _check_generated_functions(data: bytes) -> None:
     done = subprocess.run([python, "-c", GENERATED_CHECK], input=data, capture_output=True, check=True)
     count, alike, init, new = json.loads(done.stdout)
     assert count > 100 and alike and len(init) == 1 and len(new) == 1
+
+
+# In Python 3.8, its _sre given the page's MAXREPEAT: the regular expressions' file (REGEXES) from
+# stdin -> how many, whether each holds what sre_compile hands _sre.compile for its pattern and
+# flags, and whether English's rule for e-mail addresses is among them.
+REGEXES_CHECK = """
+import _sre, marshal, sys, types
+assert "sre_compile" not in sys.modules
+page = types.ModuleType("_sre")
+vars(page).update(vars(_sre))
+page.MAXREPEAT = 2**31 - 1
+made = []
+page.compile = lambda *arguments: made.append(arguments[1:])
+sys.modules["_sre"] = page
+import sre_compile
+recorded = marshal.loads(sys.stdin.buffer.read())
+alike = True
+for (pattern, flags), arguments in recorded.items():
+    sre_compile.compile(pattern, flags)
+    final, code, groups, groupindex, indexgroup = made.pop()
+    alike = alike and arguments == (final, list(code), groups, dict(groupindex), indexgroup)
+mail = [p for p, _ in recorded if isinstance(p, str) and "(?P<local>[A-Za-z0-9][A-Za-z0-9._%+-]*)@" in p]
+print(len(recorded), int(alike), len(mail))
+"""
+
+
+def _check_regexes(data: bytes) -> None:
+    """The regular expressions the page's Python compiles as it starts, imports numpy and core and
+    reads a first text in each language (tools/pyodide_patches.REGEXES): each one's arguments are
+    what the page's sre_compile (Python 3.8's, with WebAssembly's MAXREPEAT) makes of its pattern."""
+    python = compiled.interpreter()
+    done = subprocess.run([python, "-c", REGEXES_CHECK], input=data, capture_output=True, check=True)
+    count, alike, mail = map(int, done.stdout.split())
+    assert count > 100 and alike and mail >= 1, (count, alike, mail)
 
 
 def _sources_of(pycs: dict, sources: dict) -> list:

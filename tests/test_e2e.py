@@ -151,15 +151,36 @@ json.dumps([[m for m in %r if m in sys.modules], [len(made), len(served)]])
 """
 
 
-def test_a_workers_start_leaves_asyncio_for_first_use_and_compiles_no_generated_function(browser, site_url) -> None:
+# In a worker: [how many regular expressions in re's cache came from the arguments recorded when the
+# site was built (tools/pyodide_patches.REGEXES), whether each equals the one the page's own
+# sre_compile makes of its pattern, how many of the normalization rules loaded, whether all of
+# them are among those].
+REGEXES_SERVED = """
+import json, re, sre_compile, sys
+ahead = sre_compile._ahead or {}
+served = {key: pattern for key, pattern in re._cache.items() if (key[1], key[2]) in ahead}
+sre_compile._ahead = {}
+fresh = {key: sre_compile.compile(key[1], key[2]) for key in served}
+sre_compile._ahead = ahead
+normalize = sys.modules.get("core.portable.normalize")
+rules = [id(pattern) for rule in (normalize._RULES.values() if normalize else []) for pattern, _ in rule]
+ids = {id(pattern) for pattern in served.values()}
+json.dumps([len(served), served == fresh, len(rules), all(rule in ids for rule in rules)])
+"""
+
+
+def test_a_workers_start_leaves_asyncio_for_first_use_and_compiles_no_generated_function_or_regex(
+    browser, site_url
+) -> None:
     """Pyodide's start imports asyncio (its C core, its pyodide package) and the site's runtime
     leaves it for first use (tools/pyodide_patches.py), with platform, and core's own start leaves
     out concurrent.futures and statistics: none is in either worker when the page is up (a page of
     its own: numpy.testing, which another test uses, imports asyncio). Every function namedtuple and
     dataclasses made by then runs from the code compiled when the site was built (GENERATED), none
-    from its source compiled in the page. At the first use, from Python (awaiting a JS promise) or
-    from JS (awaiting a Python coroutine, through the C core's hold on asyncio), asyncio runs on
-    Pyodide's web loop as it did before."""
+    from its source compiled in the page; so do the regular expressions its imports and the model's
+    normalization rules compiled (REGEXES), each what the page's own sre_compile makes of it. At
+    the first use, from Python (awaiting a JS promise) or from JS (awaiting a Python coroutine,
+    through the C core's hold on asyncio), asyncio runs on Pyodide's web loop as it did before."""
     context = browser.new_context()
     page = harness.Page(context, site_url)
     page.use("browser")
@@ -172,6 +193,11 @@ def test_a_workers_start_leaves_asyncio_for_first_use_and_compiles_no_generated_
         assert modules == [], role
         made, served = generated
         assert made > 100 and served == made, (role, generated)
+        served, alike, rules, ruled = json.loads(
+            workers[role].evaluate("(code) => pyodide.runPython(code)", REGEXES_SERVED)
+        )
+        assert served > 20 and alike, (role, served)
+        assert (rules > 30 and ruled) if role == "both" else rules == 0, (role, rules, ruled)
     from_python = workers["both"].evaluate(
         """async () => (await pyodide.runPythonAsync(`
 import asyncio, js, pyodide

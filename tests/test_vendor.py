@@ -86,8 +86,9 @@ def test_numpy_is_trimmed_to_what_the_page_imports_and_keeps_the_rest_exact(tmp_
     # Both packages' blocks stored as they are: nothing to decompress in the browser.
     for name in ("numpy", "pyodide.asm"):
         assert set(pyodide._numbers((tmp_path / "site" / f"{name}.js").read_text(), "successes")) == {0}
-    # Pyodide's own package: five files patched, for asyncio on first use and for the functions
-    # namedtuple and dataclasses write run from code compiled ahead (test_e2e.py runs both).
+    # Pyodide's own package: six files patched, for asyncio on first use, for the functions
+    # namedtuple and dataclasses write run from code compiled ahead, and for regular expressions
+    # made from what sre_compile made of them when the site was built (test_e2e.py runs each).
     runtime, own = (
         pyodide.package_files(tmp_path / "site", "pyodide.asm"),
         pyodide.package_files(original, "pyodide.asm"),
@@ -100,6 +101,7 @@ def test_numpy_is_trimmed_to_what_the_page_imports_and_keeps_the_rest_exact(tmp_
         "/lib/python3.8/site-packages/pyodide/__init__.py",
         "/lib/python3.8/site-packages/pyodide/_base.py",
         "/lib/python3.8/site.py",
+        "/lib/python3.8/sre_compile.py",
     ]
     for name in changed:
         compile(runtime[name], name, "exec")

@@ -18,7 +18,8 @@ tools/pyodide_patches.py), imported here as pip's NumPy with the package's Pytho
 Those of Pyodide's own files go into its own package (tools/pyodide.add_to_runtime): Pyodide
 writes them with its standard library, before Python starts; so does GENERATED
 (tools/pyodide_patches.py), the functions namedtuple and dataclasses write as source while those
-imports run (recorded in a fresh Python 3.8), compiled. The others (NumPy's, ours) make the
+imports run (recorded in a fresh Python 3.8), compiled, and REGEXES, what sre_compile makes of
+each regular expression they and the reading of a first text compile. The others (NumPy's, ours) make the
 archive, one gzip file: a line of JSON, [[source path, .pyc path, size], ...], then the files one
 after another; the worker writes each whose source its file system has before it imports numpy
 and core (core/browser/worker.js).
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
 from tools.pyodide import add_to_runtime, package_files, packaged_files
-from tools.pyodide_patches import GENERATED, SITE_PACKAGES, STDLIB
+from tools.pyodide_patches import GENERATED, PYODIDE_PATCHES, REGEXES, SITE_PACKAGES, STDLIB, patched
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON38 = ROOT / ".venv-py38" / "bin" / "python"
@@ -190,10 +191,34 @@ def _module_level_imports(tree: ast.Module) -> List[ast.AST]:
     return found
 
 
-# In a fresh Python 3.8: records the source of every function that namedtuple and dataclasses write
-# (and compile with exec) as the modules named import, and writes them compiled, {source: code}.
+# In a fresh Python 3.8, as the modules named import and the text `FIRST_TEXT` is read in each
+# language (a model's load compiles its language's normalization rules, a first text what they
+# apply): records the source of every function namedtuple and dataclasses write (and compile with
+# exec), written compiled, {source: code}; and the arguments sre_compile hands `_sre.compile` for
+# each regular expression compiled from a pattern, {(pattern, flags): (flags, code, groups,
+# groupindex, indexgroup)}.
 RECORD = """
-import collections, importlib, marshal, sys
+import _sre, sys, types
+# The page's _sre, recording what sre_compile hands it. Its MAXREPEAT, which the code of an
+# unbounded repeat holds, is a 32-bit Py_ssize_t's maximum in WebAssembly (2**32 - 1 here).
+assert "sre_compile" not in sys.modules
+patterns, made = {}, []
+sre = types.ModuleType("_sre")
+vars(sre).update(vars(_sre))
+sre.MAXREPEAT = 2**31 - 1
+sre.compile = lambda *arguments: made.append(arguments) or _sre.compile(*arguments)
+sys.modules["_sre"] = sre
+import sre_compile
+compile_pattern = sre_compile.compile
+def compile_recording(p, flags=0):
+    made.clear()
+    compiled = compile_pattern(p, flags)
+    if isinstance(p, (str, bytes)):
+        _, final, code, groups, groupindex, indexgroup = made[0]
+        patterns[(p, int(flags))] = (int(final), [int(c) for c in code], groups, dict(groupindex), indexgroup)
+    return compiled
+sre_compile.compile = compile_recording
+import collections, importlib, marshal
 sources = []
 def recording(source, *namespaces):
     sources.append(source)
@@ -201,44 +226,64 @@ def recording(source, *namespaces):
 collections.exec = recording
 import dataclasses
 dataclasses.exec = recording
-start, imports = sys.argv[2].split(), sys.argv[3].split()
-for name in start:
+functions, regexes, start, imports, text = sys.argv[1:6]
+for name in start.split():
     try:
         importlib.import_module(name)
     except ImportError:  # Pyodide's own (js, its core)
         pass
-for name in imports:
+for name in imports.split():
     importlib.import_module(name)
+from core.portable import normalize, planning
+for language in normalize.LANGUAGES:
+    planning.spoken(text, language)
 compiled = {source: compile(source, "<string>", "exec", dont_inherit=True) for source in sorted(set(sources))}
-with open(sys.argv[1], "wb") as f:
+with open(functions, "wb") as f:
     marshal.dump(compiled, f)
+with open(regexes, "wb") as f:
+    marshal.dump(patterns, f)
 """
 
+# A text whose reading compiles what a first text's does beyond the rules (numbers, a date, a time,
+# money, a URL, an e-mail address, initials, a pause).
+FIRST_TEXT = (
+    "Hello, Dr. Smith! On 12/03/2026 at 10:30 am, the U.S. team paid $4.50 (20%) for 3 items [pause:0.5s] "
+    "see https://example.com/a?b=1 or write to a.b@example.org; version 1.2.25 is out."
+)
+# Python's own: a worker's regular expressions are compiled ahead by those of the Python that builds
+# the site, which must be the page's (3.8.2's, Pyodide's standard library, patched) byte for byte.
+SRE = ("sre_compile.py", "sre_parse.py", "sre_constants.py")
 
-def _generated_functions(start: List[str], path: List[str]) -> bytes:
-    """GENERATED's bytes (tools/pyodide_patches.py): the functions namedtuple and dataclasses write as
-    Pyodide's start (`start`) and a worker's imports (IMPORTS, from `path`) import, compiled."""
+
+def _compiled_at_start(start: List[str], path: List[str], stdlib: str) -> Tuple[bytes, bytes]:
+    """GENERATED's and REGEXES's bytes (tools/pyodide_patches.py): the functions namedtuple and
+    dataclasses write, and the regular expressions compiled, as Pyodide's start (`start`), a
+    worker's imports (IMPORTS, from `path`) and the reading of a first text run."""
+    here = {STDLIB + name: Path(sysconfig.get_paths()["stdlib"], name).read_bytes() for name in SRE}
+    for name, data in patched(here, PYODIDE_PATCHES).items():
+        if Path(stdlib, name[len(STDLIB) :]).read_bytes() != data:
+            raise RuntimeError(f"{name} differs from the page's (Pyodide's): its patterns would compile differently")
     with tempfile.TemporaryDirectory() as folder:
-        out = os.path.join(folder, "generated")
+        functions, regexes = os.path.join(folder, "functions"), os.path.join(folder, "regexes")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
         done = subprocess.run(
-            [sys.executable, "-c", RECORD, out, " ".join(start), " ".join(IMPORTS)],
+            [sys.executable, "-c", RECORD, functions, regexes, " ".join(start), " ".join(IMPORTS), FIRST_TEXT],
             cwd=folder,
             env=env,
             capture_output=True,
             text=True,
         )
         if done.returncode != 0:
-            raise RuntimeError(f"recording the generated functions failed: {done.stderr.strip()[-1000:]}")
-        return Path(out).read_bytes()
+            raise RuntimeError(f"recording what a worker's start compiles failed: {done.stderr.strip()[-1000:]}")
+        return Path(functions).read_bytes(), Path(regexes).read_bytes()
 
 
 def compile_imports(target: Path, stdlib: str, wheels: List[str]) -> None:
     """Under Python 3.8: import what Python's and Pyodide's start import and IMPORTS (from the
     unpacked wheels), and write to `target` (uncompressed) every module that came from the wheels,
     NumPy or the standard library, those compiled from Pyodide's sources in `stdlib` (its
-    standard library, those it lacks left out, and its own packages, each of their modules), and
-    GENERATED."""
+    standard library, those it lacks left out, and its own packages, each of their modules),
+    GENERATED and REGEXES."""
     with tempfile.TemporaryDirectory() as unpacked, tempfile.TemporaryDirectory() as overlay:
         for wheel in wheels:
             with zipfile.ZipFile(wheel) as archive_file:
@@ -274,12 +319,10 @@ def compile_imports(target: Path, stdlib: str, wheels: List[str]) -> None:
         for package in PYODIDE_PACKAGES:
             for source in sorted(Path(pyodide_packages, package).glob("*.py")):
                 sources.append((str(source), f"{SITE_PACKAGES}{package}/{source.name}"))
+        functions, regexes = _compiled_at_start(start, [unpacked, overlay], stdlib)
         files = [
-            (
-                STDLIB + "collections/__init__.py",
-                GENERATED,
-                _generated_functions(start, [unpacked, overlay]),
-            )
+            (STDLIB + "collections/__init__.py", GENERATED, functions),
+            (STDLIB + "sre_compile.py", REGEXES, regexes),
         ]
         compiled = os.path.join(unpacked, "compiled.pyc")
         for source, path in sources:

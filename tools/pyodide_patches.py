@@ -16,8 +16,9 @@ their four libraries: core draws from default_rng's Generator on PCG64 alone.
 And numpy.core._internal asks sys.implementation, not `platform`, whether it runs on PyPy.
 
 Pyodide's own package (PYODIDE_PATCHES, applied by tools/pyodide.vendor): asyncio on first use
-(ASYNCIO_STAND_IN, below), and the functions namedtuple and dataclasses write as source run from
-code compiled when the site is built (COMPILED_AHEAD, GENERATED).
+(ASYNCIO_STAND_IN, below), the functions namedtuple and dataclasses write as source run from
+code compiled when the site is built (COMPILED_AHEAD, GENERATED), and so do the regular expressions
+a worker's start compiles (SRE_COMPILED_AHEAD, REGEXES).
 
 Pyodide's runtime script (RUNTIME_PATCHES, applied by tools/pyodide.vendor): its dynamic linker
 gave every one of the main module's 27,916 exported functions a slot of the function table and a
@@ -249,7 +250,45 @@ COMPILED_AHEAD = (
     "\n"
 )
 
+# The regular expressions Python's start, a worker's imports and its model's load compile: ~95, each
+# parsed and compiled by the pure-Python sre_parse and sre_compile (the normalization rules of one
+# language alone, ~35 ms of a worker's start). tools/compiled.py records what sre_compile hands
+# `_sre.compile` for each (pattern, flags) those and a first text compile when the site is built,
+# into REGEXES (a marshal'ed {(pattern, flags): the rest of its arguments}, in Pyodide's own
+# package); a pattern found there is made from them, any other is compiled as before.
+REGEXES = STDLIB + "__pycache__/regular-expressions.cpython-38.marshal"
+SRE_COMPILED_AHEAD = (
+    "# Patched in by pocket-tts-numpy's tools/pyodide_patches.py: the arguments of _sre.compile for a\n"
+    "# (pattern, flags), as recorded when the site was built where it was one of those.\n"
+    "_ahead = None\n"
+    "\n"
+    "\n"
+    "def _compiled_ahead(pattern, flags):\n"
+    "    global _ahead\n"
+    "    if _ahead is None:\n"
+    "        import marshal\n"
+    "        try:\n"
+    f"            with open({REGEXES!r}, 'rb') as f:\n"
+    "                _ahead = marshal.load(f)\n"
+    "        except OSError:\n"
+    "            _ahead = {}\n"
+    "    return _ahead.get((pattern, flags))\n"
+    "\n"
+    "\n"
+)
+
 PYODIDE_PATCHES: Dict[str, List[Tuple[str, str]]] = {
+    STDLIB + "sre_compile.py": [
+        ("def compile(p, flags=0):\n", SRE_COMPILED_AHEAD + "def compile(p, flags=0):\n"),
+        (
+            "    if isstring(p):\n        pattern = p\n",
+            "    if isstring(p):\n"
+            "        ahead = _compiled_ahead(p, flags)\n"
+            "        if ahead is not None:\n"
+            "            return _sre.compile(p, *ahead)\n"
+            "        pattern = p\n",
+        ),
+    ],
     STDLIB + "collections/__init__.py": [
         (
             "def namedtuple(typename, field_names, *, rename=False, defaults=None, module=None):\n",
