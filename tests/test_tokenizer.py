@@ -508,7 +508,17 @@ def test_a_model_cut_anywhere_is_a_config_error_or_loads() -> None:
 
 def broken_json() -> dict:
     good = json.loads((FIXTURES / "bpe300.json").read_text())
+    unigram = json.loads((FIXTURES / "unigram4000.json").read_text())
+    vocab = unigram["model"]["vocab"]
+
+    def with_entry(entry: object) -> str:  # the Unigram vocabulary with its 10th entry replaced
+        return json.dumps(dict(unigram, model=dict(unigram["model"], vocab=vocab[:10] + [entry] + vocab[11:])))
+
     cases = {
+        "unigram_entry_not_a_list.json": with_entry({"token": "a", "score": -1.0}),
+        "unigram_entry_too_short.json": with_entry(["a"]),
+        "unigram_entry_too_long.json": with_entry(["a", -1.0, 0]),
+        "unigram_token_not_a_string.json": with_entry([7, -1.0]),
         "empty.json": "",
         "garbage.json": "{not json",
         "list.json": "[1, 2, 3]",

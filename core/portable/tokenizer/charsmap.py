@@ -45,21 +45,26 @@ class CharsMap:
         self._replacements: Dict[int, bytes] = {}
         self._root = _unit_offset(self._units[0]) if self._units else 0
         self.first_bytes = self._children(self._root)
-        # For an ASCII first byte: (is it a key alone, the second bytes a longer key can have).
-        # Most ASCII characters start no rule but some longer key (a letter + a combining mark),
-        # so this tells, without walking, that no rule applies.
-        self._ascii_rules: Dict[int, Tuple[bool, Set[int]]] = {}
+        self._ascii_rules: Optional[Dict[int, Tuple[bool, Set[int]]]] = None  # made at the first no_ascii_rule_at
+
+    def _made_ascii_rules(self) -> Dict[int, Tuple[bool, Set[int]]]:
+        """For an ASCII first byte: (is it a key alone, the second bytes a longer key can have).
+        Most ASCII characters start no rule but some longer key (a letter + a combining mark), so
+        this tells, without walking, that no rule applies. Only sentencepiece's normalizer asks, so
+        `tokenizers`' never makes it (english's: ~90 nodes' children, ~2 ms of Python 3.8 here)."""
+        rules = {}
         for b in self.first_bytes:
             if b < 0x80:
                 unit = self._units[self._root ^ b]
                 node = self._root ^ b ^ _unit_offset(unit)
-                self._ascii_rules[b] = (bool(unit & 0x100), self._children(node))
+                rules[b] = (bool(unit & 0x100), self._children(node))
+        return rules
 
     def _children(self, node: int) -> Set[int]:
         """The bytes that lead from `node` (after the xor with its offset) to a child.
 
         The child by byte b sits at node ^ b: the 256 candidates are one aligned block of units,
-        read as a slice (a worker builds these sets for ~90 nodes at every model load)."""
+        read as a slice (sentencepiece's normalizer builds these sets for ~90 nodes)."""
         low, base = node & 0xFF, node & ~0xFF
         block = self._units[base : base + 256]
         return {j ^ low for j, unit in enumerate(block) if unit & 0x800000FF == j ^ low}
@@ -89,6 +94,8 @@ class CharsMap:
 
     def no_ascii_rule_at(self, key: bytes, start: int) -> bool:
         """Whether key[start] is an ASCII byte that no rule starts with (no walk needed)."""
+        if self._ascii_rules is None:
+            self._ascii_rules = self._made_ascii_rules()
         rules = self._ascii_rules.get(key[start])
         if rules is None:
             return key[start] < 0x80

