@@ -230,51 +230,53 @@ ASYNCIO_STAND_IN = (
 # found there runs from its code (what exec of the source compiles: the same text, file name and
 # flags), any other is compiled as before.
 GENERATED = STDLIB + "__pycache__/generated-functions.cpython-38.marshal"
-COMPILED_AHEAD = (
-    "# Patched in by pocket-tts-numpy's tools/pyodide_patches.py: the source of a function namedtuple or\n"
-    "# dataclasses writes, as compiled when the site was built where it was one of those.\n"
-    "_ahead = None\n"
-    "\n"
-    "\n"
-    "def _compiled_ahead(source):\n"
-    "    global _ahead\n"
-    "    if _ahead is None:\n"
-    "        import marshal\n"
-    "        try:\n"
-    f"            with open({GENERATED!r}, 'rb') as f:\n"
-    "                _ahead = marshal.load(f)\n"
-    "        except OSError:\n"
-    "            _ahead = {}\n"
-    "    return _ahead.get(source, source)\n"
-    "\n"
-    "\n"
+
+
+def _compiled_ahead(what: str, path: str, parameters: str, found: str) -> str:
+    """The source of `_compiled_ahead(parameters)`, patched into a module of Pyodide's: `found`, an
+    expression of the dict marshal'ed at `path` (in Pyodide's own package), which it reads at its
+    first call (an empty one where the site has none). `what`: the comment's two lines."""
+    return (
+        f"# Patched in by pocket-tts-numpy's tools/pyodide_patches.py: {what}\n"
+        "_ahead = None\n"
+        "\n"
+        "\n"
+        f"def _compiled_ahead({parameters}):\n"
+        "    global _ahead\n"
+        "    if _ahead is None:\n"
+        "        import marshal\n"
+        "        try:\n"
+        f"            with open({path!r}, 'rb') as f:\n"
+        "                _ahead = marshal.load(f)\n"
+        "        except OSError:\n"
+        "            _ahead = {}\n"
+        f"    return {found}\n"
+        "\n"
+        "\n"
+    )
+
+
+COMPILED_AHEAD = _compiled_ahead(
+    "the source of a function namedtuple or\n"
+    "# dataclasses writes, as compiled when the site was built where it was one of those.",
+    GENERATED,
+    "source",
+    "_ahead.get(source, source)",
 )
 
 # The regular expressions Python's start, a worker's imports and its model's load compile: ~95, each
 # parsed and compiled by the pure-Python sre_parse and sre_compile (the normalization rules of one
-# language alone, ~35 ms of a worker's start). tools/compiled.py records what sre_compile hands
+# language alone, 16-36 ms of a worker's model load). tools/compiled.py records what sre_compile hands
 # `_sre.compile` for each (pattern, flags) those and a first text compile when the site is built,
 # into REGEXES (a marshal'ed {(pattern, flags): the rest of its arguments}, in Pyodide's own
 # package); a pattern found there is made from them, any other is compiled as before.
 REGEXES = STDLIB + "__pycache__/regular-expressions.cpython-38.marshal"
-SRE_COMPILED_AHEAD = (
-    "# Patched in by pocket-tts-numpy's tools/pyodide_patches.py: the arguments of _sre.compile for a\n"
-    "# (pattern, flags), as recorded when the site was built where it was one of those.\n"
-    "_ahead = None\n"
-    "\n"
-    "\n"
-    "def _compiled_ahead(pattern, flags):\n"
-    "    global _ahead\n"
-    "    if _ahead is None:\n"
-    "        import marshal\n"
-    "        try:\n"
-    f"            with open({REGEXES!r}, 'rb') as f:\n"
-    "                _ahead = marshal.load(f)\n"
-    "        except OSError:\n"
-    "            _ahead = {}\n"
-    "    return _ahead.get((pattern, flags))\n"
-    "\n"
-    "\n"
+SRE_COMPILED_AHEAD = _compiled_ahead(
+    "the arguments of _sre.compile for a\n"
+    "# (pattern, flags), as recorded when the site was built where it was one of those.",
+    REGEXES,
+    "pattern, flags",
+    "_ahead.get((pattern, flags))",
 )
 
 PYODIDE_PATCHES: Dict[str, List[Tuple[str, str]]] = {
