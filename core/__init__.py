@@ -31,6 +31,7 @@ from .portable.errors import (
     AudioError,
     ConfigError,
     DownloadError,
+    EmptyTextError,
     LimitError,
     PocketTTSError,
     TextError,
@@ -61,6 +62,7 @@ __all__ = [
     "AudioError",
     "VoiceError",
     "TextError",
+    "EmptyTextError",
     "DownloadError",
     "LimitError",
 ]

@@ -7,10 +7,11 @@ from __future__ import annotations
 import random
 import re
 import xml.etree.ElementTree as ElementTree
+from html.parser import HTMLParser
 
 import pytest
 
-from core.portable.ssml import SsmlStream, to_markup
+from core.portable.ssml import BREAK_STRENGTHS, MAX_TAG, SsmlStream, to_markup
 from core.portable.text import split_pauses
 
 DOCUMENTS = [
@@ -61,3 +62,56 @@ def test_what_is_not_markup_is_text() -> None:
     assert to_markup("an open <tag never closed") == "an open "
     stream = SsmlStream()
     assert stream.push("Tom &") == "Tom " and stream.push("amp; Jerry") == "& Jerry"
+
+
+def test_a_tag_longer_than_the_bound_is_text_and_nothing_waits_for_its_end() -> None:
+    """A "<" whose ">" is MAX_TAG characters away or more starts no tag: it is read as text, and a
+    stream never holds back more than one tag's worth, however the text is cut (here, the hostile
+    text that backtracked the tag pattern of old, in 64 KB Wyoming chunks)."""
+    hostile = "<break" + " " * 64000 + "a>"
+    assert to_markup(hostile) == hostile
+    assert to_markup("<x" + "y" * (MAX_TAG - 3) + ">") == ""  # at the bound: still a tag
+    assert to_markup("<x" + "y" * (MAX_TAG - 2) + ">") == "<x" + "y" * (MAX_TAG - 2) + ">"
+    stream = SsmlStream()
+    out = [stream.push("<x")]
+    for _ in range(250):
+        out.append(stream.push("a" * 6000))
+        assert len(stream.pending) < MAX_TAG
+    assert "".join(out) + stream.finish() == "<x" + "a" * 1_500_000
+
+
+def attributes(tag: str) -> dict:
+    """A tag's attributes as Python's HTML parser reads them (names lowercase, values stripped)."""
+    found: dict = {}
+
+    class Reader(HTMLParser):
+        def handle_starttag(self, name, attrs):
+            found.update({key: (value or "").strip() for key, value in attrs})
+
+        handle_startendtag = handle_starttag
+
+    Reader().feed(tag)
+    return found
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_tags_attributes_are_what_an_html_parser_reads(seed) -> None:
+    """The hand-written attribute reader (no pattern on user text) against Python's HTML parser,
+    on tags of random quoted attributes, spaces and junk between them."""
+    rng = random.Random(seed)
+    names = ["time", "strength", "Time", "x-y", "a:b", "data_1"]
+    values = ["500ms", " 1.5s ", "strong", "", "a b", "x=y", "it's"]
+    for _ in range(200):
+        parts = []
+        for _ in range(rng.randint(0, 4)):
+            name, value = rng.choice(names), rng.choice(values)
+            quote = '"' if "'" in value or rng.random() < 0.5 else "'"
+            parts.append(f"{name}{rng.choice(['', ' '])}={rng.choice(['', '  '])}{quote}{value}{quote}")
+        tag = "<break " + " ".join(parts) + rng.choice(["", " ", "/", " /"]) + ">"
+        expected = attributes(tag)
+        time = expected.get("time")
+        strength = BREAK_STRENGTHS.get(expected.get("strength", "medium").lower(), BREAK_STRENGTHS["medium"])
+        if time is not None:
+            assert to_markup(tag) == f' <break time="{time}"/> ', tag
+        else:
+            assert to_markup(tag) == (f" [pause:{strength:g}s] " if strength else " "), tag

@@ -30,6 +30,10 @@ class TextError(PocketTTSError):
     """A text prompt that cannot be spoken (empty, or malformed markup)."""
 
 
+class EmptyTextError(TextError):
+    """A text with nothing to speak (or not a text at all)."""
+
+
 class DownloadError(PocketTTSError):
     """A file that could not be fetched (no network, no access, not found)."""
 

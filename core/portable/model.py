@@ -256,7 +256,7 @@ class TTSModel:
             for piece in pieces:
                 for segment in text.push(piece):
                     yield from self.audio(segment.generation)
-            for segment in text.flush():
+            for segment in text.end():
                 yield from self.audio(segment.generation)
 
         return spoken()
@@ -268,13 +268,15 @@ class TTSModel:
         rng: Optional[np.random.Generator] = None,
         max_seconds: float = MAX_SECONDS,
         budget: Optional[Budget] = None,
+        ssml: bool = False,
         **overrides: Any,
     ) -> TextStream:
         """Text arriving in pieces, as one generation per segment to run one after another (for
         callers that push: the server's sessions, the browser worker); see `stream_text`. All of them
-        make at most `max_seconds` of audio (core.portable.budget), or draw on `budget`."""
+        make at most `max_seconds` of audio (core.portable.budget), or draw on `budget`; `ssml`:
+        the text is SSML (core.portable.ssml)."""
         options = _options(options, overrides)
-        return TextStream(self, self.voice_state(voice), options, rng, max_seconds, budget)
+        return TextStream(self, self.voice_state(voice), options, rng, max_seconds, budget, ssml)
 
     def audio(self, generation: Generation) -> Iterator[np.ndarray]:
         """A generation run alone to its end: its decoded audio at its speed, chunk by chunk (by the

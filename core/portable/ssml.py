@@ -8,21 +8,23 @@ Malformed SSML is never an error: what is not markup is read as text.
 
 `SsmlStream` does the same to text that arrives in pieces (any split, inside a tag or an entity
 too): a piece's text comes out as soon as no tag or entity is left open in it.
+
+The text is a user's, so reading it is linear in its length: no regular expression runs on it,
+a tag is at most MAX_TAG characters (a "<" whose ">" is further away is text), and what a stream
+holds back between pieces is at most one such tag.
 """
 
 from __future__ import annotations
 
 import html
-import re
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 # Pauses of the SSML break strengths (the SSML 1.1 defaults leave them to the processor).
 BREAK_STRENGTHS = {"none": 0.0, "x-weak": 0.1, "weak": 0.25, "medium": 0.5, "strong": 0.75, "x-strong": 1.0}
+# The longest tag, ">" included (a <speak> with its namespaces is ~150); a longer one is text.
+MAX_TAG = 1000
 # The longest entity kept open across pieces ("&thetasym;"); one longer is text.
 _ENTITY_CHARACTERS = 10
-_BREAK = re.compile(r"<\s*break\b(.*?)/?\s*>\Z", re.IGNORECASE | re.DOTALL)
-_ATTRIBUTE = re.compile(r"""([\w:-]+)\s*=\s*(["'])(.*?)\2""", re.DOTALL)
-_NAME = re.compile(r"<\s*/?\s*([\w:-]+)")
 _SPACED = {"p", "s", "speak", "br"}
 
 
@@ -34,7 +36,12 @@ def to_markup(ssml: str) -> str:
 
 class SsmlStream:
     def __init__(self) -> None:
-        self._pending = ""  # an open tag or entity, waiting for its end
+        self._pending = ""  # an open tag or entity (at most MAX_TAG characters), waiting for its end
+
+    @property
+    def pending(self) -> str:
+        """What is held back: the start of a tag or an entity that is still open."""
+        return self._pending
 
     def push(self, piece: str) -> str:
         """The text of `piece` as far as it can be read now."""
@@ -69,15 +76,18 @@ def _next_markup(text: str, start: int) -> Optional[int]:
 
 
 def _markup_end(text: str, at: int) -> Optional[int]:
-    """The end of the tag or entity at `at`, or None while it may still be open. An entity that
-    cannot be one (too long, or broken by a character no entity holds) ends where it stops."""
+    """The end of the tag or entity at `at`, or None while it may still be open. One that cannot
+    be one (a tag or an entity too long, an entity broken by a character no entity holds) ends
+    where it starts: its first character is text."""
     if text[at] == "<":
         if at + 1 == len(text):
             return None
         if not (text[at + 1].isalpha() or text[at + 1] in "/!?"):  # "a < b": no tag starts so
             return at + 1
-        end = text.find(">", at)
-        return None if end < 0 else end + 1
+        end = text.find(">", at, at + MAX_TAG)
+        if end >= 0:
+            return end + 1
+        return None if len(text) - at < MAX_TAG else at + 1
     for i in range(at + 1, min(len(text), at + 1 + _ENTITY_CHARACTERS)):
         if text[i] == ";":
             return i + 1
@@ -90,12 +100,54 @@ def _read(markup: str) -> str:
     """What a tag or an entity says (a "<" or "&" that starts neither says itself)."""
     if markup.startswith("&") or markup == "<":
         return html.unescape(markup)
-    brk = _BREAK.match(markup)
-    if brk is not None:
-        attributes = {name.lower(): value.strip() for name, _, value in _ATTRIBUTE.findall(brk.group(1))}
+    body = markup[1:-1]  # a whole tag: "<" ... ">"
+    closing = body.startswith("/")
+    if closing:
+        body = body[1:]
+    body = body.lstrip()
+    name_end = _word_end(body, 0)
+    name = body[:name_end].lower()
+    if name == "break" and not closing:
+        attributes = _attributes(body, name_end)
         if "time" in attributes:
             return f' <break time="{attributes["time"]}"/> '
         seconds = BREAK_STRENGTHS.get(attributes.get("strength", "medium").lower(), BREAK_STRENGTHS["medium"])
         return f" [pause:{seconds:g}s] " if seconds else " "
-    name = _NAME.match(markup)
-    return " " if name is not None and name.group(1).lower() in _SPACED else ""
+    return " " if name in _SPACED else ""
+
+
+def _is_name_character(c: str) -> bool:
+    return c.isalnum() or c in "_:-"
+
+
+def _word_end(text: str, i: int) -> int:
+    while i < len(text) and _is_name_character(text[i]):
+        i += 1
+    return i
+
+
+def _attributes(body: str, i: int) -> Dict[str, str]:
+    """The quoted attributes (name="value" or name='value') of a tag's body from `i`, by lowercase
+    name (the last of a name kept): one pass, each character looked at a bounded number of times."""
+    found: Dict[str, str] = {}
+    n = len(body)
+    while i < n:
+        if not _is_name_character(body[i]):
+            i += 1
+            continue
+        end = _word_end(body, i)
+        j = end
+        while j < n and body[j].isspace():
+            j += 1
+        if j < n and body[j] == "=":
+            j += 1
+            while j < n and body[j].isspace():
+                j += 1
+            if j < n and body[j] in "\"'":
+                close = body.find(body[j], j + 1)
+                if close >= 0:
+                    found[body[i:end].lower()] = body[j + 1 : close].strip()
+                    i = close + 1
+                    continue
+        i = end
+    return found

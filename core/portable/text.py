@@ -12,7 +12,7 @@ import re
 from typing import Dict, List, Tuple, Union
 
 from .config import Config
-from .errors import TextError
+from .errors import EmptyTextError, TextError
 from .normalize import normalize_text
 from .tokenizer import Tokenizer
 
@@ -103,9 +103,9 @@ def check_text(text: object) -> str:
     """The text a caller asks to speak, if it is a string with something to say; a TextError
     otherwise (every front-end's one check, before any work)."""
     if not isinstance(text, str):
-        raise TextError(f"text must be a string, got {type(text).__name__}")
+        raise EmptyTextError(f"text must be a string, got {type(text).__name__}")
     if not text.strip():
-        raise TextError("the text to speak is empty")
+        raise EmptyTextError("the text to speak is empty")
     return text
 
 
@@ -117,7 +117,7 @@ def prepare_text_prompt(text: str, options: TextOptions) -> Tuple[str, int]:
         # Deleted quotes turn '"Hi?", she said' into 'Hi?, she said': keep the sentence mark only.
         text = re.sub(r"([.!?\u2026])\s*[,;:]", r"\1", text)
     if text == "":
-        raise TextError("the text to speak is empty")
+        raise EmptyTextError("the text to speak is empty")
     text = text.replace("\n", " ").replace("\r", " ").replace("  ", " ")
     if options.remove_semicolons:
         text = text.replace(";", ",")

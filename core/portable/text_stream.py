@@ -3,7 +3,8 @@
 The segmenter (core.portable.segmenter) gives out each sentence as soon as it is complete; each
 becomes a generation of the same voice and options, to run one after another. One noise generator
 runs through them (the options' seed: a rerun with the same segments is the same audio), and one
-budget (core.portable.budget) holds them all: each draws on it as it makes frames.
+budget (core.portable.budget) holds them all: each draws on it as it makes frames. A stream of
+SSML (`ssml`) is read as markup first (core.portable.ssml), piece by piece, before it is segmented.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import numpy as np
 from .budget import Budget
 from .generation import Generation
 from .options import GenerationOptions
+from .ssml import SsmlStream, to_markup
+from .text import check_text
 from .voice_state import VoiceState
 
 
@@ -27,10 +30,10 @@ class Segment(NamedTuple):
 
 
 class TextStream:
-    """`push` pieces of text, `flush` what is buffered, `cancel` what is being said; `model` is a
-    TTSModel (its `generation`, `segmenter` and `spoken`). A segment once the budget is spent is a
-    LimitError; `budget`: the session's, when the caller keeps one (default: `max_seconds` of audio
-    at the options' speed)."""
+    """`push` pieces of text, `flush` what is buffered, `end` the text, `cancel` what is being said;
+    `model` is a TTSModel (its `generation`, `segmenter` and `spoken`). A segment once the budget is
+    spent is a LimitError; `budget`: the session's, when the caller keeps one (default:
+    `max_seconds` of audio at the options' speed); `ssml`: the text is SSML."""
 
     def __init__(
         self,
@@ -40,39 +43,55 @@ class TextStream:
         rng: Optional[np.random.Generator],
         max_seconds: float,
         budget: Optional[Budget] = None,
+        ssml: bool = False,
     ):
         self.model = model
+        self.ssml = ssml
         self.voice = voice
         self.options = options
         self.rng = rng if rng is not None else np.random.default_rng(options.seed)
         self.budget = budget if budget is not None else Budget(max_seconds, model.config.mimi.frame_rate, options.speed)
         self.segmenter = model.segmenter(options.max_tokens)
+        self._markup = SsmlStream()
         self._saying: List[Generation] = []  # generations given out and not finished: `cancel` stops them
 
     @property
     def pending(self) -> str:
-        """Text received but not yet part of a segment."""
-        return self.segmenter.pending
+        """Text received but not yet part of a segment (an SSML tag still open included)."""
+        return self.segmenter.pending + (self._markup.pending if self.ssml else "")
 
     def push(self, text: str) -> List[Segment]:
         """The segments this piece of text completes, each with its generation."""
-        return [self._segment(text) for text in self.segmenter.push(text)]
+        if self.ssml:
+            text = self._markup.push(text)
+        return self._segments(self.segmenter.push(text))
 
     def say(self, text: str) -> Segment:
-        """A whole text as one segment: one generation, chunked as a request is (not segmented)."""
-        return self._segment(text)
+        """A whole text as one segment: one generation, chunked as a request is (not segmented); an
+        EmptyTextError when it says nothing (SSML of tags alone among them)."""
+        check_text(text)
+        return self._segment(check_text(to_markup(text)) if self.ssml else text)
 
     def flush(self) -> List[Segment]:
-        """All the text still buffered, as segments (at the end of the text, or to speak it now)."""
-        return [self._segment(text) for text in self.segmenter.flush()]
+        """The text buffered, as segments, to speak it now (an SSML tag still open stays open)."""
+        return self._segments(self.segmenter.flush())
+
+    def end(self) -> List[Segment]:
+        """The end of the text: all that is still buffered, as segments."""
+        rest = self._markup.finish() if self.ssml else ""
+        return self._segments(self.segmenter.push(rest) + self.segmenter.flush())
 
     def cancel(self) -> None:
         """Drop the text buffered and stop the generations given out (barge-in): what they did not
         make stays in the budget, and the noise generator goes on where they left it."""
         self.segmenter = self.model.segmenter(self.options.max_tokens)
+        self._markup = SsmlStream()
         for generation in self._saying:
             generation.stop()
         self._saying = []
+
+    def _segments(self, texts: List[str]) -> List[Segment]:
+        return [self._segment(text) for text in texts]
 
     def _segment(self, text: str) -> Segment:
         self.budget.refuse_more()
