@@ -1,7 +1,12 @@
 """Audio in and out: WAV reading and writing, resampling and the voice-prompt cleanup, with NumPy alone.
 
 `resample` is the polyphase filter of scipy.signal.resample_poly (Kaiser window, beta 5, the
-official `convert_audio`), so a prompt at any sample rate gives the official latents. WAV files of
+official `convert_audio`), so a prompt at any common sample rate gives the official latents. Its
+filter grows with the terms of the rates' ratio (24 kHz from 44.1 kHz: 80/147, 2,941 taps; from
+191,999 Hz: 24000/191999, 3.8 million), so a ratio whose terms pass MAX_RATIO_TERM is replaced by
+the nearest one within it (191,999 Hz is read as 192,000: 5 parts per million slower, far below
+what an ear hears): the filter then has at most ~20,000 taps, and the work is the audio's length
+times at most ~170 taps, whatever rate a file claims. WAV files of
 any common encoding are parsed here; other formats are decoded with soundfile when it is installed
 (CPython only: in the browser, the page decodes audio and hands over samples).
 """
@@ -12,6 +17,7 @@ import io
 import math
 import os
 import struct
+from fractions import Fraction
 from typing import BinaryIO, Optional, Tuple, Union
 
 import numpy as np
@@ -22,6 +28,10 @@ from .errors import AudioError
 MAX_PROMPT_SECONDS = 30.0
 # Recordings at other rates are refused (the rates of real recordings, 8 kHz telephony to 192 kHz).
 MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 8000, 192000
+# The largest term of a resampling ratio (see the module's docstring); every common rate is within.
+MAX_RATIO_TERM = 1000
+# Samples beyond this are no recording (full scale is 1; a float file may go over it, not by 40 dB).
+MAX_AMPLITUDE = 100.0
 # A WAV streamed to a pipe cannot go back to write its length: the sizes say "as long as it gets".
 STREAMING_WAV_SIZE = 0xFFFFFFFF
 
@@ -160,8 +170,10 @@ def _read_with_soundfile(f: BinaryIO, where: str) -> Tuple[np.ndarray, int]:
                 left -= data.shape[0]
     except AudioError:
         raise
-    except Exception as e:  # soundfile raises its own error types for every unreadable file
-        raise AudioError(f"cannot decode {where}: {e}") from None
+    except Exception:  # soundfile's errors name its file object (a heap address): not for a client
+        raise AudioError(
+            f"cannot decode {where}: not a recording in a format this reads (WAV, FLAC, Ogg, MP3)"
+        ) from None
     return (np.concatenate(parts) if parts else np.zeros(0, np.float32)), rate
 
 
@@ -190,15 +202,18 @@ def as_mono(samples: np.ndarray, where: str = "audio") -> np.ndarray:
         raise AudioError(f"{where} is empty")
     if not np.all(np.isfinite(x)):
         raise AudioError(f"{where} contains NaN or infinite samples")
+    peak = float(np.max(np.abs(x)))
+    if peak > MAX_AMPLITUDE:
+        raise AudioError(f"{where}: its samples reach {peak:.3g}, beyond ±{MAX_AMPLITUDE:g} (full scale is ±1)")
     return x
 
 
 def resample(x: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
-    """Polyphase resampling of x [T], equal to scipy.signal.resample_poly(x, up, down) in float32."""
+    """Polyphase resampling of x [T], equal to scipy.signal.resample_poly(x, up, down) in float32,
+    where up/down is `to_rate / from_rate` (its terms within MAX_RATIO_TERM: `resampling_ratio`)."""
     if from_rate == to_rate:
         return x
-    g = math.gcd(int(from_rate), int(to_rate))
-    up, down = int(to_rate) // g, int(from_rate) // g
+    up, down = resampling_ratio(int(from_rate), int(to_rate))
     max_rate = max(up, down)
     half_len = 10 * max_rate
     h = (_kaiser_lowpass(2 * half_len + 1, 1.0 / max_rate).astype(x.dtype)) * x.dtype.type(up)
@@ -222,6 +237,18 @@ def resample(x: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
         window = np.where(valid, padded[np.minimum(index, padded.shape[0] - 1)], 0)
         out[start : start + n.shape[0]] = np.einsum("bl,bl->b", window, phases[phase])
     return out
+
+
+def resampling_ratio(from_rate: int, to_rate: int) -> Tuple[int, int]:
+    """(up, down): to_rate / from_rate in lowest terms, or where one of them would pass
+    MAX_RATIO_TERM, the nearest ratio whose terms do not."""
+    g = math.gcd(from_rate, to_rate)
+    up, down = to_rate // g, from_rate // g
+    if max(up, down) <= MAX_RATIO_TERM:
+        return up, down
+    ratio = Fraction(from_rate, to_rate)  # down / up
+    nearest = ratio.limit_denominator(max(1, int(MAX_RATIO_TERM / max(ratio, Fraction(1)))))
+    return nearest.denominator, nearest.numerator
 
 
 def _kaiser_lowpass(numtaps: int, cutoff: float) -> np.ndarray:

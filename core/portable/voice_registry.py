@@ -76,8 +76,12 @@ class VoiceRegistry:
             return "default"
         if name.startswith(RECORDING) or name in self.model.voices:
             return name
+        raise self.unknown(name)
+
+    def unknown(self, name: str) -> VoiceError:
+        """The error of a voice name that stands for nothing here (it names the voices that do)."""
         known = ", ".join(["default"] + self.names() + sorted(self.aliases))
-        raise VoiceError(f"unknown voice {name!r}: use one of {known}, or upload one")
+        return VoiceError(f"unknown voice {name!r}: use one of {known}, or upload one")
 
     def find(self, key: str) -> Optional[VoiceState]:
         """The voice of `key` if it is prepared."""
@@ -114,6 +118,10 @@ class VoiceRegistry:
 
     def add_recording(self, key: str, kept: np.ndarray) -> None:
         self._recordings.put(key, kept, kept.nbytes)
+
+    def drop_recording(self, key: str) -> None:
+        """Forget a recording (one that could not be cloned)."""
+        self._recordings.pop(key)
 
     def add(self, samples: np.ndarray, sample_rate: int) -> str:
         """Clone a recording (samples [T] or [channels, T]) unless it was already; returns its id."""
@@ -153,9 +161,12 @@ class SizedCache:
         self._items.move_to_end(key)
         return self._items[key][0]
 
-    def put(self, key: str, value: Any, size: int) -> None:
+    def pop(self, key: str) -> None:
         if key in self._items:
             self._size -= self._items.pop(key)[1]
+
+    def put(self, key: str, value: Any, size: int) -> None:
+        self.pop(key)
         self._items[key] = (value, size)
         self._size += size
         while self._size > self.capacity and len(self._items) > 1:
