@@ -44,7 +44,7 @@ import sys
 import time
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from .files import only_writer, write_atomically
+from .files import appending, only_writer, read_regular, write_atomically
 from .portable import catalog
 from .portable.audio import wav_bytes
 from .portable.errors import PocketTTSError
@@ -194,17 +194,13 @@ def _previous(out: str) -> Dict[str, Dict[str, Any]]:
     """The manifest entries of earlier runs' valid lines, the latest per id (a line cut short by a
     crash is skipped)."""
     entries: Dict[str, Dict[str, Any]] = {}
-    try:
-        with open(os.path.join(out, MANIFEST), "rb") as f:
-            for raw in f:
-                try:
-                    entry = _json(raw.decode("utf-8"))
-                except (UnicodeDecodeError, PocketTTSError):
-                    continue
-                if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry.get("fingerprint"):
-                    entries[entry["id"]] = entry
-    except FileNotFoundError:
-        pass
+    for raw in (read_regular(os.path.join(out, MANIFEST)) or b"").splitlines():
+        try:
+            entry = _json(raw.decode("utf-8"))
+        except (UnicodeDecodeError, PocketTTSError):
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry.get("fingerprint"):
+            entries[entry["id"]] = entry
     return entries
 
 
@@ -363,7 +359,7 @@ def run(
             else:
                 outcomes = local_outcomes(model, todo, min(workers or os.cpu_count() or 1, len(todo)))
             by_id = {line.id: line for line in todo}
-            with open(os.path.join(out, MANIFEST), "a", encoding="utf-8") as manifest:
+            with appending(os.path.join(out, MANIFEST)) as manifest:
                 for outcome in _progress(outcomes, len(todo), progress, summary):
                     line = by_id[outcome.id]
                     if outcome.wav is not None:
@@ -382,7 +378,7 @@ def run(
                         line.fingerprint,
                     )
                     entries[line.number] = entry
-                    manifest.write(json.dumps(entry) + "\n")
+                    manifest.write((json.dumps(entry) + "\n").encode("utf-8"))
                     manifest.flush()
         text = "".join(json.dumps(entries[number]) + "\n" for number in sorted(entries))
         write_atomically(os.path.join(out, MANIFEST), text.encode("utf-8"))

@@ -1,14 +1,16 @@
-"""Writing output files (audio, voice states, bundles' weights): never a half-written file, whatever
-happens, and never through a file or link someone else put in the way; and never in place of what
-is not a file (a FIFO or a device such as /dev/null or /dev/stdout is written to, not replaced)."""
+"""Writing output files (audio, voice states, bundles' weights, a batch job's manifest): never a
+half-written file, whatever happens, and never through a file or link someone else put in the way;
+and never in place of what is not a file (a FIFO or a device such as /dev/null or /dev/stdout is
+written to, not replaced)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
 from contextlib import contextmanager
-from typing import Dict, Iterator, Optional
+from typing import BinaryIO, Dict, Iterator, Optional
 
 import numpy as np
 
@@ -68,6 +70,42 @@ def _write_through(path: str, data: bytes) -> bool:
     with open(path, "wb") as f:
         f.write(data)
     return True
+
+
+# Opening a name never follows it where the system can refuse a link (every POSIX system).
+_NO_LINK = getattr(os, "O_NOFOLLOW", 0)
+
+
+@contextmanager
+def appending(path: str) -> Iterator[BinaryIO]:
+    """`path` opened to add to its end (made if it is not there): a link put in its place is
+    replaced by a new file (what it points to is neither read nor written, as `write_atomically`
+    treats it), and anything but a regular file is a PocketTTSError."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NO_LINK
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        os.unlink(path)
+        fd = os.open(path, flags | os.O_EXCL, 0o666)  # a link put back meanwhile: refused
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise PocketTTSError(f"{path} is not a regular file: not written")
+    with os.fdopen(fd, "ab") as f:
+        yield f
+
+
+def read_regular(path: str) -> Optional[bytes]:
+    """The bytes of the regular file at `path`, or None where there is none (nothing, a link, a FIFO)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NO_LINK)
+    except OSError as e:
+        if e.errno in (errno.ENOENT, errno.ELOOP):
+            return None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        return f.read() if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
 
 
 def save_tensors(path: str, tensors: Dict[str, np.ndarray], metadata: Optional[Dict[str, str]] = None) -> None:
