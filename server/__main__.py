@@ -17,7 +17,7 @@ from contextlib import AsyncExitStack
 from typing import Any, List, Optional
 from urllib.parse import urlsplit
 
-from server.engine import CLIENT_TIMEOUT, DEFAULT_MODEL, MAX_CONCURRENT
+from server.engine import CLIENT_TIMEOUT, DEFAULT_MODEL, MAX_CONCURRENT, MAX_CONNECTIONS
 
 
 def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> int:
@@ -44,8 +44,9 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
     parser.add_argument(
         "--max-connections",
         type=int,
-        default=64,
-        help="open connections at once, WebSockets included; more get 503 (default: %(default)s)",
+        default=MAX_CONNECTIONS,
+        help="open connections at once, every front's (HTTP, WebSockets, Wyoming); one more is refused when it "
+        "is accepted (a JSON 503 over HTTP), beyond a few kept for /health and key holders (default: %(default)s)",
     )
     parser.add_argument(
         "--client-timeout",
@@ -75,7 +76,15 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
         "--api-key",
         default=os.environ.get("POCKET_TTS_API_KEY"),
         help="require Authorization: Bearer KEY on every API route and the WebSocket (default: the "
-        "POCKET_TTS_API_KEY environment variable; none: no key)",
+        "POCKET_TTS_API_KEY environment variable; none: no key); Wyoming's callers, who carry none, are "
+        "then guests: no uploaded voice, at most --guest-slots slots",
+    )
+    parser.add_argument(
+        "--guest-slots",
+        type=int,
+        metavar="N",
+        help="with --api-key, the slots callers without the key (Wyoming's) may hold at once (default: half "
+        "of --max-concurrent, rounded down)",
     )
     parser.add_argument(
         "--wyoming",
@@ -101,6 +110,8 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
     for name in ("max_concurrent", "max_connections"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.guest_slots is not None and not 0 <= args.guest_slots <= args.max_concurrent:
+        parser.error("--guest-slots must be between 0 and --max-concurrent")
     if not args.client_timeout > 0:
         parser.error("--client-timeout must be positive")
     if args.wyoming is None and (args.no_http or args.voices_dir or args.zeroconf is not None):
@@ -116,6 +127,7 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
 
     from core import PocketTTSError, backend
     from server import connections, wyoming_tts
+    from server.access import Access
     from server.app import create_app
     from server.engine import load_engine
     from server.websocket import MAX_FRAME
@@ -125,7 +137,10 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
     try:
         voices_dir = wyoming_tts.folder(args.voices_dir)
         print(f"loading {args.model}", file=sys.stderr)
-        engine = load_engine(args.model, args.voice, args.max_concurrent)
+        access = Access(args.api_key or None, args.guest_slots)
+        engine = load_engine(
+            args.model, args.voice, args.max_concurrent, access=access, max_connections=args.max_connections
+        )
     except PocketTTSError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -137,7 +152,9 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
         return 1
     wyoming = None
     if args.wyoming is not None:
-        wyoming = (engine, args.wyoming, voices_dir, args.client_timeout, args.max_connections, args.zeroconf)
+        wyoming = (engine, args.wyoming, voices_dir, args.client_timeout, args.zeroconf)
+        if access.keyed and engine.slots.guest_capacity == 0:
+            print("warning: Wyoming's callers (guests: no API key) have no slot: see --guest-slots", file=sys.stderr)
     where = [] if args.no_http else [f"http://{args.host}:{args.port}"]
     where += [args.wyoming] if args.wyoming else []
     print(f"serving {engine.name} with voice {engine.default_voice_name} on {' and '.join(where)}", file=sys.stderr)
@@ -150,7 +167,6 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
             allowed_origins=args.allow_origin,
             client_timeout=args.client_timeout,
             hosts=[args.host, *args.allow_host],
-            api_key=args.api_key or None,
             **({} if web is None else {"web": web}),
         )
         config = uvicorn.Config(
@@ -158,8 +174,7 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
             host=args.host,
             port=args.port,
             log_level="warning",
-            http=connections.protocol(args.client_timeout),
-            limit_concurrency=args.max_connections,
+            http=connections.protocol(args.client_timeout, engine),
             timeout_keep_alive=5,
             h11_max_incomplete_event_size=16 * 1024,
             # A WebSocket frame past this is cut by uvicorn (close 1009); one past websocket's

@@ -25,6 +25,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.static_files import create_static_files_router
 
 from server import guard, http_errors, openai_routes, routes, websocket
+from server.access import Access
 from server.engine import CLIENT_TIMEOUT, DEFAULT_MODEL, MAX_CONCURRENT, ServerEngine, load_engine, serving_threads
 
 WEB = Path(__file__).resolve().parent / "web"
@@ -49,15 +50,15 @@ def create_app(
     allowed_origins: Sequence[str] = (),
     client_timeout: float = CLIENT_TIMEOUT,
     hosts: Sequence[str] = (),
-    api_key: Optional[str] = None,
     body_seconds: float = guard.BODY_SECONDS,
 ) -> Litestar:
     """The app over `engine`, serving the page from `web` (server/web/, or a site from scripts.build_site);
     without an engine, the lifespan loads the model the environment names (POCKET_TTS_MODEL,
-    POCKET_TTS_VOICE, POCKET_TTS_MAX_CONCURRENT, POCKET_TTS_SITE), as `uvicorn server.app:app` does.
-    `allowed_origins`: web pages of other origins that may use the API (CORS headers for them),
-    beside the server's own page; `hosts`: the names it answers to beside localhost; `api_key`: the
-    key every API request must bear; `body_seconds`: the time a request's body may take
+    POCKET_TTS_VOICE, POCKET_TTS_MAX_CONCURRENT, POCKET_TTS_API_KEY, POCKET_TTS_SITE), as
+    `uvicorn server.app:app` does. `allowed_origins`: web pages of other origins that may use the
+    API (CORS headers for them), beside the server's own page; `hosts`: the names it answers to
+    beside localhost; the API key every API request must bear is the engine's (server/access.py);
+    `body_seconds`: the time a request's body may take
     (server/guard.py). `client_timeout`: the seconds a WebSocket may speak nothing, or leave a
     frame untaken (server/session.py; python -m server gives the HTTP connections the same,
     server/connections.py)."""
@@ -81,7 +82,7 @@ def create_app(
         state=State({"client_timeout": client_timeout}),
         openapi_config=OpenAPIConfig(title="Pocket TTS in NumPy", version="0.1.0", path="/schema"),
         request_max_body_size=routes.MAX_UPLOAD,
-        middleware=[guard.middleware(allowed_origins, hosts, api_key, body_seconds)],
+        middleware=[guard.middleware(allowed_origins, hosts, body_seconds)],
         logging_config=None,  # the host's logging (python -m server sets it up; uvicorn's own otherwise)
         cors_config=CORSConfig(allow_origins=list(allowed_origins), expose_headers=list(routes.STREAM_HEADERS))
         if allowed_origins
@@ -97,14 +98,14 @@ def _listed(variable: str) -> List[str]:
 def engine_from_environment() -> ServerEngine:
     model = os.environ.get("POCKET_TTS_MODEL", DEFAULT_MODEL)
     slots = int(os.environ.get("POCKET_TTS_MAX_CONCURRENT", MAX_CONCURRENT))
-    return load_engine(model, os.environ.get("POCKET_TTS_VOICE"), slots)
+    access = Access(os.environ.get("POCKET_TTS_API_KEY") or None)
+    return load_engine(model, os.environ.get("POCKET_TTS_VOICE"), slots, access=access)
 
 
 # `uvicorn server.app:app`: the environment's settings (POCKET_TTS_ALLOW_ORIGINS and
-# POCKET_TTS_ALLOW_HOSTS, comma-separated; POCKET_TTS_API_KEY).
+# POCKET_TTS_ALLOW_HOSTS, comma-separated; POCKET_TTS_API_KEY: engine_from_environment).
 app = create_app(
     web=Path(os.environ.get("POCKET_TTS_SITE", str(WEB))),
     allowed_origins=_listed("POCKET_TTS_ALLOW_ORIGINS"),
     hosts=_listed("POCKET_TTS_ALLOW_HOSTS"),
-    api_key=os.environ.get("POCKET_TTS_API_KEY") or None,
 )

@@ -32,14 +32,18 @@ import yaml
 from ray import serve
 
 from core.portable.voice_registry import SizedCache
+from server.access import Access
 from server.app import create_app
 from server.engine import DEFAULT_MODEL, MAX_CONCURRENT, load_engine
 
 CONFIG = Path(__file__).with_name("serve.yaml")
 DEPLOYMENT = "PocketTTS"
 # The application's, as config files give them (`args`): `hosts`, the names the proxy is reached
-# under (a list: the command line adds http_options.host and --allow-host); `api_key` (server/guard.py).
+# under (a list: the command line adds http_options.host and --allow-host); `api_key` (server/access.py).
 ARGUMENTS = ("model", "voice", "max_concurrent", "hosts", "api_key")
+# The arguments that may name a file here, made absolute for the replicas (never the key: a secret
+# that happens to be a file's name stays the secret).
+PATHS = ("model", "voice")
 # The recordings kept for the replicas, at most (the least recently used go first); an upload is at
 # most server.routes.MAX_UPLOAD (20 MB), a typical 5-10 s recording well under 1 MB.
 RECORDINGS_BYTES = 256 * 1024 * 1024
@@ -88,11 +92,11 @@ class PocketTTS:
         hosts: List[str],
         api_key: Optional[str],
     ):
-        self.engine = load_engine(model, voice, max_concurrent, SharedRecordings(recordings))
-        self.hosts, self.api_key = hosts, api_key
+        self.engine = load_engine(model, voice, max_concurrent, SharedRecordings(recordings), Access(api_key))
+        self.hosts = hosts
 
     def __serve_build_asgi_app__(self) -> Any:
-        return create_app(self.engine, hosts=self.hosts, api_key=self.api_key)
+        return create_app(self.engine, hosts=self.hosts)
 
     def check_health(self) -> None:
         if not self.engine.running:
@@ -123,7 +127,7 @@ def configure(config: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any
     arguments = application.setdefault("args", {})
     for name in ("model", "voice", "max_concurrent", "api_key"):
         value = getattr(args, name)
-        if isinstance(value, str) and Path(value).exists():
+        if name in PATHS and isinstance(value, str) and Path(value).exists():
             value = str(Path(value).resolve())  # replicas do not run in this folder
         if value is not None:
             arguments[name] = value

@@ -1,34 +1,42 @@
 """The connection limits uvicorn leaves out, for `python -m server`: a client must send a request's
 headers, and keep its body coming, within `timeout` seconds, and must take the answer's bytes
-(its socket accepting more) within `timeout` seconds too, or the connection is closed; and the cap
-on open connections (uvicorn's `limit_concurrency`) counts WebSockets too, whose upgrade uvicorn
-makes before it counts: one past the cap is refused, HTTP or WebSocket, with a JSON 503
-`too_many_connections` (server/errors.py).
+(its socket accepting more) within `timeout` seconds too, or the connection is closed; and every
+connection, a WebSocket's for as long as it lasts, holds a place in the process's one pool
+(server/pool.py, the engine's, which Wyoming's connections share), taken when it is accepted: one
+with no place is refused there and then, with a JSON 503 `too_many_connections`
+(server/errors.py) and its socket closed, so that connections that send nothing cannot pile up
+beyond the pool. A connection in the pool's reserve is served `/health` and key holders' requests
+(server/access.py) only; anything else gets the same 503.
 
 Without them, a client that sends a request's headers a byte at a time (slowloris), or asks for
 audio and never reads it, holds its connection (and, for the second, its generation slot) for as
 long as it likes. uvicorn has a keep-alive timeout between requests and a cap on connections, but
-no timeout for a request in progress or an answer not taken. This is uvicorn's own HTTP/1.1
-protocol (h11) with timers added where uvicorn's flow control already looks: a closed connection
-reaches the app as a client that went away (its generation stops, its slot is freed). A connection
-upgraded to a WebSocket leaves these timers: the WebSocket's handler applies the same timeout to
-its frames (server/text_stream.py).
+no timeout for a request in progress or an answer not taken, and its cap refuses requests, not
+connections. This is uvicorn's own HTTP/1.1 protocol (h11) with timers added where uvicorn's flow
+control already looks: a closed connection reaches the app as a client that went away (its
+generation stops, its slot is freed). A connection upgraded to a WebSocket leaves these timers:
+the WebSocket's handler applies the same timeout to its frames (server/websocket.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from server import errors
-from server.errors import ServiceError
+from server.engine import ServerEngine
+from server.pool import Place
 from server.schemas import error_json
 
-_FULL = ServiceError(errors.TOO_MANY_CONNECTIONS, "the server has as many connections open as it takes, retry shortly")
+_FULL = errors.too_many_connections()
+# A refusal at accept waits this long for the client to read its 503 and close (beyond it, or
+# beyond LINGERING such refusals at once, the socket is closed at once).
+LINGER_SECONDS = 1.0
+LINGERING = 16
 
 
 class _DenialsAreNotErrors(logging.Filter):
@@ -40,8 +48,9 @@ class _DenialsAreNotErrors(logging.Filter):
         return record.getMessage() != "ASGI callable returned without completing handshake."
 
 
-def protocol(timeout: float) -> type:
-    """uvicorn's HTTP/1.1 protocol with the client timeouts (pass it as uvicorn's `http`)."""
+def protocol(timeout: float, engine: ServerEngine) -> type:
+    """uvicorn's HTTP/1.1 protocol with the client timeouts and `engine`'s pool of connections
+    (pass it as uvicorn's `http`)."""
     logger = logging.getLogger("uvicorn.error")
     if not any(isinstance(f, _DenialsAreNotErrors) for f in logger.filters):
         logger.addFilter(_DenialsAreNotErrors())
@@ -50,42 +59,69 @@ def protocol(timeout: float) -> type:
         pass
 
     TimedH11Protocol.timeout = timeout
+    TimedH11Protocol.engine = engine
+    TimedH11Protocol.lingering = [0]
     return TimedH11Protocol
 
 
 class _Timed(H11Protocol):
     timeout = 30.0
+    engine: ServerEngine
+    lingering: List[int]  # refusals at accept waiting for their client, the protocol's all together
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        # The cap is ours to apply, to requests and upgrades alike, with our refusal.
-        self._cap, self.limit_concurrency = self.limit_concurrency, None
-        self.app = self._capped(self.app)
+        self.limit_concurrency = None  # the pool is the cap, at accept
+        self.app = self._reserved(self.app)
 
-    def _full(self, own_task: bool) -> bool:
-        """Whether the connections (WebSockets among them, this one too) are past the cap, or the
-        requests in flight at it."""
-        tasks = len(self.tasks) - own_task
-        return self._cap is not None and (len(self.connections) > self._cap or tasks >= self._cap)
+    def _may_use_reserve(self, scope: Dict[str, Any]) -> bool:
+        """Whether a request (or an upgrade) is what the pool's reserve is for."""
+        if scope["path"] == "/health":
+            return True
+        authorization = next((v for k, v in scope["headers"] if k.lower() == b"authorization"), None)
+        access = self.engine.access
+        return access.keyed and access.caller(authorization and authorization.decode("latin-1")).trusted
 
-    def _capped(self, app: Any) -> Any:
-        async def capped(scope: Dict[str, Any], receive: Any, send: Any) -> None:
-            if scope["type"] == "http" and self._full(own_task=True):
+    def _reserved(self, app: Any) -> Any:
+        async def reserved(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+            place = self._place
+            if scope["type"] == "http" and place is not None and place.in_reserve and not self._may_use_reserve(scope):
                 headers = [(b"connection", b"close"), (b"retry-after", str(_FULL.retry_after).encode())]
                 await _send_json(send, headers)
                 return
             await app(scope, receive, send)
 
-        return capped
+        return reserved
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._reading: Optional[asyncio.TimerHandle] = None
         self._writing: Optional[asyncio.TimerHandle] = None
         self._upgraded = False
+        self._refused = self._lingering = False
+        self._place: Optional[Place] = self.engine.connections.enter(may_use_reserve=True)
         super().connection_made(transport)
+        if self._place is None:
+            self._refuse_at_accept()
+            return
         self._arm_reading()
 
+    def _refuse_at_accept(self) -> None:
+        """The 503 at once, before any request is read; the socket is closed once the client has
+        closed its end (it may have sent its request: closing on unread bytes would reset the
+        connection before the client reads the answer), within LINGER_SECONDS."""
+        self._refused = True
+        self.transport.write(_full_response())
+        if self.lingering[0] >= LINGERING or not self.transport.can_write_eof():
+            self.transport.abort()
+            return
+        self.lingering[0] += 1
+        self._lingering = True
+        self.transport.write_eof()
+        self._reading = self.loop.call_later(LINGER_SECONDS, self.transport.abort)
+
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # the request of a refused connection: read and dropped
         super().data_received(data)
         if self._upgraded:
             return
@@ -97,14 +133,17 @@ class _Timed(H11Protocol):
             self._cancel_reading()
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
-        """A WebSocket counts among the connections (refused here at the cap, as a request would be),
-        and keeps its own time (server/session.py): the request's timer ends here, or it would drop
-        the connection mid-conversation."""
-        if self._full(own_task=False):
+        """A WebSocket keeps the connection's place until it closes (one in the reserve is refused
+        here, unless a key holder's), and keeps its own time (server/session.py): the request's
+        timer ends here, or it would drop the connection mid-conversation."""
+        place = self._place
+        if place is not None and place.in_reserve and not self._may_use_reserve(self.scope):
             self._refuse_upgrade()
             return
         self._upgraded = True
         self._cancel_reading()
+        self._place = None  # the WebSocket's now
+        self.ws_protocol_class = _leaving(self.ws_protocol_class, place)
         super().handle_websocket_upgrade(event)
 
     def on_response_complete(self) -> None:
@@ -123,11 +162,22 @@ class _Timed(H11Protocol):
             self._writing.cancel()
             self._writing = None
 
+    def eof_received(self) -> Optional[bool]:
+        if self._refused:
+            return False  # the client has read its 503 and closed: so do we
+        return super().eof_received()
+
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self._cancel_reading()
         if self._writing is not None:
             self._writing.cancel()
             self._writing = None
+        if self._lingering:
+            self._lingering = False
+            self.lingering[0] -= 1
+        if self._place is not None:
+            self._place.leave()
+            self._place = None
         super().connection_lost(exc)
 
     def _refuse_upgrade(self) -> None:
@@ -165,6 +215,36 @@ class _Timed(H11Protocol):
         self._writing = None
         if not self.transport.is_closing():
             self.transport.abort()
+
+
+def _full_response() -> bytes:
+    """The whole 503 of a connection refused at accept, written before its request is read."""
+    body = error_json(_FULL.status, _FULL.message, None, _FULL.code)
+    head = (
+        f"HTTP/1.1 {_FULL.status} Service Unavailable\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nretry-after: {_FULL.retry_after}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def _leaving(ws_protocol_class: Any, place: Optional[Place]) -> Callable[..., Any]:
+    """uvicorn's WebSocket protocol whose connection gives back `place` when it is lost."""
+
+    def made(**kwargs: Any) -> Any:
+        protocol = ws_protocol_class(**kwargs)
+        lost = protocol.connection_lost
+
+        def connection_lost(exc: Optional[Exception]) -> None:
+            try:
+                lost(exc)
+            finally:
+                if place is not None:
+                    place.leave()
+
+        protocol.connection_lost = connection_lost
+        return protocol
+
+    return made
 
 
 async def _send_json(send: Any, headers: list) -> None:

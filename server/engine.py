@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterator, List, Optional, Protocol, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Protocol, Set, Tuple
 
 from core import PocketTTSError, TTSModel, VoiceError, VoiceState
 from core.portable import audio, catalog
@@ -25,6 +25,8 @@ from core.portable.options import GenerationOptions
 from core.portable.text_stream import TextStream
 from core.portable.voice_registry import RECORDING, VoiceRegistry
 from server import errors
+from server.access import KEY_HOLDER, Access, Caller
+from server.pool import ConnectionPool
 from server.relay import Relay
 from server.scheduler import Scheduler, Stream
 from server.slots import Busy, Slot, Slots
@@ -32,6 +34,7 @@ from server.slots import Busy, Slot, Slots
 # What a server starts with unless told otherwise, whichever way it starts (load_engine's callers).
 DEFAULT_MODEL = catalog.default_model()
 MAX_CONCURRENT = 4  # requests served at once (each a generation, or an upload); more get 503
+MAX_CONNECTIONS = 64  # connections open at once, every front's (server/pool.py)
 # Seconds a client may leave the server waiting (server/connections.py; a connection's silence: server/session.py).
 CLIENT_TIMEOUT = 30.0
 # How long a predefined voice that could not be prepared (a failed download) is not tried again.
@@ -80,17 +83,20 @@ def load_engine(
     voice: Optional[str] = None,
     max_concurrent: int = MAX_CONCURRENT,
     recordings: Optional[Recordings] = None,
+    access: Optional[Access] = None,
+    max_connections: int = MAX_CONNECTIONS,
 ) -> ServerEngine:
     """The engine of every way the server starts (python -m server, uvicorn server.app:app, a Ray
     Serve replica): `model` (a catalog name, a config file or a bundle folder) loaded, with `voice`
     as its default voice (None: the model's). A PocketTTSError when either cannot load."""
-    return ServerEngine(TTSModel.load(model), voice, max_concurrent, recordings)
+    return ServerEngine(TTSModel.load(model), voice, max_concurrent, recordings, access, max_connections)
 
 
 class ServerEngine:
     """The server's engine: one model, its voices (core.portable.voice_registry.VoiceRegistry
-    behind a lock: request threads share it), the slots and the scheduler that runs the generations.
-    The app asks it through its methods, never its parts."""
+    behind a lock: request threads share it), the slots and the scheduler that runs the generations,
+    who may ask for what (`access`: server/access.py) and the process's connections (`connections`:
+    server/pool.py, `max_connections` of them). The app asks it through its methods, never its parts."""
 
     def __init__(
         self,
@@ -98,6 +104,8 @@ class ServerEngine:
         default_voice: Optional[str],
         max_concurrent: int,
         recordings: Optional[Recordings] = None,
+        access: Optional[Access] = None,
+        max_connections: int = MAX_CONNECTIONS,
     ):
         """The default voice is loaded now: one that cannot load fails at startup, not on the first
         request. `recordings`: where uploads go for the other servers behind the same address, and
@@ -105,13 +113,16 @@ class ServerEngine:
         self.model = model
         self.max_concurrent = max_concurrent
         self.recordings = recordings
-        self.slots = Slots(max_concurrent)
+        self.access = access if access is not None else Access()
+        self.connections = ConnectionPool(max_connections)
+        self.slots = Slots(max_concurrent, self.access.guest_share(max_concurrent))
         self._lock = threading.Lock()
         self._pending: Dict[str, concurrent.futures.Future] = {}
         self._failures: Dict[str, Tuple[BaseException, float]] = {}
         aliases = {name: mapped if mapped in model.voices else "default" for name, mapped in OPENAI_VOICES.items()}
         self.voices = VoiceRegistry(model, default_voice, aliases)
         self._uploads: Dict[str, None] = {}  # ids of the recordings uploaded here, oldest first
+        self._open_to_guests: Set[str] = set()  # ids of the uploads guests may use (the voices folder's)
         self.scheduler = Scheduler(model)
         self.loaded_at = int(time.time())
 
@@ -148,17 +159,22 @@ class ServerEngine:
         """Each OpenAI voice name and the voice it stands for here (a predefined name, or "default")."""
         return dict(self.voices.aliases)
 
-    def uploaded_voices(self) -> List[str]:
-        """Ids of the recordings uploaded here that are still kept, oldest first."""
+    def uploaded_voices(self, caller: Caller = KEY_HOLDER) -> List[str]:
+        """Ids of the recordings uploaded here that are still kept and `caller` may use, oldest first."""
         with self._lock:
             self._forget_dropped_uploads()
-            return list(self._uploads)
+            return [key for key in self._uploads if self._may_use(key, caller)]
+
+    def _may_use(self, key: str, caller: Caller) -> bool:
+        """Whether `caller` may use the voice `key`: a guest, no upload but the voices folder's."""
+        return caller.trusted or not key.startswith(RECORDING) or key in self._open_to_guests
 
     def _forget_dropped_uploads(self) -> None:
         """Drop the ids whose recording the registry no longer keeps."""
         for key in list(self._uploads):
             if not self.voices.has_recording(key):
                 del self._uploads[key]
+                self._open_to_guests.discard(key)
 
     @property
     def active(self) -> int:
@@ -174,10 +190,11 @@ class ServerEngine:
         """Stop the scheduler's threads (generations still running get an error)."""
         self.scheduler.close()
 
-    def admit(self) -> Slot:
-        """A slot for a request, before any of its work; `busy` at once when all are taken."""
+    def admit(self, caller: Caller = KEY_HOLDER) -> Slot:
+        """A slot for `caller`'s request, before any of its work; `busy` at once when all are
+        taken, or a guest's when the guests hold their share."""
         try:
-            return self.slots.take()
+            return self.slots.take(guest=not caller.trusted)
         except Busy:
             raise errors.busy() from None
 
@@ -191,24 +208,36 @@ class ServerEngine:
 
     # Voices (blocking: call them in worker threads)
 
-    def voice(self, name: Optional[str]) -> VoiceState:
+    def voice(self, name: Optional[str], caller: Caller = KEY_HOLDER) -> VoiceState:
         """ "default"/None, a predefined voice, an OpenAI voice name, or an uploaded voice's id (one
-        uploaded to another server is cloned here from `recordings`)."""
+        uploaded to another server is cloned here from `recordings`) that `caller` may use: to a
+        guest, an upload not open to it is as unknown as any other name."""
         with self._lock:
             key = self.voices.key(name)
+            if not self._may_use(key, caller):
+                raise self.voices.unknown(key)
             found = self.voices.find(key)
         return found if found is not None else self._prepared(key)
 
-    def upload(self, data: bytes, filename: str = "upload") -> str:
+    def upload(self, data: bytes, filename: str = "upload", open_to_guests: bool = False) -> str:
         """Clone an uploaded recording (any format soundfile reads; only its first 30 s are decoded);
         returns its voice id (the hash of its samples: the same recording is cloned once), and keeps
-        the recording in `recordings`."""
+        the recording in `recordings`. A recording that cannot be cloned is not kept. Guests may use
+        it if `open_to_guests` (a recording of the voices folder)."""
         key = self._keep_recording(data, f"the uploaded voice {filename!r}")
-        self._prepared(key)
+        try:
+            self._prepared(key)
+        except BaseException:
+            with self._lock:
+                if key not in self._uploads:
+                    self.voices.drop_recording(key)
+            raise
         if self.recordings is not None:
             self.recordings[key] = data
         with self._lock:
             self._uploads[key] = None
+            if open_to_guests:
+                self._open_to_guests.add(key)
             self._forget_dropped_uploads()
         return key
 
@@ -269,10 +298,18 @@ class ServerEngine:
 
     # Sessions
 
-    def text_stream(self, voice: Optional[str], options: GenerationOptions, seconds: float) -> TextStream:
-        """A session's text: its voice (prepared now: blocking, call it in a worker thread), its
-        options, its noise generator and its budget of `seconds` of audio."""
-        return self.model.text_stream(self.voice(voice), options, max_seconds=seconds)
+    def text_stream(
+        self,
+        voice: Optional[str],
+        options: GenerationOptions,
+        seconds: float,
+        caller: Caller = KEY_HOLDER,
+        ssml: bool = False,
+    ) -> TextStream:
+        """A session's text (SSML if `ssml`): its voice (one `caller` may use, prepared now:
+        blocking, call it in a worker thread), its options, its noise generator and its budget of
+        `seconds` of audio."""
+        return self.model.text_stream(self.voice(voice, caller), options, max_seconds=seconds, ssml=ssml)
 
 
 def public_name(name: str) -> str:

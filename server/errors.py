@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from core import AudioError, DownloadError, LimitError, PocketTTSError, TextError, VoiceError
+from core import AudioError, DownloadError, EmptyTextError, LimitError, PocketTTSError, TextError, VoiceError
 
 # WebSocket close codes (RFC 6455): normal, policy violation, message too big, internal error, try again later.
 NORMAL, POLICY, TOO_BIG, INTERNAL, TRY_LATER = 1000, 1008, 1009, 1011, 1013
@@ -91,6 +91,10 @@ def busy() -> ServiceError:
     return ServiceError(BUSY, BUSY_MESSAGE)
 
 
+def too_many_connections() -> ServiceError:
+    return ServiceError(TOO_MANY_CONNECTIONS, "the server has as many connections open as it takes, retry shortly")
+
+
 def from_core(error: PocketTTSError, text_field: str = "text") -> ServiceError:
     """The refusal a core error stands for; `text_field`: the name the front gives its text."""
     if isinstance(error, LimitError):
@@ -101,6 +105,8 @@ def from_core(error: PocketTTSError, text_field: str = "text") -> ServiceError:
         return ServiceError(INVALID_AUDIO, str(error), "voice")
     if isinstance(error, DownloadError):
         return ServiceError(DOWNLOAD_FAILED, str(error), "voice")
+    if isinstance(error, EmptyTextError):
+        return ServiceError(EMPTY_TEXT, str(error), text_field)
     if isinstance(error, TextError):
         return ServiceError(INVALID_TEXT, str(error), text_field)
     return ServiceError(INVALID_VALUE, str(error))

@@ -10,7 +10,9 @@ trusts, and a body that arrives in time.
   the hosts of the allowed origins are answered; any other is a 421. A server bound to every
   interface (0.0.0.0, ::) also answers to an IP address (a page cannot rebind an address).
 - API key (`--api-key`): `Authorization: Bearer KEY` on every route of the API and the WebSocket,
-  as OpenAI's clients send it; 401 otherwise. The page's files and `/health` stay open.
+  as OpenAI's clients send it; 401 otherwise. The page's files and `/health` stay open. The key is
+  the engine's (server/access.py decides who the caller is, for every front); the caller is left
+  in the request's state (`caller_of`) for the session it opens.
 - Origin: a request that changes something (any method but GET, HEAD and OPTIONS), or opens a
   WebSocket, from a web page of another site than the server's own (the `Host` it was asked under)
   or one of `allowed_origins`, is a 403. Clients that are not browsers send no `Origin` and pass.
@@ -20,7 +22,6 @@ trusts, and a body that arrives in time.
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import time
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
@@ -29,6 +30,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from server import errors
+from server.access import Caller
 from server.errors import ServiceError
 from server.schemas import error_json
 
@@ -57,22 +59,25 @@ def _is_address(name: str) -> bool:
     return True
 
 
+def caller_of(connection: Any) -> Caller:
+    """The caller of a request or WebSocket that passed the guard."""
+    return connection.scope["state"]["caller"]
+
+
 def middleware(
     allowed_origins: Sequence[str] = (),
     hosts: Sequence[str] = (),
-    api_key: Optional[str] = None,
     body_seconds: float = BODY_SECONDS,
 ) -> Callable[[Any], Any]:
     """The ASGI middleware factory. `allowed_origins`: other web pages' origins that may use the API
     ("https://app.example"), or "*"; `hosts`: names the server answers to beside localhost (its
-    `--host`, `--allow-host`); `api_key`: the key every API request must bear (None: none)."""
+    `--host`, `--allow-host`). The API key is the engine's (`access`), read at each request."""
     trusted = {origin.rstrip("/").lower() for origin in allowed_origins}
     names = set(LOOPBACK_NAMES)
     names.update(filter(None, (host_name(host) for host in hosts)))
     names.update(filter(None, (host_name(urlsplit(origin).netloc) for origin in trusted if origin != "*")))
     any_address = any(host.strip("[]") in WILDCARD_BINDS for host in hosts)
     any_host = "*" in trusted  # every page may use the API: a Host proves nothing more
-    key = api_key.encode() if api_key else None
 
     def host_allowed(value: Optional[str]) -> bool:
         if value is None or any_host:
@@ -91,12 +96,11 @@ def middleware(
             )
             return ServiceError(errors.MISDIRECTED, message), {}
         method = scope.get("method", "GET")
-        if key is not None and _needs_key(scope["type"], method, scope["path"]):
-            given = headers.get("authorization", "")
-            scheme, _, token = given.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key):
-                error = ServiceError(errors.UNAUTHORIZED, "send the server's API key as Authorization: Bearer KEY")
-                return error, {"www-authenticate": "Bearer"}
+        caller = scope["litestar_app"].state.engine.access.caller(headers.get("authorization"))
+        scope["state"]["caller"] = caller
+        if not caller.trusted and _needs_key(scope["type"], method, scope["path"]):
+            error = ServiceError(errors.UNAUTHORIZED, "send the server's API key as Authorization: Bearer KEY")
+            return error, {"www-authenticate": "Bearer"}
         if scope["type"] == "http" and method in SAFE_METHODS:
             return None
         origin = headers.get("origin")

@@ -13,6 +13,7 @@ from litestar.response import Stream
 from server import audio_out, bodies, errors, reading
 from server.engine import ServerEngine
 from server.errors import ServiceError
+from server.guard import caller_of
 from server.routes import MAX_JSON, engine_of
 from server.schemas import ModelCard, ModelList, SpeechRequest, VoiceEntry, VoiceList
 from server.session import Session, text_to_say
@@ -29,7 +30,8 @@ async def openai_voices(request: Request) -> VoiceList:
     entries += [
         VoiceEntry(id=name, name=name, kind="alias", voice=voice) for name, voice in engine.openai_voices().items()
     ]
-    uploads = await anyio.to_thread.run_sync(engine.uploaded_voices)  # the engine's lock: not on the event loop
+    # the engine's lock: not on the event loop
+    uploads = await anyio.to_thread.run_sync(engine.uploaded_voices, caller_of(request))
     entries += [VoiceEntry(id=key, name=key, kind="uploaded") for key in uploads]
     return VoiceList(voices=entries)
 
@@ -71,7 +73,7 @@ async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Resp
         )
     text = text_to_say(data.input, "input")
     voice = data.voice if isinstance(data.voice, str) else data.voice.id
-    session = await Session.open(engine_of(request), voice, data.options())
+    session = await Session.open(engine_of(request), voice, data.options(), caller=caller_of(request))
     async with bodies.saying(session, text, "input") as answer:
         rate = session.sample_rate
         if data.stream_format == "sse":

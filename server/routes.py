@@ -22,6 +22,7 @@ from core.portable.audio import MAX_PROMPT_SECONDS, MAX_SAMPLE_RATE, MIN_SAMPLE_
 from server import bodies, errors, reading
 from server.engine import ServerEngine
 from server.errors import ServiceError
+from server.guard import caller_of
 from server.schemas import GenerateRequest, Health, UploadedVoice, Voices
 from server.session import MAX_TEXT, Session, text_to_say
 
@@ -82,7 +83,7 @@ async def upload_voice(request: Request) -> UploadedVoice:
     upload = data.get("voice_wav") or data.get("file")
     if not isinstance(upload, UploadFile):
         raise ServiceError(errors.MISSING_FIELD, "send the recording as the multipart field 'voice_wav'", "voice_wav")
-    slot = engine.admit()
+    slot = engine.admit(caller_of(request))
     try:
         return UploadedVoice(voice=await cloned(engine, upload))
     finally:
@@ -99,7 +100,7 @@ async def upload_voice(request: Request) -> UploadedVoice:
 )
 async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Response:
     text = text_to_say(data.text, "text")
-    session = await Session.open(engine_of(request), data.voice, data.options())
+    session = await Session.open(engine_of(request), data.voice, data.options(), caller=caller_of(request))
     async with bodies.saying(session, text) as answer:
         return await bodies.whole_file(request, answer, "wav")
 
@@ -113,7 +114,7 @@ async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Respons
 )
 async def stream(request: Request, data: JSONBody[GenerateRequest]) -> Stream:
     text = text_to_say(data.text, "text")
-    session = await Session.open(engine_of(request), data.voice, data.options())
+    session = await Session.open(engine_of(request), data.voice, data.options(), caller=caller_of(request))
     async with bodies.saying(session, text) as answer:
         headers = dict(PCM_HEADERS, **{"X-Sample-Rate": str(session.sample_rate)})
         body = answer.body(bodies.pcm_bytes(session.audio()))
@@ -144,14 +145,15 @@ async def tts(request: Request) -> Stream:
         )
     options = reading.form_options(data)
     voice: Optional[str] = voice_url
-    slot = engine.admit()  # for the cloning too: then the session's
+    caller = caller_of(request)
+    slot = engine.admit(caller)  # for the cloning too: then the session's
     try:
         if isinstance(voice_wav, UploadFile):
             voice = await cloned(engine, voice_wav)
     except BaseException:
         slot.release()
         raise
-    session = await Session.open(engine, voice, options, slot=slot)
+    session = await Session.open(engine, voice, options, slot=slot, caller=caller)
     async with bodies.saying(session, text) as answer:
         return Stream(
             answer.body(bodies.wav_stream(session.audio(), session.sample_rate)),

@@ -11,12 +11,16 @@ speech within a frame, drops the text buffered, and starts a new speech for what
 `events()` gives out the speech: each segment's start (`Segment`) before its first audio, its audio
 (`Audio`, never empty), its end (`Said`), then `Done` once the text has ended and all is said.
 
+Who opens it (its `caller`: server/access.py) decides which voices it may use and which slots it
+may take. Its text is what the front received, SSML markup included (`ssml`): the session counts
+it before anything reads it, and reads it (markup, segments, normalization) off the event loop.
+
 Its limits, whoever drives it: MAX_TEXT characters a `say`, MAX_STREAM_TEXT characters pushed in
-all, the budget (a text stream whose budget runs out while it still has something to say ends with
-`audio_limit`; more text after it is refused the same way); every refusal is a ServiceError of the
-one vocabulary (server/errors.py). A front that holds a connection open (the WebSocket, Wyoming)
-also keeps a `Clock`: a connection that speaks nothing for `idle` seconds, whatever else it sends,
-or that is open for LIFETIME seconds, is closed.
+all (both counted as received, markup included), the budget (a text stream whose budget runs out
+while it still has something to say ends with `audio_limit`; more text after it is refused the
+same way); every refusal is a ServiceError of the one vocabulary (server/errors.py). A front that
+holds a connection open (the WebSocket, Wyoming) also keeps a `Clock`: a connection that speaks
+nothing for `idle` seconds, whatever else it sends, or that is open for LIFETIME seconds, is closed.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from core.portable.options import REQUEST_SECONDS, GenerationOptions
 from core.portable.text import check_text
 from core.portable.text_stream import Segment, TextStream
 from server import errors
+from server.access import KEY_HOLDER, Caller
 from server.errors import ServiceError
 from server.relay import Relay
 from server.scheduler import Audio, Said
@@ -148,20 +153,24 @@ class Session:
         options: GenerationOptions,
         clock: Optional[Clock] = None,
         slot: Any = None,
+        caller: Caller = KEY_HOLDER,
+        ssml: bool = False,
     ) -> Session:
-        """A session of `engine` (server.engine.ServerEngine) with `voice` and `options` (checked
-        against the ranges a request may ask for): its slot first (`busy` when none is free; or
-        `slot`, taken already: it is the session's now), then its voice (prepared off the event
-        loop: it may need a download or a clone)."""
+        """A session of `engine` (server.engine.ServerEngine) for `caller`, with `voice` and
+        `options` (checked against the ranges a request may ask for), its text SSML if `ssml`: its
+        slot first (`busy` when there is none for `caller`; or `slot`, taken already: it is the
+        session's now), then its voice (one `caller` may use, prepared off the event loop: it may
+        need a download or a clone)."""
         try:
             options.check_request()
         except PocketTTSError as e:
             if slot is not None:
                 slot.release()
             raise errors.from_core(e) from None
-        slot = slot if slot is not None else engine.admit()
+        slot = slot if slot is not None else engine.admit(caller)
         try:
-            text = await anyio.to_thread.run_sync(engine.text_stream, voice, options, REQUEST_SECONDS)
+            prepare = functools.partial(engine.text_stream, voice, options, REQUEST_SECONDS, caller, ssml)
+            text = await anyio.to_thread.run_sync(prepare)
             return cls(engine, slot, text, clock)
         except PocketTTSError as e:
             slot.release()
@@ -177,15 +186,16 @@ class Session:
     # Text in
 
     async def say(self, text: str, field: str = "text") -> None:
-        """A whole text, as one generation (chunked as the official package chunks it); `field`:
-        what the front calls the text, in errors."""
-        if len(text) > MAX_TEXT:
+        """A whole text as received, as one generation (chunked as the official package chunks
+        it); `field`: what the front calls the text, in errors."""
+        if len(_text_of(text, field)) > MAX_TEXT:
             raise ServiceError(errors.TEXT_TOO_LONG, f"{field} is longer than {MAX_TEXT} characters", field)
         self._add([await self._off_loop(self._text.say, text, field=field)])
 
     async def push(self, piece: str) -> int:
-        """A piece of text (any split); the segments it completes are said. Returns their count."""
-        self._received += len(piece)
+        """A piece of text as received (any split); the segments it completes are said. Returns
+        their count."""
+        self._received += len(_text_of(piece, "text"))
         if self._received > MAX_STREAM_TEXT:
             raise ServiceError(
                 errors.TEXT_TOO_LONG, f"a stream may send at most {MAX_STREAM_TEXT} characters of text", "text"
@@ -198,7 +208,7 @@ class Session:
 
     async def end(self) -> None:
         """No more text: the rest is said, then `Done`."""
-        await self.flush()
+        self._add(await self._off_loop(self._text.end))
         self._speech.ending = True
         self._speech.stream.end()
 
@@ -273,6 +283,12 @@ class Session:
     async def _off_loop(self, work: Any, *args: Any, field: str = "text") -> Any:
         """Text work (normalizing, tokenizing) in a worker thread."""
         return await anyio.to_thread.run_sync(functools.partial(_as_ours, work, *args, field=field))
+
+
+def _text_of(text: object, field: str) -> str:
+    if not isinstance(text, str):
+        raise ServiceError(errors.INVALID_VALUE, f"{field} must be a string, not {type(text).__name__}", field)
+    return text
 
 
 def _as_ours(work: Any, *args: Any, field: str = "text") -> Any:

@@ -3,7 +3,8 @@ decoding an upload, cloning) and given back only when the request is over, its a
 handed to the server or its client gone; the scheduler also holds a generation's slot while it
 steps it. So the memory of the requests in flight, their audio waiting for slow clients included,
 is bounded by the slots, not by the connections. When every slot is taken, a request gets `Busy`
-at once (a 503 with Retry-After) instead of waiting in an unbounded queue.
+at once (a 503 with Retry-After) instead of waiting in an unbounded queue; so does a guest's
+(server/access.py) when the guests hold their share already.
 """
 
 from __future__ import annotations
@@ -19,27 +20,38 @@ class Busy(Exception):
 
 
 class Slots:
-    def __init__(self, capacity: int):
+    """`capacity` slots, of which guests may hold `guest_capacity` at once."""
+
+    def __init__(self, capacity: int, guest_capacity: int = 0):
         self.capacity = capacity
+        self.guest_capacity = guest_capacity
         self._lock = threading.Lock()
         self._taken = 0
+        self._guests = 0
 
     @property
     def taken(self) -> int:
         with self._lock:
             return self._taken
 
-    def take(self) -> Slot:
-        """A slot for a request; Busy at once when all are taken."""
+    @property
+    def taken_by_guests(self) -> int:
         with self._lock:
-            if self._taken >= self.capacity:
+            return self._guests
+
+    def take(self, guest: bool = False) -> Slot:
+        """A slot for a request (a guest's: `guest`); Busy at once when there is none for it."""
+        with self._lock:
+            if self._taken >= self.capacity or (guest and self._guests >= self.guest_capacity):
                 raise Busy()
             self._taken += 1
-        return Slot(self._free)
+            self._guests += guest
+        return Slot(lambda: self._free(guest))
 
-    def _free(self) -> None:
+    def _free(self, guest: bool) -> None:
         with self._lock:
             self._taken -= 1
+            self._guests -= guest
 
 
 class Slot:

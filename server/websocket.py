@@ -42,6 +42,7 @@ from core.portable.audio import pcm16
 from server import errors, reading
 from server.engine import ServerEngine
 from server.errors import NORMAL, ServiceError
+from server.guard import caller_of
 from server.schemas import (
     CLIENT_FRAMES,
     ClientFrame,
@@ -193,7 +194,8 @@ class _Connection:
     async def _open(self, start: StreamStart) -> None:
         """The connection's session (a bad voice or option, or no free slot, ends it), then `started`."""
         try:
-            self.session = await Session.open(self.engine, start.voice, start.options(), self.clock)
+            caller = caller_of(self.socket)
+            self.session = await Session.open(self.engine, start.voice, start.options(), self.clock, caller=caller)
         except ServiceError as e:
             raise _Fatal(e) from None
         await self._send_json({"type": "started", "sample_rate": self.session.sample_rate})

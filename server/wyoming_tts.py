@@ -10,16 +10,23 @@ HTTP routes' and the WebSocket's.
                                                   audio-start, audio-chunk*, audio-stop; then
                                                   synthesize-stopped
 
-A synthesis is a session of the engine (server/session.py): its slot, its audio and text limits,
-its segments (core's segmenter, as the WebSocket's), the connection's idle and lifetime rules; a
-client that goes away frees its slot at once. Every refusal is an `error` event (its text and
-code from the one vocabulary, server/errors.py), never a silently closed connection; the
-connection goes on after a refused synthesis, and is closed after one that ends it (idle,
-lifetime, an event too large or malformed). A voice is asked for by name (a predefined voice, an
-uploaded one still kept, or a recording in the voices folder) or by language (the model's: its
-default voice). `text_format: ssml` reads <break> as a pause and drops other tags
-(core.portable.ssml). While a stream is open, the `synthesize` event Home Assistant sends beside
-it (the whole text, for servers without streaming) is not said again.
+A synthesis is a session of the engine (server/session.py): its slot, its audio and text limits
+(the text counted as it arrives, SSML markup included, and read off the event loop), its segments
+(core's segmenter, as the WebSocket's), the connection's idle and lifetime rules; a client that
+goes away frees its slot at once. A connection takes its place in the process's one pool of
+connections (server/pool.py) when it is accepted, and is refused then when there is none. The
+protocol carries no credentials: on a server with an API key its callers are guests
+(server/access.py). Every refusal is an `error` event (its text and code from the one
+vocabulary, server/errors.py), never a silently closed connection, a fault of ours included; the
+connection goes on after a refused synthesis or an event out of order (which leaves the
+synthesis under way as it was), and is closed after one that ends it (idle, lifetime, an event
+too large or malformed). Events out of order: a `synthesize-chunk` or `synthesize-stop` after
+`synthesize-stop` (`after_end`), outside a stream, or a synthesis asked for while one is under
+way (`unexpected_event`). A voice is asked for by name (a predefined voice, an uploaded one
+still kept that the caller may use, or a recording in the voices folder) or by language (the
+model's: its default voice). `text_format: ssml` reads <break> as a pause and drops other tags
+(core.portable.ssml). While a stream is under way, the `synthesize` event Home Assistant sends
+beside it (the whole text, for servers without streaming) is not said again.
 """
 
 from __future__ import annotations
@@ -53,8 +60,8 @@ from core import PocketTTSError, VoiceError
 from core.portable import normalize
 from core.portable.audio import pcm16
 from core.portable.options import GenerationOptions
-from core.portable.ssml import SsmlStream, to_markup
 from server import errors
+from server.access import Caller
 from server.engine import ServerEngine, serving_threads
 from server.errors import ServiceError
 from server.session import Audio, Clock, Done, Said, Session, Started, text_to_say
@@ -81,31 +88,42 @@ class Voices:
         self.engine = engine
         self.folder = folder
         self._cloned: Dict[Tuple[str, int, int], str] = {}  # (path, size, mtime) -> voice id
+        self._unreadable = False  # the folder could not be read last time (said once in the log)
 
     def recordings(self) -> Dict[str, Path]:
-        """The folder's recordings by name (read anew each time: files may come and go)."""
+        """The folder's recordings by name (read anew each time: files may come and go; a folder
+        that is gone or unreadable holds none, and the operator's log says so once)."""
         if self.folder is None:
             return {}
         found = {}
-        for path in sorted(self.folder.iterdir()):
-            if path.suffix.lower() in AUDIO_EXTENSIONS and path.is_file():
-                found.setdefault(path.stem, path)
+        try:
+            for path in sorted(self.folder.iterdir()):
+                if path.suffix.lower() in AUDIO_EXTENSIONS and path.is_file():
+                    found.setdefault(path.stem, path)
+        except OSError as e:
+            if not self._unreadable:
+                log.warning("the voices folder %s cannot be read: %s", self.folder, e.strerror or e)
+            self._unreadable = True
+            return {}
+        self._unreadable = False
         return found
 
-    def names(self) -> List[Tuple[str, str]]:
-        """(name, description) of every voice, the default first (blocking: the engine's lock, the folder)."""
+    def names(self, caller: Caller) -> List[Tuple[str, str]]:
+        """(name, description) of every voice `caller` may use, the default first (blocking: the
+        engine's lock, the folder)."""
         named = [(self.engine.default_voice_name, "the server's default voice")]
         named += [(name, "a predefined voice of the model") for name in self.engine.voice_names()]
         named += [(name, "a recording in the voices folder") for name in self.recordings()]
-        named += [(key, "an uploaded voice") for key in self.engine.uploaded_voices()]
+        named += [(key, "an uploaded voice") for key in self.engine.uploaded_voices(caller)]
         seen: Dict[str, str] = {}
         for name, description in named:
             seen.setdefault(name, description)
         return list(seen.items())
 
-    def key(self, voice: Optional[SynthesizeVoice]) -> Optional[str]:
-        """The engine's name for a requested voice (None: the default); blocking (a recording of the
-        folder is decoded and cloned the first time). An unknown name or language is a ServiceError."""
+    def key(self, voice: Optional[SynthesizeVoice], caller: Caller) -> Optional[str]:
+        """The engine's name for a requested voice (None: the default) that `caller` may use;
+        blocking (a recording of the folder is decoded and cloned the first time). An unknown name
+        or language is a ServiceError."""
         if voice is None or (voice.name is None and voice.language is None):
             return None
         if voice.name is None:
@@ -119,9 +137,9 @@ class Voices:
         recording = self.recordings().get(name)
         if recording is not None:
             return self._clone(recording)
-        if name in self.engine.uploaded_voices():
+        if name in self.engine.uploaded_voices(caller):
             return name
-        known = ", ".join(voice_name for voice_name, _ in self.names())
+        known = ", ".join(voice_name for voice_name, _ in self.names(caller))
         raise ServiceError(errors.UNKNOWN_VOICE, f"voice not found: {name!r} (voices: {known})", "voice")
 
     @property
@@ -137,9 +155,11 @@ class Voices:
         if stat.st_size > MAX_RECORDING:
             raise ServiceError(errors.INVALID_AUDIO, f"the recording {path.name} is larger than 20 MB", "voice")
         try:
-            cloned = self.engine.upload(path.read_bytes(), path.name)
+            cloned = self.engine.upload(path.read_bytes(), path.name, open_to_guests=True)
         except PocketTTSError as e:
             raise errors.from_core(e) from None
+        except OSError:  # gone since the folder was read
+            raise ServiceError(errors.UNKNOWN_VOICE, f"the recording {path.name} cannot be read", "voice") from None
         self._cloned[key] = cloned
         return cloned
 
@@ -154,7 +174,8 @@ def _same_language(asked: Optional[str], code: str) -> bool:
 
 class WyomingServer:
     """The Wyoming listener of an engine: `start` and `stop` inside the event loop that serves it.
-    `options`: the generation options of every synthesis (the protocol carries none)."""
+    `options`: the generation options of every synthesis (the protocol carries none). Its callers
+    are the engine's callers without credentials (guests, on a server with an API key)."""
 
     def __init__(
         self,
@@ -162,16 +183,14 @@ class WyomingServer:
         uri: str,
         voices: Voices,
         timeout: float,
-        max_connections: int,
         options: Optional[GenerationOptions] = None,
     ):
         self.engine = engine
         self.uri = uri
         self.voices = voices
         self.timeout = timeout
-        self.max_connections = max_connections
         self.options = options if options is not None else GenerationOptions()
-        self.connections = 0
+        self.caller = engine.access.caller(None)
         self._server: Optional[AsyncServer] = None
 
     async def start(self) -> None:
@@ -183,7 +202,7 @@ class WyomingServer:
             await self._server.stop()
 
     async def info(self) -> Info:
-        named = await anyio.to_thread.run_sync(self.voices.names)  # the engine's lock, the folder
+        named = await anyio.to_thread.run_sync(self.voices.names, self.caller)  # the engine's lock, the folder
         language = self.voices.language
         voices = [
             TtsVoice(
@@ -240,6 +259,14 @@ class _Closed(Exception):
     """The connection is over: what made it so was said (or the client is gone)."""
 
 
+class _OutOfOrder(Exception):
+    """An event that cannot come now: its error, and the synthesis under way goes on."""
+
+    def __init__(self, kind: errors.Kind, message: str):
+        super().__init__(message)
+        self.error = ServiceError(kind, message)
+
+
 class _Handler(AsyncEventHandler):
     """One connection: its events in order, at most one synthesis at a time."""
 
@@ -249,20 +276,20 @@ class _Handler(AsyncEventHandler):
         self.clock = Clock(server.timeout)
         self.session: Optional[Session] = None
         self.streaming = False
-        self.ssml: Optional[SsmlStream] = None
         self.sender: Optional[asyncio.Task] = None
         self.writing = asyncio.Lock()  # the sender's events and the handler's, one whole event at a time
 
     async def run(self) -> None:
         """Events until the client goes, or a refusal ends the connection (said first); the
-        connection's idle and lifetime rules meanwhile."""
-        self.server.connections += 1
+        connection's idle and lifetime rules meanwhile. A connection with no place in the
+        process's pool is refused at once."""
+        place = self.server.engine.connections.enter(may_use_reserve=False)
+        if place is None:
+            await self._say_error(errors.too_many_connections())
+            self.writer.close()
+            return
         watch = asyncio.ensure_future(self._watch())
         try:
-            if self.server.connections > self.server.max_connections:
-                raise ServiceError(
-                    errors.TOO_MANY_CONNECTIONS, "the server has as many connections open as it takes, retry shortly"
-                )
             while True:
                 try:
                     event = await async_read_event(self.reader)  # type: ignore[arg-type]
@@ -282,12 +309,14 @@ class _Handler(AsyncEventHandler):
         except _Closed:
             pass
         finally:
-            self.server.connections -= 1
+            place.leave()
             watch.cancel()
             await self._end_synthesis()
             self.writer.close()
 
     async def handle_event(self, event: Event) -> bool:
+        """One event. A refusal is an `error` event: one of order leaves the synthesis under way as
+        it was, any other ends it; the connection goes on either way."""
         try:
             if Describe.is_type(event.type):
                 await self._write((await self.server.info()).event())
@@ -300,59 +329,69 @@ class _Handler(AsyncEventHandler):
                 await self._stream_text(SynthesizeChunk.from_event(event).text)
             elif SynthesizeStop.is_type(event.type):
                 await self._stop_stream()
+        except _Closed:
+            raise
+        except _OutOfOrder as refusal:
+            await self._say_error(refusal.error)
         except ServiceError as error:
             await self._end_synthesis()
             await self._say_error(error)
         except (KeyError, TypeError, AttributeError, ValueError):
             await self._end_synthesis()
             await self._say_error(ServiceError(errors.INVALID_REQUEST, f"a malformed {event.type} event"))
+        except Exception as error:  # a fault of ours: the operator's log gets the traceback
+            log.error("wyoming %s failed", event.type, exc_info=error)
+            await self._end_synthesis()
+            await self._say_error(errors.unexpected(error, event.type))
         return True
 
     # One synthesis: a whole text, or a stream
 
     async def _synthesize(self, request: Synthesize) -> None:
-        if self.session is not None:
-            raise ServiceError(errors.UNEXPECTED_EVENT, "a synthesis is already under way on this connection")
-        text = text_to_say(request.text)
-        session = await self._open(request.voice)
-        if _is_ssml(request.text_format):
-            text = text_to_say(to_markup(text))
-        await session.say(text)
+        self._refuse_a_second()
+        text_to_say(request.text)
+        session = await self._open(request.voice, request.text_format)
+        await session.say(request.text)
         await session.end()
         await self._write(self._audio_start())
         self.sender = asyncio.ensure_future(self._send(session, per_sentence=False))
 
     async def _start_stream(self, request: SynthesizeStart) -> None:
-        if self.session is not None:
-            raise ServiceError(errors.UNEXPECTED_EVENT, "a synthesis is already under way on this connection")
-        await self._open(request.voice)
+        self._refuse_a_second()
+        await self._open(request.voice, request.text_format)
         self.streaming = True
-        self.ssml = SsmlStream() if _is_ssml(request.text_format) else None
         self.sender = asyncio.ensure_future(self._send(self.session, per_sentence=True))
 
     async def _stream_text(self, text: str) -> None:
-        if not self.streaming or self.session is None:
-            raise ServiceError(errors.UNEXPECTED_EVENT, "synthesize-chunk outside a stream (send synthesize-start)")
+        self._in_stream("synthesize-chunk")
         if not isinstance(text, str):
             raise ServiceError(errors.INVALID_VALUE, "a synthesize-chunk's text is a string", "text")
-        await self.session.push(self.ssml.push(text) if self.ssml is not None else text)
+        await self.session.push(text)
 
     async def _stop_stream(self) -> None:
-        if not self.streaming or self.session is None:
-            raise ServiceError(errors.UNEXPECTED_EVENT, "synthesize-stop outside a stream (send synthesize-start)")
-        if self.ssml is not None:
-            await self.session.push(self.ssml.finish())
+        self._in_stream("synthesize-stop")
         await self.session.end()
 
-    async def _open(self, voice: Optional[SynthesizeVoice]) -> Session:
-        engine = self.server.engine
-        slot = engine.admit()  # a voice from the folder is cloned under it, then it is the session's
+    def _refuse_a_second(self) -> None:
+        if self.session is not None:
+            raise _OutOfOrder(errors.UNEXPECTED_EVENT, "a synthesis is already under way on this connection")
+
+    def _in_stream(self, kind: str) -> None:
+        if not self.streaming or self.session is None:
+            raise _OutOfOrder(errors.UNEXPECTED_EVENT, f"{kind} outside a stream (send synthesize-start)")
+        if self.session.ending:
+            raise _OutOfOrder(errors.AFTER_END, f"{kind} after synthesize-stop: the stream's text has ended")
+
+    async def _open(self, voice: Optional[SynthesizeVoice], text_format: Any) -> Session:
+        engine, caller = self.server.engine, self.server.caller
+        slot = engine.admit(caller)  # a voice from the folder is cloned under it, then it is the session's
         try:
-            key = await anyio.to_thread.run_sync(self.server.voices.key, voice)
+            key = await anyio.to_thread.run_sync(self.server.voices.key, voice, caller)
         except BaseException:
             slot.release()
             raise
-        self.session = await Session.open(engine, key, self.server.options, self.clock, slot)
+        ssml = text_format in (SynthesizeTextFormat.SSML, SynthesizeTextFormat.SSML.value)
+        self.session = await Session.open(engine, key, self.server.options, self.clock, slot, caller, ssml)
         return self.session
 
     async def _send(self, session: Session, per_sentence: bool) -> None:
@@ -385,14 +424,14 @@ class _Handler(AsyncEventHandler):
     def _finished(self, session: Session) -> None:
         session.close()
         if self.session is session:
-            self.session, self.streaming, self.ssml = None, False, None
+            self.session, self.streaming = None, False
 
     async def _end_synthesis(self) -> None:
         """Stop the synthesis under way (a refusal, or the client gone): its slot is free at once."""
         sender, self.sender = self.sender, None
         if self.session is not None:
             self.session.close()
-            self.session, self.streaming, self.ssml = None, False, None
+            self.session, self.streaming = None, False
         if sender is not None and sender is not asyncio.current_task():
             sender.cancel()
             await asyncio.gather(sender, return_exceptions=True)
@@ -431,10 +470,6 @@ class _Handler(AsyncEventHandler):
         self.reader.feed_eof()
 
 
-def _is_ssml(text_format: Any) -> bool:
-    return text_format in (SynthesizeTextFormat.SSML, SynthesizeTextFormat.SSML.value)
-
-
 def folder(path: Optional[str]) -> Optional[Path]:
     """The voices folder of the command line, checked now (an error at startup, not per request)."""
     if path is None:
@@ -453,13 +488,12 @@ async def serving(
     uri: str,
     voices_dir: Optional[Path],
     timeout: float,
-    max_connections: int,
     zeroconf: Optional[str] = None,
 ) -> AsyncIterator[WyomingServer]:
     """The Wyoming server of `engine` at `uri` while the block runs (beside the HTTP app: its
     lifespan enters it), announced by multicast DNS when `zeroconf` is given ("" for the package's
     default name, the machine's MAC address), as Home Assistant discovers Wyoming servers."""
-    server = WyomingServer(engine, uri, Voices(engine, voices_dir), timeout, max_connections)
+    server = WyomingServer(engine, uri, Voices(engine, voices_dir), timeout)
     await server.start()
     try:
         if zeroconf is not None:
@@ -496,7 +530,6 @@ async def run_alone(
     uri: str,
     voices_dir: Optional[Path],
     timeout: float,
-    max_connections: int,
     zeroconf: Optional[str] = None,
 ) -> None:
     """The Wyoming server alone (no HTTP listener: a Home Assistant add-on), until SIGTERM or SIGINT."""
@@ -505,5 +538,5 @@ async def run_alone(
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signal_number, stopping.set)
     with serving_threads():
-        async with serving(engine, uri, voices_dir, timeout, max_connections, zeroconf):
+        async with serving(engine, uri, voices_dir, timeout, zeroconf):
             await stopping.wait()

@@ -25,19 +25,17 @@ NEVER_ENDS = {"eos_threshold": 100.0, "temperature": 0.0}
 
 
 @contextmanager
-def serving(
-    engine: ServerEngine, client_timeout: float = 30.0, max_connections: int = 64, **app_options
-) -> Iterator[str]:
-    """The app over `engine` on uvicorn with the server's connection limits, in this process (so a
-    test can hold the engine's work where it likes); yields its URL."""
+def serving(engine: ServerEngine, client_timeout: float = 30.0, **app_options) -> Iterator[str]:
+    """The app over `engine` on uvicorn with the server's connection limits (the engine's pool of
+    connections), in this process (so a test can hold the engine's work where it likes); yields
+    its URL."""
     port = free_port()
     config = uvicorn.Config(
         create_app(engine, client_timeout=client_timeout, **app_options),
         host="127.0.0.1",
         port=port,
         log_level="warning",
-        http=connections.protocol(client_timeout),
-        limit_concurrency=max_connections,
+        http=connections.protocol(client_timeout, engine),
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -33,6 +33,7 @@ from core.files import only_writer, write_atomically
 from core.portable.audio import MAX_PROMPT_SECONDS, wav_bytes
 from core.portable.options import REQUEST_SECONDS, GenerationOptions
 from core.portable.text import MAX_SEGMENT_TOKENS
+from server.access import Access
 from server.app import create_app
 from server.engine import ServerEngine
 from server.relay import LIMIT
@@ -160,18 +161,6 @@ def test_a_request_whose_headers_trickle_in_is_dropped(engine) -> None:
                     break
                 time.sleep(0.2)
             assert closed, "the server kept a request whose headers never ended"
-
-
-def test_connections_beyond_the_cap_are_refused() -> None:
-    with tiny_server("--max-connections", "2") as url:
-        port = int(url.rsplit(":", 1)[1])
-        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
-        try:
-            until(lambda: httpx.get(url + "/health", timeout=GUARD).status_code == 503, "the cap applies")
-        finally:
-            for connection in idle:
-                connection.close()
-        until(lambda: httpx.get(url + "/health", timeout=GUARD).status_code == 200, "room again")
 
 
 # 3. Nothing heavy on the event loop
@@ -586,7 +575,7 @@ def test_only_the_servers_own_hosts_are_answered(engine) -> None:
         assert client.get("/health", headers={"host": "evil.example"}).status_code == 421
 
 
-def test_an_api_key_guards_every_api_route_and_the_websocket(engine) -> None:
+def test_an_api_key_guards_every_api_route_and_the_websocket(model) -> None:
     from websockets.exceptions import InvalidStatus
     from websockets.sync.client import connect
 
@@ -596,7 +585,8 @@ def test_an_api_key_guards_every_api_route_and_the_websocket(engine) -> None:
     logged: List[logging.LogRecord] = []
     recorder = logging.Handler(logging.ERROR)
     recorder.emit = logged.append
-    with serving(engine, api_key="sesame") as url:
+    engine = ServerEngine(model, str(VOICE_24K), max_concurrent=2, access=Access("sesame"))
+    with serving(engine) as url:
         logging.getLogger("uvicorn.error").addHandler(recorder)  # once uvicorn has set its logging up
         refused = httpx.post(url + "/generate", json={"text": "Hi.", "max_frames": 1}, timeout=GUARD)
         assert refused.status_code == 401 and error_of(refused)["code"] == "unauthorized"
@@ -623,6 +613,7 @@ def test_an_api_key_guards_every_api_route_and_the_websocket(engine) -> None:
     page = ("/", "/{file_path:path}", "/health")  # the page's files and the health check
     paths = {route.path for route in create_app(engine).routes if route.path not in page}
     assert paths and all(path.startswith(guard.API_PATHS) for path in paths), paths
+    engine.close()
 
 
 def test_the_command_lines_api_key_for_openai_clients(tmp_path) -> None:

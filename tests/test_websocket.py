@@ -468,18 +468,27 @@ def test_a_connection_that_keeps_speaking_is_closed_at_its_lifetime(engine, monk
     until(lambda: engine.active == 0, "the slot is free")
 
 
-def test_websockets_count_among_the_connections(engine) -> None:
-    with serving(engine, max_connections=3) as url:
-        with contextlib.ExitStack() as open_sockets:
-            for _ in range(3):
-                open_sockets.enter_context(ws(url))
-            with pytest.raises(InvalidStatus) as refused:
-                ws(url)
-            assert refused.value.response.status_code == 503
-            assert json.loads(refused.value.response.body)["error"]["code"] == "too_many_connections"
-            busy = httpx.get(url + "/health", timeout=GUARD)
-            assert busy.status_code == 503 and busy.json()["error"]["code"] == "too_many_connections"
-        until(lambda: httpx.get(url + "/health", timeout=GUARD).status_code == 200, "room again")
+def test_websockets_count_among_the_connections(model) -> None:
+    """WebSockets hold their connection's place in the pool: with the pool full of them, a
+    handshake and a request in the reserve are refused, /health there is answered."""
+    engine = ServerEngine(model, str(VOICE_24K), max_concurrent=2, max_connections=3)
+    try:
+        with serving(engine) as url:
+            with contextlib.ExitStack() as open_sockets:
+                for _ in range(3):
+                    open_sockets.enter_context(ws(url))
+                assert engine.connections.open == 3
+                with pytest.raises(InvalidStatus) as refused:
+                    ws(url)
+                assert refused.value.response.status_code == 503
+                assert json.loads(refused.value.response.body)["error"]["code"] == "too_many_connections"
+                busy = httpx.get(url + "/voices", timeout=GUARD)
+                assert busy.status_code == 503 and busy.json()["error"]["code"] == "too_many_connections"
+                assert httpx.get(url + "/health", timeout=GUARD).status_code == 200  # the reserve's
+            until(lambda: engine.connections.open == 0, "every place given back")
+            assert httpx.get(url + "/voices", timeout=GUARD).status_code == 200
+    finally:
+        engine.close()
 
 
 def handshake(url: str, **headers: str) -> str:

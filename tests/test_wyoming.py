@@ -14,6 +14,7 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
@@ -34,8 +35,10 @@ from wyoming.tts import (
 
 from core.portable.audio import pcm16, wav_bytes
 from core.portable.options import REQUEST_SECONDS, GenerationOptions
+from core.portable.ssml import SsmlStream, to_markup
 from e2e.harness import free_port
 from server import session, wyoming_tts
+from server.access import GUEST, KEY_HOLDER, Access
 from server.engine import ServerEngine
 from server.wyoming_tts import Voices, WyomingServer
 
@@ -63,15 +66,12 @@ def serve(
     options: GenerationOptions = OPTIONS,
     timeout: float = 30.0,
     folder: Optional[Path] = None,
-    max_connections: int = 64,
 ) -> Any:
     """Run `body(port)` against a Wyoming server of `engine` in this process's event loop."""
 
     async def main() -> Any:
         port = free_port()
-        server = WyomingServer(
-            engine, f"tcp://127.0.0.1:{port}", Voices(engine, folder), timeout, max_connections, options
-        )
+        server = WyomingServer(engine, f"tcp://127.0.0.1:{port}", Voices(engine, folder), timeout, options)
         await server.start()
         try:
             return await asyncio.wait_for(body(port), GUARD)
@@ -251,9 +251,9 @@ def test_text_at_an_llms_pace_with_ssml_split_anywhere(engine) -> None:
             return await heard(client, "synthesize-stopped")
 
     events, audio = serve(engine, body)
-    segments = engine.model.text_stream(engine.voice(None), OPTIONS).push(wyoming_tts.to_markup(ssml) + " ")
+    segments = engine.model.text_stream(engine.voice(None), OPTIONS).push(to_markup(ssml) + " ")
     assert kinds(events) == ["audio-start", "chunks", "audio-stop"] * len(segments) + ["synthesize-stopped"]
-    assert pcm_close(audio, streamed_alone(engine, [wyoming_tts.to_markup(ssml)]))
+    assert pcm_close(audio, streamed_alone(engine, [to_markup(ssml)]))
 
 
 # many at once
@@ -398,12 +398,12 @@ def test_a_connection_that_says_nothing_is_closed_whatever_else_it_sends(engine,
     async def body(port: int) -> List[Event]:
         async with AsyncTcpClient("127.0.0.1", port) as client:
             events = []
-            if refused_first:  # a sentence being said, its stream ended by an event out of order
+            if refused_first:  # a sentence being said, its stream ended by a refusal (too much text)
                 await client.write_event(SynthesizeStart().event())
                 await client.write_event(SynthesizeChunk(text="This goes on and on. ").event())
                 while (await client.read_event()).type != "audio-chunk":
                     pass
-                await client.write_event(SynthesizeStart().event())
+                await client.write_event(SynthesizeChunk(text="x" * session.MAX_STREAM_TEXT).event())
             for _ in range(int(GUARD / 0.2)):
                 await client.write_event(Event(type="noise"))
                 try:
@@ -417,18 +417,222 @@ def test_a_connection_that_says_nothing_is_closed_whatever_else_it_sends(engine,
 
     events = [event for event in serve(engine, body, NEVER_ENDS, timeout=1.0) if event.type == "error"]
     codes = [event.data["code"] for event in events]
-    assert codes == (["unexpected_event"] if refused_first else []) + ["idle_timeout"], events
+    assert codes == (["text_too_long"] if refused_first else []) + ["idle_timeout"], events
     assert engine.active == 0
 
 
-def test_connections_beyond_the_cap_get_an_error(engine) -> None:
+def test_connections_beyond_the_cap_get_an_error(model) -> None:
     async def body(port: int) -> Optional[Event]:
         async with AsyncTcpClient("127.0.0.1", port), AsyncTcpClient("127.0.0.1", port) as second:
             await second.write_event(Describe().event())
             return await second.read_event()
 
-    refused = serve(engine, body, max_connections=1)
+    engine = ServerEngine(model, str(VOICE_24K), max_concurrent=4, max_connections=1)
+    try:
+        refused = serve(engine, body)
+    finally:
+        engine.close()
     assert refused is not None and refused.type == "error" and refused.data["code"] == "too_many_connections"
+
+
+# the boundary: text counted as it arrives, read off the event loop, events out of order
+
+
+def test_text_inside_an_open_tag_counts_against_the_streams_limit(engine) -> None:
+    """SSML that never closes its tag says nothing, yet every character of it counts: the stream
+    is refused once it has sent MAX_STREAM_TEXT characters, markup included."""
+    piece = "a" * 4000
+
+    async def body(port: int) -> Tuple[int, Event]:
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            await client.write_event(SynthesizeStart(text_format=SynthesizeTextFormat.SSML).event())
+            await client.write_event(SynthesizeChunk(text="<x").event())
+            for sent in range(1, 250):
+                await client.write_event(SynthesizeChunk(text=piece).event())
+                try:
+                    event = await asyncio.wait_for(client.read_event(), 0.05 if sent < 3 else GUARD)
+                except asyncio.TimeoutError:
+                    continue
+                return sent, event
+            raise AssertionError("never refused")
+
+    sent, error = serve(engine, body)
+    assert error.type == "error" and error.data["code"] == "text_too_long", error
+    assert 2 + sent * len(piece) > session.MAX_STREAM_TEXT >= 2 + (sent - 1) * len(piece)
+    assert engine.active == 0
+
+
+def test_ssml_is_read_off_the_event_loop(engine, monkeypatch) -> None:
+    """The markup of a whole text and of a stream is read in the session's worker threads, never
+    in the thread that runs the event loop (the one every front answers from)."""
+    readers: List[int] = []
+    push = SsmlStream.push
+    monkeypatch.setattr(
+        SsmlStream, "push", lambda self, piece: readers.append(threading.get_ident()) or push(self, piece)
+    )
+    ssml = SynthesizeTextFormat.SSML
+
+    async def body(port: int) -> List[str]:
+        events, _ = await synthesize(port, "<speak>Hello <break time='100ms'/> there.</speak>", text_format=ssml)
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            await client.write_event(SynthesizeStart(text_format=ssml).event())
+            await client.write_event(SynthesizeChunk(text="<speak>One. <brea").event())
+            await client.write_event(SynthesizeChunk(text="k/>Two.</speak>").event())
+            await client.write_event(SynthesizeStop().event())
+            streamed, _ = await heard(client, "synthesize-stopped")
+        return kinds(events) + kinds(streamed)
+
+    loop_thread = threading.get_ident()
+    assert serve(engine, body)[-1] == "synthesize-stopped"
+    assert len(readers) >= 3 and loop_thread not in readers
+
+
+def test_text_after_stop_and_a_second_stop_are_after_end_and_the_stream_goes_on(engine) -> None:
+    async def body(port: int) -> Tuple[List[str], List[str], bytes]:
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            await client.write_event(SynthesizeStart().event())
+            await client.write_event(SynthesizeChunk(text=SENTENCES[0] + " ").event())
+            await client.write_event(SynthesizeStop().event())
+            await client.write_event(SynthesizeChunk(text="And more after the end.").event())
+            await client.write_event(SynthesizeStop().event())
+            events, audio = [], b""
+            while not events or events[-1].type != "synthesize-stopped":
+                events.append(await client.read_event())
+            audio = b"".join(AudioChunk.from_event(e).audio for e in events if e.type == "audio-chunk")
+            errors = [e.data["code"] for e in events if e.type == "error"]
+            return errors, [kind for kind in kinds(events) if kind != "error"], audio
+
+    errors, spoken, audio = serve(engine, body)
+    assert errors == ["after_end", "after_end"]
+    assert spoken[0] == "audio-start" and spoken[-2:] == ["audio-stop", "synthesize-stopped"], spoken
+    assert pcm_close(audio, streamed_alone(engine, [SENTENCES[0]]))  # nothing after the end was said
+
+
+def test_a_second_synthesis_is_refused_and_the_first_ends_with_its_audio_stop(engine) -> None:
+    async def body(port: int) -> Tuple[List[str], bytes]:
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            await client.write_event(Synthesize(text=SENTENCES[1]).event())
+            await client.write_event(Synthesize(text="Me as well.").event())
+            await client.write_event(SynthesizeStart().event())
+            events, audio = await heard(client, "audio-stop")
+            while len([e for e in events if e.type == "error"]) < 2 or events[-1].type != "audio-stop":
+                events.append(await client.read_event())
+            audio = b"".join(AudioChunk.from_event(e).audio for e in events if e.type == "audio-chunk")
+            return [e.data["code"] for e in events if e.type == "error"], audio
+
+    refused, audio = serve(engine, body)
+    assert refused == ["unexpected_event", "unexpected_event"]
+    assert pcm_close(audio, alone(engine, SENTENCES[1]))
+    assert engine.active == 0
+
+
+def test_a_fault_of_ours_in_a_handler_is_an_error_event_and_the_connection_goes_on(engine, monkeypatch) -> None:
+    def broken() -> List[str]:
+        raise RuntimeError("a bug")
+
+    async def body(port: int) -> Tuple[Event, List[str]]:
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            await client.write_event(Describe().event())
+            error = await client.read_event()
+            monkeypatch.undo()
+            events, _ = await synthesize_on(client, "Still here.")
+            return error, kinds(events)
+
+    monkeypatch.setattr(engine, "voice_names", broken)
+    error, after = serve(engine, body)
+    assert error.type == "error" and error.data["code"] == "internal_error" and "a bug" not in error.data["text"]
+    assert after == ["audio-start", "chunks", "audio-stop"]
+
+
+def test_a_voices_folder_removed_while_serving_is_a_folder_without_voices(engine, tmp_path) -> None:
+    folder = tmp_path / "voices"
+    folder.mkdir()
+    shutil.copy(VOICE_22K, folder / "grandpa.wav")
+
+    async def body(port: int) -> Tuple[List[str], Event, List[str]]:
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            shutil.rmtree(folder)
+            await client.write_event(Describe().event())
+            info = Info.from_event(await client.read_event())
+            await client.write_event(Synthesize(text="Hi.", voice=SynthesizeVoice(name="grandpa")).event())
+            error = await client.read_event()
+            events, _ = await synthesize_on(client, "Still here.")
+            return [voice.name for voice in info.tts[0].voices], error, kinds(events)
+
+    names, error, after = serve(engine, body, folder=folder)
+    assert "grandpa" not in names and engine.default_voice_name in names
+    assert error.type == "error" and error.data["code"] == "unknown_voice"
+    assert after == ["audio-start", "chunks", "audio-stop"]
+
+
+# the boundary: who asks (a server with an API key: Wyoming's callers are guests)
+
+
+@pytest.fixture
+def keyed(model):
+    """An engine with an API key and two slots (one for guests), a key holder's upload in it."""
+    engine = ServerEngine(model, str(VOICE_24K), max_concurrent=2, access=Access("sesame"))
+    noise = np.random.default_rng(5).standard_normal(24000).astype(np.float32) * 0.1
+    engine.upload(wav_bytes(noise, 24000), "theirs.wav")
+    yield engine
+    engine.close()
+
+
+def test_a_guest_never_sees_nor_uses_a_key_holders_upload(keyed, tmp_path) -> None:
+    shutil.copy(VOICE_22K, tmp_path / "grandpa.wav")
+    [upload] = keyed.uploaded_voices()
+
+    async def body(port: int) -> Tuple[List[str], Event, List[str]]:
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            await client.write_event(Describe().event())
+            info = Info.from_event(await client.read_event())
+            await client.write_event(Synthesize(text="Hi.", voice=SynthesizeVoice(name=upload)).event())
+            refused = await client.read_event()
+            events, _ = await synthesize_on(client, "Hi.")
+            await client.write_event(Synthesize(text="Hi.", voice=SynthesizeVoice(name="grandpa")).event())
+            folder, _ = await heard(client, "audio-stop")
+            return [voice.name for voice in info.tts[0].voices], refused, kinds(events) + kinds(folder)
+
+    names, refused, spoken = serve(keyed, body, folder=tmp_path)
+    assert upload not in names and "grandpa" in names
+    assert refused.type == "error" and refused.data["code"] == "unknown_voice"
+    assert "upload:" not in refused.data["text"].replace(repr(upload), "")  # no other upload named either
+    assert spoken == ["audio-start", "chunks", "audio-stop"] * 2  # the default, and the folder's recording
+    assert keyed.uploaded_voices(GUEST) == [keyed.uploaded_voices()[1]]  # the folder's, open to guests
+
+
+def test_guests_hold_their_share_of_the_slots_and_key_holders_the_rest(keyed) -> None:
+    async def body(port: int) -> Tuple[str, int]:
+        async with AsyncTcpClient("127.0.0.1", port) as first, AsyncTcpClient("127.0.0.1", port) as second:
+            await first.write_event(SynthesizeStart().event())
+            await eventually(lambda: keyed.active == 1, "the first guest's slot")
+            await second.write_event(SynthesizeStart().event())
+            refused = await second.read_event()
+            held = keyed.slots.taken_by_guests
+            await asyncio.to_thread(lambda: keyed.admit(KEY_HOLDER).release())  # a key holder still gets one
+            return refused.data["code"], held
+
+    assert serve(keyed, body) == ("busy", 1)
+
+
+def test_without_a_key_wyoming_may_use_every_voice_and_slot(model) -> None:
+    engine = ServerEngine(model, str(VOICE_24K), max_concurrent=2)
+    [upload] = [engine.upload(wav_bytes(np.full(24000, 0.1, np.float32), 24000))]
+
+    async def body(port: int) -> Tuple[List[str], int]:
+        async with AsyncTcpClient("127.0.0.1", port) as first, AsyncTcpClient("127.0.0.1", port) as second:
+            await first.write_event(Describe().event())
+            info = Info.from_event(await first.read_event())
+            for client in (first, second):
+                await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name=upload)).event())
+            await eventually(lambda: engine.active == 2, "both slots")
+            return [voice.name for voice in info.tts[0].voices], engine.active
+
+    try:
+        names, active = serve(engine, body)
+    finally:
+        engine.close()
+    assert upload in names and active == 2
 
 
 # the voices folder
