@@ -34,7 +34,7 @@ Known limits (tests/test_tokenizer.py holds both loaders to their libraries on e
 
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
 
 from ..errors import ConfigError
 from .errors import FormatError
@@ -85,3 +85,18 @@ class Tokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._backend.decode([int(i) for i in ids])
+
+    def piece(self, token_id: int) -> str:
+        """The text of a token id in the vocabulary ("<0xE2>" for a byte piece)."""
+        return self._backend.piece(int(token_id))
+
+    @property
+    def offset_unit(self) -> str:
+        """What `layout`'s offsets count: "byte" (UTF-8 bytes, as sentencepiece) or "codepoint"
+        (characters, as `tokenizers`)."""
+        return "byte" if self.kind == "sentencepiece" else "codepoint"
+
+    def layout(self, text: str) -> List[Tuple[int, int, int]]:
+        """(id, begin, end) of each token of `text`: the ids of `encode`, and the span of the text
+        each comes from, in `offset_unit`s, as the library of its format reports it."""
+        return self._backend.layout(text)

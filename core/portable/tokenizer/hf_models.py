@@ -41,45 +41,49 @@ class HFUnigram:
     def id_to_token(self, token_id: int) -> Optional[str]:
         return self.tokens[token_id] if 0 <= token_id < len(self.tokens) else None
 
-    def _segment(self, text: str) -> List[str]:
-        """The best path's pieces, each run of unknown pieces fused into one."""
+    def _segment(self, text: str) -> List[Tuple[int, int]]:
+        """The best path's pieces (start, end), each run of unknown pieces fused into one."""
         best_start, best_id = best_path(text, self.index, self.scores, self.unk_score, self.unk_id, float32=False)
-        n = len(text)
-        pieces: List[str] = []
-        unknown_run: List[str] = []
-        end = n
+        pieces: List[Tuple[int, int]] = []
+        unknown_end: Optional[int] = None  # the end of a run of unknown pieces being read backwards
+        end = len(text)
         while end > 0:
             start = best_start[end]
             if start < 0:
                 raise TextError("the tokenizer met an unknown character but has no unk_id")
             if best_id[end] == self.unk_id:
-                unknown_run.append(text[start:end])
+                unknown_end = end if unknown_end is None else unknown_end
             else:
-                if unknown_run:
-                    pieces.append("".join(reversed(unknown_run)))
-                    unknown_run = []
-                pieces.append(text[start:end])
+                if unknown_end is not None:
+                    pieces.append((end, unknown_end))
+                    unknown_end = None
+                pieces.append((start, end))
             end = start
-        if unknown_run:
-            pieces.append("".join(reversed(unknown_run)))
+        if unknown_end is not None:
+            pieces.append((0, unknown_end))
         pieces.reverse()
         return pieces
 
     def tokenize(self, word: str) -> List[int]:
-        ids: List[int] = []
-        for piece in self._segment(word):
+        return [token_id for token_id, _, _ in self.tokenize_with_offsets(word)]
+
+    def tokenize_with_offsets(self, word: str) -> List[Tuple[int, int, int]]:
+        """(id, start, end) of each token, in characters of `word` (a byte token: its piece's)."""
+        out: List[Tuple[int, int, int]] = []
+        for start, end in self._segment(word):
+            piece = word[start:end]
             token_id = self.token_to_id.get(piece)
             if token_id is None and self.byte_fallback:
                 byte_ids = [self.token_to_id.get(_byte_token(b)) for b in piece.encode("utf-8")]
                 if all(i is not None for i in byte_ids):
-                    ids.extend(byte_ids)  # type: ignore[arg-type]
+                    out.extend((i, start, end) for i in byte_ids)  # type: ignore[misc]
                     continue
             if token_id is None:
                 if self.unk_id is None:
                     raise TextError("the tokenizer met an unknown token but has no unk_id")
                 token_id = self.unk_id
-            ids.append(token_id)
-        return ids
+            out.append((token_id, start, end))
+        return out
 
 
 class HFBpe:
@@ -127,41 +131,50 @@ class HFBpe:
             raise TextError(f"the tokenizer's unknown token {self.unk_token!r} is not in its vocabulary")
         return self.vocab[self.unk_token]
 
-    def _symbols(self, word: str) -> List[int]:
-        """BPE::merge_word before merging."""
+    def _symbols(self, word: str) -> Tuple[List[int], List[Tuple[int, int]]]:
+        """BPE::merge_word before merging: the symbols' ids and their (start, end) in `word`."""
         ids: List[int] = []
-        unk: Optional[int] = None  # a pending unknown token, fused with the next if fuse_unk
+        spans: List[Tuple[int, int]] = []
+        unk: Optional[Tuple[int, int, int]] = None  # a pending unknown token, fused with the next if fuse_unk
         last = len(word) - 1
         for i, ch in enumerate(word):
             token = (self.prefix if i else "") + ch + (self.suffix if i == last else "")
             token_id = self.vocab.get(token)
             if token_id is not None:
                 if unk is not None:
-                    ids.append(unk)
+                    ids.append(unk[0])
+                    spans.append(unk[1:])
                     unk = None
                 ids.append(token_id)
+                spans.append((i, i + 1))
                 continue
             if self.byte_fallback:
                 byte_ids = [self.vocab.get(_byte_token(b)) for b in token.encode("utf-8")]
                 if all(b is not None for b in byte_ids):
                     ids.extend(byte_ids)  # type: ignore[arg-type]
+                    spans.extend([(i, i + 1)] * len(byte_ids))
                     continue  # (a pending unknown stays pending, as in the Rust)
             if self.unk_token is not None:
                 if unk is not None and not self.fuse_unk:
-                    ids.append(unk)
+                    ids.append(unk[0])
+                    spans.append(unk[1:])
                     unk = None
-                if unk is None:
-                    unk = self._unk_id()
+                unk = (self._unk_id(), i, i + 1) if unk is None else (unk[0], unk[1], i + 1)
         if unk is not None:
-            ids.append(unk)
-        return ids
+            ids.append(unk[0])
+            spans.append(unk[1:])
+        return ids, spans
 
     def tokenize(self, word: str) -> List[int]:
+        return [token_id for token_id, _, _ in self.tokenize_with_offsets(word)]
+
+    def tokenize_with_offsets(self, word: str) -> List[Tuple[int, int, int]]:
+        """(id, start, end) of each token, in characters of `word`."""
         if not word:
             return []
         if self.ignore_merges and word in self.vocab:
-            return [self.vocab[word]]
-        ids = self._symbols(word)
+            return [(self.vocab[word], 0, len(word))]
+        ids, spans = self._symbols(word)
         n = len(ids)
         nxt = list(range(1, n + 1))
         if n:
@@ -184,6 +197,7 @@ class HFBpe:
             if m is None or m[1] != new_id:  # an expired entry
                 continue
             ids[pos] = new_id
+            spans[pos] = (spans[pos][0], spans[right][1])
             alive[right] = False
             nxt[pos] = nxt[right]
             if nxt[right] != -1:
@@ -196,4 +210,4 @@ class HFBpe:
                 m = merges.get((new_id, ids[nxt[pos]]))
                 if m is not None:
                     heapq.heappush(queue, (m[0], pos, m[1]))
-        return [token_id for token_id, keep in zip(ids, alive) if keep]
+        return [(token_id, start, end) for token_id, (start, end), keep in zip(ids, spans, alive) if keep]

@@ -13,6 +13,9 @@ from .errors import FormatError
 from .graphemes import graphemes
 
 Normalizer = Callable[[str], str]
+# A text with, for each of its characters, the characters (start, end) of the input it came from.
+Aligned = Tuple[str, List[Tuple[int, int]]]
+AlignedNormalizer = Callable[[Aligned], Aligned]
 T = TypeVar("T")
 
 # Rust's char::is_whitespace (Unicode White_Space), which differs from str.isspace.
@@ -65,6 +68,51 @@ class PrecompiledNormalizer:
         if text.isascii():  # ASCII characters never join a cluster, except CR LF
             return self._cluster("\r\n").join(part.translate(self._ascii) for part in text.split("\r\n"))
         return "".join(self._cluster(cluster) for cluster in graphemes(text))
+
+    def aligned(self, aligned: Aligned) -> Aligned:
+        """As `__call__`, each character of the result aligned as `tokenizers` aligns it
+        (its `replace` of each rewritten part, then NormalizedString::transform)."""
+        text, spans = aligned
+        changes: List[Tuple[str, int]] = []
+        for cluster in graphemes(text):
+            rewritten = self._rewrite(cluster) if len(cluster.encode("utf-8")) < 6 else None
+            if rewritten is not None:
+                _replace(changes, len(cluster), rewritten)
+                continue
+            for ch in cluster:
+                new = self._rewrite(ch)
+                if new is None:
+                    changes.append((ch, 0))
+                else:
+                    _replace(changes, 1, new)
+        return "".join(c for c, _ in changes), transformed(spans, changes)
+
+
+def _replace(changes: List[Tuple[str, int]], old_count: int, new: str) -> None:
+    """The changes of `new` written for `old_count` characters: one to one; what it adds marked
+    inserted; what it removes counted on the last change made so far (whichever character it is)."""
+    changes.extend((c, 0) for c in new)
+    diff = len(new) - old_count
+    if diff > 0:
+        for i in range(len(changes) - diff, len(changes)):
+            changes[i] = (changes[i][0], 1)
+    elif diff < 0 and changes:
+        changes[-1] = (changes[-1][0], changes[-1][1] + diff)
+
+
+def transformed(spans: List[Tuple[int, int]], changes: List[Tuple[str, int]]) -> List[Tuple[int, int]]:
+    """NormalizedString::transform: the alignment of the characters of `changes` (each with 0: it
+    replaces the next character; > 0: it is inserted, aligned to the character before; < 0: it
+    replaces one and removes as many after it)."""
+    out: List[Tuple[int, int]] = []
+    at = 0
+    for _, change in changes:
+        if change > 0:
+            out.append(spans[at - 1] if at >= 1 else (0, 0))
+        else:
+            out.append(spans[at])
+            at += 1 - change
+    return out
 
 
 def _nmt(text: str) -> str:
@@ -122,6 +170,88 @@ def _replacer(cfg: dict, what: str) -> Callable[[str], str]:
         return "".join(out)
 
     return replace
+
+
+def _aligned_replacer(cfg: dict, what: str) -> AlignedNormalizer:
+    """Replace, aligned: what replaces a match is aligned to the match's last character."""
+    regex = _pattern_regex(cfg.get("pattern"), what)
+    content = config_field(cfg, "content", str, what)
+
+    def replace(aligned: Aligned) -> Aligned:
+        text, spans = aligned
+        out, out_spans = [], []
+        done = 0
+        for start, end in _find_matches(regex, text):
+            out.append(text[done:start] + content)
+            out_spans.extend(spans[done:start])
+            out_spans.extend([spans[end - 1] if end else (0, 0)] * len(content))
+            done = end
+        out.append(text[done:])
+        out_spans.extend(spans[done:])
+        return "".join(out), out_spans
+
+    return replace
+
+
+def _per_cluster(normalize: Normalizer) -> AlignedNormalizer:
+    """A normalizer of characters (Unicode forms, case), aligned cluster by cluster; where the whole
+    text's result is not the clusters' (a rule across them), every character to the whole input."""
+
+    def aligned(pair: Aligned) -> Aligned:
+        text, spans = pair
+        whole = normalize(text)
+        changes: List[Tuple[str, int]] = []
+        for cluster in graphemes(text):
+            _replace(changes, len(cluster), normalize(cluster))
+        if "".join(c for c, _ in changes) != whole:
+            return whole, [(spans[0][0], spans[-1][1])] * len(whole) if spans else []
+        return whole, transformed(spans, changes)
+
+    return aligned
+
+
+def _kept(keep: Callable[[str], bool]) -> AlignedNormalizer:
+    """A normalizer that drops characters."""
+
+    def aligned(pair: Aligned) -> Aligned:
+        kept = [(c, span) for c, span in zip(*pair) if keep(c)]
+        return "".join(c for c, _ in kept), [span for _, span in kept]
+
+    return aligned
+
+
+def build_aligned_normalizer(cfg: Optional[dict]) -> Optional[AlignedNormalizer]:
+    """`build_normalizer`'s normalizer on an aligned text (for token offsets)."""
+    if cfg is None:
+        return None
+    kind = _type_of(cfg, "normalizer")
+    what = f"normalizer {kind}"
+    if kind == "Sequence":
+        return _composed([build_aligned_normalizer(c) for c in config_field(cfg, "normalizers", list, what)])
+    if kind == "Replace":
+        return _aligned_replacer(cfg, what)
+    if kind == "Strip":
+        left, right = bool(cfg.get("strip_left", True)), bool(cfg.get("strip_right", True))
+
+        def strip(pair: Aligned) -> Aligned:
+            text, spans = pair
+            start = len(text) - len(_rust_strip(text, True, False)) if left else 0
+            end = start + len(_rust_strip(text[start:], False, right))
+            return text[start:end], spans[start:end]
+
+        return strip
+    if kind == "Prepend":
+        prefix = config_field(cfg, "prepend", str, what)
+        return lambda pair: (prefix + pair[0], [pair[1][0]] * len(prefix) + pair[1]) if pair[0] else pair
+    if kind == "StripAccents":
+        return _kept(lambda c: not unicodedata.category(c).startswith("M"))
+    if kind == "Nmt":
+        dropped = _kept(lambda c: _nmt(c) != "")
+        return lambda pair: (_nmt(pair[0]), dropped(pair)[1])
+    normalize = build_normalizer(cfg)
+    if isinstance(normalize, PrecompiledNormalizer):
+        return normalize.aligned
+    return _per_cluster(normalize)  # type: ignore[arg-type]
 
 
 def config_field(cfg: dict, key: str, kind: type, what: str, default: object = None) -> object:
@@ -312,6 +442,51 @@ def build_pre_tokenizer(cfg: Optional[dict]) -> Optional[PreTokenizer]:
         _split_segments("", [], behavior)  # reject an unknown behavior now
         return lambda text, _: _split_segments(text, _regex_segments(text, regex, invert), behavior)
     raise FormatError(f"pre_tokenizer type {kind!r} is not supported")
+
+
+def _located(words: List[str], aligned: Aligned) -> List[Aligned]:
+    """`words`, cut in order from the text of `aligned` (what lies between them dropped), aligned."""
+    text, spans = aligned
+    out: List[Aligned] = []
+    at = 0
+    for word in words:
+        start = text.find(word, at)
+        at = start + len(word)
+        out.append((word, spans[start:at]))
+    return out
+
+
+def build_aligned_pre_tokenizer(cfg: Optional[dict]) -> Optional[Callable[[Aligned, bool], List[Aligned]]]:
+    """`build_pre_tokenizer`'s pre-tokenizer on an aligned text: its words, aligned (Metaspace's
+    prefix aligned as the character after it, as `tokenizers` aligns what it prepends)."""
+    if cfg is None:
+        return None
+    kind = _type_of(cfg, "pre_tokenizer")
+    if kind == "Sequence":
+        steps = [build_aligned_pre_tokenizer(c) for c in config_field(cfg, "pretokenizers", list, kind)]
+        chain = [step for step in steps if step is not None]
+
+        def sequence(pair: Aligned, at_start: bool) -> List[Aligned]:
+            words = [pair]
+            for step in chain:
+                words = [w for k, word in enumerate(words) for w in step(word, at_start and k == 0)]
+            return words
+
+        return sequence
+    plain = build_pre_tokenizer(cfg)
+    if kind != "Metaspace":
+        return lambda pair, at_start: _located(plain(pair[0], at_start), pair)  # type: ignore[misc]
+    replacement = cfg["replacement"]
+    scheme = _metaspace_scheme(cfg, "pre_tokenizer Metaspace")
+
+    def metaspace(pair: Aligned, at_start: bool) -> List[Aligned]:
+        text, spans = pair[0].replace(" ", replacement), list(pair[1])
+        prepend = scheme == "always" or (scheme == "first" and at_start)
+        if prepend and text and not text.startswith(replacement):
+            text, spans = replacement + text, spans[:1] + spans
+        return _located(plain(text, False), (text, spans))  # type: ignore[misc]
+
+    return metaspace
 
 
 def build_post_processor(cfg: Optional[dict]) -> Callable[[List[int]], List[int]]:

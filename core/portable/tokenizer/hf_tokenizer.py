@@ -9,7 +9,16 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 from .errors import FormatError
 from .hf_models import HFBpe, HFUnigram
-from .hf_stages import RUST_WHITESPACE, build_decoder, build_normalizer, build_post_processor, build_pre_tokenizer
+from .hf_stages import (
+    RUST_WHITESPACE,
+    Aligned,
+    build_aligned_normalizer,
+    build_aligned_pre_tokenizer,
+    build_decoder,
+    build_normalizer,
+    build_post_processor,
+    build_pre_tokenizer,
+)
 
 
 class _AddedToken:
@@ -111,7 +120,10 @@ class HFTokenizer:
         else:
             raise FormatError(f"model type {kind!r} is not supported (only Unigram and BPE)")
         self.normalizer = build_normalizer(cfg.get("normalizer"))
+        self._normalizer_cfg = cfg.get("normalizer")
+        self._aligned_normalizer: Optional[object] = None  # made at the first `layout`
         self.pre_tokenizer = build_pre_tokenizer(cfg.get("pre_tokenizer"))
+        self._pre_tokenizer_cfg = cfg.get("pre_tokenizer")
         self.decoder = build_decoder(cfg.get("decoder"))
         self._init_added_tokens(cfg.get("added_tokens") or [], model_vocab)
         self.post_process = build_post_processor(cfg.get("post_processor"))
@@ -175,6 +187,42 @@ class HFTokenizer:
                     ids.extend(self.model.tokenize(word))
         return self.post_process(ids)
 
+    def piece(self, token_id: int) -> str:
+        token = self.added_by_id.get(token_id)
+        return token if token is not None else (self.model.id_to_token(token_id) or "")
+
+    def layout(self, text: str) -> List[Tuple[int, int, int]]:
+        """(id, start, end) of each token, start and end in characters of `text`, as the
+        `tokenizers` library's offsets: what each token's characters came from."""
+        if self._aligned_normalizer is None:
+            self._aligned_normalizer = build_aligned_normalizer(self._normalizer_cfg) or (lambda pair: pair)
+            self._aligned_pre_tokenizer = build_aligned_pre_tokenizer(self._pre_tokenizer_cfg) or (
+                lambda pair, _: [pair]
+            )
+        out: List[Tuple[int, int, int]] = []
+        offset = 0
+        for piece, token_id in self.raw_matcher.split(text):
+            start, offset = offset, offset + len(piece)
+            if token_id is not None:
+                out.append((token_id, start, offset))
+                continue
+            normalized: Aligned = self._aligned_normalizer((piece, [(i, i + 1) for i in range(start, offset)]))
+            at = 0
+            for k, (part, part_id) in enumerate(self.normalized_matcher.split(normalized[0])):
+                aligned = (part, normalized[1][at : at + len(part)])
+                at += len(part)
+                if not part:
+                    continue
+                if part_id is not None:
+                    out.append((part_id, aligned[1][0][0], aligned[1][-1][1]))
+                    continue
+                for word, spans in self._aligned_pre_tokenizer(aligned, start == 0 and k == 0):
+                    if word:
+                        out.extend(
+                            (i, spans[a][0], spans[b - 1][1]) for i, a, b in self.model.tokenize_with_offsets(word)
+                        )
+        return _with_added(out, self.post_process)
+
     def decode(self, ids: List[int]) -> str:
         tokens = []
         for token_id in ids:
@@ -187,3 +235,11 @@ class HFTokenizer:
         if self.decoder is None:
             return " ".join(tokens)
         return "".join(self.decoder(tokens))
+
+
+def _with_added(tokens: List[Tuple[int, int, int]], post_process: object) -> List[Tuple[int, int, int]]:
+    """`tokens` inside what the post-processor puts around a sequence (its template's tokens, which
+    come from no text: (0, 0), as `tokenizers` gives them)."""
+    around = post_process([-1])  # type: ignore[operator]
+    before = around.index(-1) if -1 in around else 0
+    return [(i, 0, 0) for i in around[:before]] + tokens + [(i, 0, 0) for i in around[before + 1 :]]

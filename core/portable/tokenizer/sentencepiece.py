@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from typing import Dict, List, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from .charsmap import CharsMap, utf8_char_len
 from .errors import FormatError
@@ -51,6 +51,11 @@ class _SpmNormalizer:
         return data[pos : pos + size], size
 
     def normalize(self, text: str) -> str:
+        return self.normalize_aligned(text, None)
+
+    def normalize_aligned(self, text: str, origins: Optional[List[int]]) -> str:
+        """The normalized text; `origins` (when given) gets, for each of its UTF-8 bytes, the byte
+        of `text` where what it came from starts, and the end last (norm_to_orig)."""
         data = text.encode("utf-8")
         pos, end = 0, len(data)
         if self.remove_extra_whitespaces:  # leading whitespace, after normalization, goes
@@ -60,11 +65,15 @@ class _SpmNormalizer:
                     break
                 pos += size
         if pos == end:
+            if origins is not None:
+                origins.append(pos)
             return ""
         space = SPACE_SYMBOL.encode("utf-8") if self.escape_whitespaces else b" "
         out = bytearray()
         if self.add_dummy_prefix:
             out += space
+            if origins is not None:
+                origins.extend([pos] * len(space))
         is_prev_space = self.remove_extra_whitespaces
         charsmap, user_first_bytes = self.charsmap, self.user_first_bytes
         while pos < end:
@@ -77,17 +86,25 @@ class _SpmNormalizer:
                 replaced, size = data[pos : pos + 1], 1  # the common case, made fast
             else:
                 replaced, size = self._prefix(data, pos)
-            pos += size
             if is_prev_space:
                 replaced = replaced.lstrip(b" ")
             if replaced:
-                out += replaced.replace(b" ", space) if self.escape_whitespaces else replaced
+                written = replaced.replace(b" ", space) if self.escape_whitespaces else replaced
+                out += written
+                if origins is not None:
+                    origins.extend([pos] * len(written))
                 is_prev_space = replaced.endswith(b" ")
+            pos += size
             if not self.remove_extra_whitespaces:
                 is_prev_space = False
         if self.remove_extra_whitespaces:
             while out.endswith(space):
                 del out[-len(space) :]
+                if origins is not None:
+                    pos = origins[len(out)]
+                    del origins[len(out) :]
+        if origins is not None:
+            origins.append(pos)
         return out.decode("utf-8")
 
 
@@ -276,20 +293,42 @@ class SentencePiece:
     # --- SentencePieceProcessor ---
 
     def encode(self, text: str) -> List[int]:
-        normalized = self.normalizer.normalize(text)
+        return [piece_id for piece_id, _, _ in self.encode_with_offsets(text, None)]
+
+    def piece(self, piece_id: int) -> str:
+        return self.pieces[piece_id].text
+
+    def layout(self, text: str) -> List[Tuple[int, int, int]]:
+        """(id, begin, end) of each piece, begin and end in UTF-8 bytes of `text`, as
+        SentencePieceProcessor's offset_mapping gives them: a piece covers what its normalized
+        bytes came from (spaces before it included); a byte piece of an unknown character covers
+        nothing but the last, which covers the character."""
+        origins: List[int] = []
+        return self.encode_with_offsets(text, origins)
+
+    def encode_with_offsets(self, text: str, origins: Optional[List[int]]) -> List[Tuple[int, int, int]]:
+        """The pieces (id, begin, end); begin and end are 0 unless `origins` is a list to fill."""
+        normalized = self.normalizer.normalize_aligned(text, origins)
         if not normalized:
             return []
         pieces = self._unigram(normalized) if self.is_unigram else self._bpe(normalized)
-        ids: List[int] = []
+        out: List[Tuple[int, int, int]] = []
         prev_unknown = False
+        at = 0  # bytes of `normalized` before the piece
         for piece, piece_id in pieces:
+            data = piece.encode("utf-8")
+            begin, end = (origins[at], origins[at + len(data)]) if origins is not None else (0, 0)
+            at += len(data)
             unknown = self.pieces[piece_id].type == UNKNOWN
             if unknown and self.byte_fallback:
-                ids.extend(self.byte_ids[b] for b in piece.encode("utf-8"))
-            elif not (unknown and prev_unknown):  # a run of unknown pieces is one unknown
-                ids.append(piece_id)
+                out.extend((self.byte_ids[b], begin, begin) for b in data[:-1])
+                out.append((self.byte_ids[data[-1]], begin, end))
+            elif unknown and prev_unknown:  # a run of unknown pieces is one unknown
+                out[-1] = (piece_id, out[-1][1], end)
+            else:
+                out.append((piece_id, begin, end))
             prev_unknown = unknown
-        return ids
+        return out
 
     def decode(self, ids: List[int]) -> str:
         for i in ids:
