@@ -33,6 +33,7 @@ from .portable.errors import (
     DownloadError,
     EmptyTextError,
     LimitError,
+    NoTimestampsError,
     PocketTTSError,
     TextError,
     VoiceError,
@@ -65,4 +66,5 @@ __all__ = [
     "EmptyTextError",
     "DownloadError",
     "LimitError",
+    "NoTimestampsError",
 ]

@@ -2,7 +2,10 @@
 
 The catalog is what `TTSModel.load("english")` needs without the official package: every shipped
 config (architecture, Hugging Face files with their pinned revisions, text options), the predefined
-voices with where their states live, the default voice and text per language.
+voices with where their states live, the default voice and text per language. A config also gets
+the `timestamp_heads` (word timestamps) of `pocket-tts-timestamped` 1.4.0's config of the same name
+where the fork pins the same weights (heads are chosen per checkpoint: another revision's do not
+carry over).
 
     .venv-ref/bin/python -m scripts.make_catalog
 """
@@ -22,10 +25,17 @@ OUT = Path(__file__).resolve().parent.parent / "core" / "portable" / "catalog.js
 
 
 def main() -> None:
+    from pocket_tts_timestamped.utils.config import CONFIGS_DIR as TIMESTAMPED_CONFIGS
+
     models = {}
     for path in sorted(CONFIGS_DIR.glob("*.yaml")):
         with open(path, encoding="utf-8") as f:
             models[path.stem] = yaml.safe_load(f)
+        fork = Path(TIMESTAMPED_CONFIGS) / path.name
+        if fork.exists():
+            timed = yaml.safe_load(fork.read_text(encoding="utf-8"))
+            if timed.get("timestamp_heads") and timed.get("weights_path") == models[path.stem].get("weights_path"):
+                models[path.stem]["timestamp_heads"] = timed["timestamp_heads"]
     embeddings = utils.get_predefined_voice(language="{language}", name="{name}")
     catalog = {
         "source": "pocket-tts 4.0.1 (pocket_tts/config/*.yaml, default_parameters.py, utils/utils.py)",

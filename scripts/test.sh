@@ -3,7 +3,8 @@
 #   1. makes .venv with this package and its test tools;
 #   2. makes .venv-ref with the official pocket-tts 4.0.1 (CPU torch) for the cross-checks;
 #   3. writes the full-size parity fixtures to build/reference with the official code (skipped
-#      when they are up to date with the script and the committed tokenizer/voice files);
+#      when they are up to date with the script and the committed tokenizer/voice files), and the
+#      word-timestamp fixtures with pocket-tts-timestamped (skipped likewise);
 #   4. rebuilds the WebAssembly kernels and checks they equal the committed core/portable/kernels.wasm
 #      and kernels-relaxed.wasm;
 #   5. checks core/ against Python 3.8, lints, builds the docs (mkdocs build --strict), and runs pytest
@@ -20,11 +21,13 @@ step "project environment (.venv)"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -e ".[test]"
 
-step "official reference environment (.venv-ref: torch 2.13.0 CPU, pocket-tts 4.0.1)"
+step "official reference environment (.venv-ref: torch 2.13.0 CPU, pocket-tts 4.0.1, pocket-tts-timestamped 1.4.0)"
 [ -x .venv-ref/bin/python ] || "$PY" -m venv .venv-ref
-if ! .venv-ref/bin/python -c "import pocket_tts, safetensors" 2>/dev/null; then
+if ! .venv-ref/bin/python -c "import pocket_tts, pocket_tts_timestamped, safetensors" 2>/dev/null; then
     .venv-ref/bin/pip install -q --disable-pip-version-check torch==2.13.0
     .venv-ref/bin/pip install -q --disable-pip-version-check pocket-tts==4.0.1 safetensors
+    # Word timestamps' reference: the fork of the official package, beside it (no dependency of its own to add).
+    .venv-ref/bin/pip install -q --disable-pip-version-check --no-deps pocket-tts-timestamped==1.4.0
 fi
 
 step "full-size parity fixtures (build/reference)"
@@ -34,6 +37,15 @@ if [ "$(cat build/reference/.stamp 2>/dev/null)" != "$stamp" ]; then
     .venv-ref/bin/python -m scripts.make_reference --out build/reference $REFERENCE_MODELS
     .venv-ref/bin/python -m scripts.make_reference --out build/reference --frames 32 $SHORT_REFERENCE_MODELS
     echo "$stamp" > build/reference/.stamp
+else
+    echo "up to date" >&2
+fi
+
+step "word-timestamp fixtures from pocket-tts-timestamped (build/reference/*/words.json)"
+words_stamp=$(cat build/reference/.stamp scripts/make_word_reference.py | sha256sum | cut -c1-16)
+if [ "$(cat build/reference/.words-stamp 2>/dev/null)" != "$words_stamp" ]; then
+    .venv-ref/bin/python -m scripts.make_word_reference --out build/reference $REFERENCE_MODELS
+    echo "$words_stamp" > build/reference/.words-stamp
 else
     echo "up to date" >&2
 fi

@@ -36,6 +36,11 @@ def config(name: str) -> Config:
     return Config.from_dict(_catalog()["models"][name], f"catalog model {name!r}")
 
 
+def timed_models() -> List[str]:
+    """The models with timestamp heads (word timestamps)."""
+    return sorted(name for name, cfg in _catalog()["models"].items() if cfg.get("timestamp_heads"))
+
+
 def voice_names() -> List[str]:
     return list(_catalog()["voices"])
 

@@ -164,6 +164,15 @@ class MimiConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class TimestampHead:
+    """A flow-LM attention head whose attention on the text tells which word is being spoken
+    (`pocket-tts-timestamped`'s `timestamp_heads`, chosen per checkpoint)."""
+
+    layer: int
+    head: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
     flow_lm: FlowLMConfig
     mimi: MimiConfig
@@ -177,6 +186,8 @@ class Config:
     model_recommended_frames_after_eos: Optional[int] = None
     default_temperature: float = 0.3
     default_eos_threshold: float = -4.0
+    # Not in the official schema: `pocket-tts-timestamped`'s key, for word timestamps.
+    timestamp_heads: Optional[Tuple[TimestampHead, ...]] = None
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "config") -> Config:
@@ -285,6 +296,17 @@ def _check(config: Config, source: str) -> None:
     need(t.num_heads % t.kv_heads == 0, "flow_lm.transformer.num_kv_heads", "must divide num_heads")
     need(t.head_dim % 2 == 0, "flow_lm.transformer", "the head width must be even for RoPE")
     need(flow_lm.lookup_table.dim == t.d_model, "flow_lm.lookup_table.dim", "must equal transformer.d_model")
+    heads = config.timestamp_heads
+    if heads is not None:
+        need(len(heads) > 0, "timestamp_heads", "must name at least one {layer, head}")
+        need(len(set(heads)) == len(heads), "timestamp_heads", "names a head twice")
+        for h in heads:
+            need(
+                0 <= h.layer < t.num_layers,
+                "timestamp_heads",
+                f"layer {h.layer} is not a flow-LM layer (0-{t.num_layers - 1})",
+            )
+            need(0 <= h.head < t.num_heads, "timestamp_heads", f"head {h.head} is not a head (0-{t.num_heads - 1})")
     for name, dtype in (("flow_lm.dtype", flow_lm.dtype), ("mimi.dtype", mimi.dtype)):
         need(dtype == "float32", name, f"only float32 is supported, got {dtype!r}")
     need(mimi.channels == 1, "mimi.channels", "only mono models are supported")

@@ -14,6 +14,10 @@ class ConfigError(PocketTTSError):
     """A model config that does not follow the official YAML schema."""
 
 
+class NoTimestampsError(ConfigError):
+    """Word timestamps asked of a model whose config names no timestamp heads."""
+
+
 class WeightsError(PocketTTSError):
     """A weights file that is missing, unreadable, or does not match its config."""
 

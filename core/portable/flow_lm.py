@@ -114,11 +114,15 @@ def input_rows(p: Dict[str, Any], latents: Sequence[Optional[np.ndarray]]) -> np
 
 
 def backbone(
-    spec: FlowLMSpec, p: Dict[str, Any], states: Sequence[transformer.TransformerState], xs: Sequence[np.ndarray]
+    spec: FlowLMSpec,
+    p: Dict[str, Any],
+    states: Sequence[transformer.TransformerState],
+    xs: Sequence[np.ndarray],
+    taps: Optional[Sequence[Optional[transformer.QueryTap]]] = None,
 ) -> np.ndarray:
     """B streams' next rows xs[b] [T_b, d_model] through the transformer at once -> the output of
-    each stream's last row, [B, z_dim or d_model]."""
-    outs = transformer.step_streams(spec.transformer, p["transformer"]["layers"], xs, states)
+    each stream's last row, [B, z_dim or d_model] (taps[b], where given, keeps stream b's queries)."""
+    outs = transformer.step_streams(spec.transformer, p["transformer"]["layers"], xs, states, taps)
     last = np.stack([out[-1] for out in outs])  # [B, d_model]
     z = nn.layer_norm(last, p["out_norm"]["weight"], p["out_norm"]["bias"], 1e-5)
     return nn.linear(p["z_proj"], z) if "z_proj" in p else z

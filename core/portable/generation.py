@@ -14,9 +14,10 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Se
 
 import numpy as np
 
-from . import flow_lm, nn, transformer
+from . import flow_lm, nn, timestamps, transformer
 from .budget import Budget
 from .voice_state import VoiceState
+from .words import ChunkWords
 
 MIN_FRAMES_BEFORE_EOS = 6  # EOS is ignored before this frame: some voices cross the threshold early
 
@@ -27,10 +28,18 @@ class Chunk(NamedTuple):
     tokens: List[int]  # of the prepared chunk
     estimate: int  # the official length cap of the chunk, in frames
     frames_after_eos_guess: int  # the official guess from its words (3 for up to four words, else 1)
+    words: Optional[ChunkWords] = None  # its units, for word timestamps
 
 
 # A generation's plan: text chunks and pauses (samples of silence), in order.
 Plan = List[Union[Chunk, int]]
+
+
+def word_count(plan: Plan) -> int:
+    """How many of the user's words a plan's chunks time."""
+    return len(
+        {user.index for item in plan if isinstance(item, Chunk) and item.words for user in item.words.users.values()}
+    )
 
 
 def planned_frames(plan: Plan, frame_size: int) -> Tuple[int, int]:
@@ -58,6 +67,9 @@ class Frame(NamedTuple):
     first: bool  # first frame of a text chunk: decoded by a fresh decoder, faded in
     # The generation's last step, which makes nothing: its decoder gives out what it still holds.
     end: bool = False
+    # Word timestamps: the chunk's units, and this frame's score of each (core.portable.timestamps).
+    words: Optional[ChunkWords] = None
+    scores: Optional[np.ndarray] = None
 
 
 END = Frame(None, 0, False, True)
@@ -84,8 +96,10 @@ class Generation:
         noise: Callable[[], np.ndarray],
         times: List[np.ndarray],
         speed: float = 1.0,
+        heads: Optional[List[Tuple[int, int]]] = None,
     ):
         self.model = model
+        self.heads = heads  # (layer, head) read for word timestamps, where its chunks have words
         self.plan = plan
         self.voice = voice
         self.eos_threshold = eos_threshold
@@ -104,6 +118,8 @@ class Generation:
         self._next = 0  # index of the next plan item
         self._silence = 0  # samples of silence left in the current pause
         self._state: Optional[transformer.TransformerState] = None  # the current chunk's; None between chunks
+        self._words: Optional[ChunkWords] = None  # the current chunk's units, when its words are timed
+        self._text = (0, 0)  # the current chunk's text positions in its state
         self._prompt: Optional[np.ndarray] = None  # text rows the next step reads first
         self._latent: Optional[np.ndarray] = None  # the previous frame's latent (normalised); None: BOS
         self._step = 0
@@ -176,6 +192,8 @@ class Generation:
         state = self.voice.transformer.copy()
         transformer.reserve(state, state.offset + len(chunk.tokens) + self._length)
         self._state = state
+        self._words = chunk.words if self.heads is not None else None
+        self._text = (state.offset, state.offset + len(chunk.tokens))
         self._prompt = flow_lm.text_embeddings(self.model.params["flow_lm"], chunk.tokens)
         self._latent = None
         self._step = 0
@@ -206,9 +224,23 @@ class Generation:
         """The flow LM's state of the current text chunk (None between chunks)."""
         return self._state
 
-    def take(self, latent: np.ndarray, eos_logit: float) -> Optional[Frame]:
-        """The result of this generation's flow-LM step -> its frame, or None where the EOS rule
-        ended the text chunk at this step (the latent is then dropped)."""
+    def tap(self) -> Optional[transformer.QueryTap]:
+        """What this step keeps of the attention, where it makes a frame whose words are timed."""
+        if self._words is None or not self.makes_frame or self.heads is None:
+            return None
+        return transformer.QueryTap([layer for layer, _ in self.heads])
+
+    def scores(self, tap: Optional[transformer.QueryTap]) -> Optional[np.ndarray]:
+        """The frame's score per unit of its chunk, from what `tap` kept."""
+        if tap is None or self._words is None or self._state is None or self.heads is None:
+            return None
+        heads = self.model.flow_spec.transformer.num_heads
+        return timestamps.unit_scores(self.heads, tap, self._state, self._text, self._words.token_to_unit, heads)
+
+    def take(self, latent: np.ndarray, eos_logit: float, scores: Optional[np.ndarray] = None) -> Optional[Frame]:
+        """The result of this generation's flow-LM step (and its frame's word scores) -> its
+        frame, or None where the EOS rule ended the text chunk at this step (the latent is then
+        dropped)."""
         step = self._step
         self._step += 1
         if eos_logit > self.eos_threshold and self._eos_step is None and step >= MIN_FRAMES_BEFORE_EOS:
@@ -223,7 +255,7 @@ class Generation:
             self._interrupted = self.frames_left <= 0
         p = self.model.params["flow_lm"]
         # Back from the normalised latent space, which the flow LM reads its own output in.
-        return Frame(latent * p["emb_std"] + p["emb_mean"], 0, step == 0)
+        return Frame(latent * p["emb_std"] + p["emb_mean"], 0, step == 0, False, self._words, scores)
 
 
 def advance(
@@ -257,7 +289,9 @@ def _step_flow_lm(
     latent_rows = flow_lm.input_rows(p, [batch[j].previous_latent for j in making]) if making else None  # [M, d]
     latent_of = {j: latent_rows[k : k + 1] for k, j in enumerate(making)}
     xs = [_joined(texts[j], latent_of.get(j)) for j in range(len(batch))]
-    z = flow_lm.backbone(spec, p, [generation.state for generation in batch], xs)  # [B, z]
+    taps = [generation.tap() for generation in batch]
+    states = [generation.state for generation in batch]
+    z = flow_lm.backbone(spec, p, states, xs, taps if any(tap is not None for tap in taps) else None)  # [B, z]
     if not making:
         return
     z = z[making]  # [M, z]
@@ -265,7 +299,7 @@ def _step_flow_lm(
     noise = np.stack([batch[j].noise() for j in making])  # [M, latent_dim]
     latents = _flow_heads(spec, p, z, noise, [batch[j].times for j in making])  # [M, latent_dim]
     for k, j in enumerate(making):
-        frames[stepping[j]] = batch[j].take(latents[k], float(eos_logits[k]))
+        frames[stepping[j]] = batch[j].take(latents[k], float(eos_logits[k]), batch[j].scores(taps[j]))
 
 
 def _joined(text: Optional[np.ndarray], latent: Optional[np.ndarray]) -> np.ndarray:

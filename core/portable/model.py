@@ -39,6 +39,7 @@ from .options import GenerationOptions
 from .segmenter import Segmenter
 from .text import TextOptions
 from .text_stream import TextStream
+from .timestamps import TimedWord, shifted, timed_words
 from .tokenizer import Tokenizer
 from .voice_state import VoiceSource, VoiceState
 
@@ -225,17 +226,41 @@ class TTSModel:
         chunks = list(self.stream(text, voice, options, max_seconds, **overrides))
         return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
 
-    def stream(
+    def generate_with_words(
         self,
         text: str,
         voice: VoiceSource,
         options: Optional[GenerationOptions] = None,
         max_seconds: float = MAX_SECONDS,
         **overrides: Any,
-    ) -> Iterator[np.ndarray]:
+    ) -> Tuple[np.ndarray, List[TimedWord]]:
+        """The whole utterance as `generate` makes it, and when each of its words is spoken (in
+        seconds, the words as the text writes them); a PocketTTSError for a model without
+        timestamp heads."""
+        chunks, events = [], []
+        for item in self.stream(text, voice, options, max_seconds, words=True, **overrides):
+            (chunks if isinstance(item, np.ndarray) else events).append(item)
+        pcm = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+        return pcm, timed_words(events, self.sample_rate)
+
+    def stream(
+        self,
+        text: str,
+        voice: VoiceSource,
+        options: Optional[GenerationOptions] = None,
+        max_seconds: float = MAX_SECONDS,
+        words: bool = False,
+        **overrides: Any,
+    ) -> Iterator[Any]:
         """Yield float32 PCM chunks as the frames are decoded (`frame_size` samples each at speed 1);
-        options and `max_seconds` as for `generation`, checked now (bad input fails before any work)."""
-        return self.audio(self.generation(text, voice, options, max_seconds=max_seconds, **overrides))
+        options and `max_seconds` as for `generation`, checked now (bad input fails before any work).
+        With `words`, the word events come between them (core.portable.timestamps WordStart,
+        WordEnd, in samples of the audio at `sample_rate`; a word's start before the audio that
+        starts it)."""
+        first_word = 0 if words else None
+        return self.audio(
+            self.generation(text, voice, options, max_seconds=max_seconds, first_word=first_word, **overrides)
+        )
 
     def stream_text(
         self,
@@ -243,21 +268,34 @@ class TTSModel:
         voice: VoiceSource,
         options: Optional[GenerationOptions] = None,
         rng: Optional[np.random.Generator] = None,
+        words: bool = False,
         **overrides: Any,
-    ) -> Iterator[np.ndarray]:
+    ) -> Iterator[Any]:
         """Speak text that arrives in pieces (an LLM's tokens: any split): yield float32 PCM chunks of
         each segment as soon as it is complete (core.portable.segmenter), the rest at the end. The
         audio equals `stream` of the whole text whenever the segments are the whole text's chunks
         (one noise generator runs through them). Voice and options are checked now; `pieces` is
-        read lazily, so a generation starts before the last piece exists."""
-        text = self.text_stream(voice, options, rng, **overrides)
+        read lazily, so a generation starts before the last piece exists. With `words`, the word
+        events as `stream` gives them, in samples of the whole stream, their indexes running on
+        from segment to segment."""
+        text = self.text_stream(voice, options, rng, words=words, **overrides)
+        said = [0]  # samples given out
 
-        def spoken() -> Iterator[np.ndarray]:
+        def out(generation: Generation) -> Iterator[Any]:
+            start = said[0]  # the segment's audio begins there
+            for item in self.audio(generation):
+                if isinstance(item, np.ndarray):
+                    said[0] += item.shape[0]
+                    yield item
+                else:
+                    yield shifted(item, start)
+
+        def spoken() -> Iterator[Any]:
             for piece in pieces:
                 for segment in text.push(piece):
-                    yield from self.audio(segment.generation)
+                    yield from out(segment.generation)
             for segment in text.end():
-                yield from self.audio(segment.generation)
+                yield from out(segment.generation)
 
         return spoken()
 
@@ -269,14 +307,18 @@ class TTSModel:
         max_seconds: float = MAX_SECONDS,
         budget: Optional[Budget] = None,
         ssml: bool = False,
+        words: bool = False,
         **overrides: Any,
     ) -> TextStream:
         """Text arriving in pieces, as one generation per segment to run one after another (for
         callers that push: the server's sessions, the browser worker); see `stream_text`. All of them
         make at most `max_seconds` of audio (core.portable.budget), or draw on `budget`; `ssml`:
-        the text is SSML (core.portable.ssml)."""
+        the text is SSML (core.portable.ssml); `words`: its words are timed (a PocketTTSError now
+        for a model without timestamp heads)."""
         options = _options(options, overrides)
-        return TextStream(self, self.voice_state(voice), options, rng, max_seconds, budget, ssml)
+        if words:
+            planning.timed(self)
+        return TextStream(self, self.voice_state(voice), options, rng, max_seconds, budget, ssml, words)
 
     def audio(self, generation: Generation) -> Iterator[np.ndarray]:
         """A generation run alone to its end: its decoded audio at its speed, chunk by chunk (by the
@@ -304,6 +346,7 @@ class TTSModel:
         rng: Optional[np.random.Generator] = None,
         max_seconds: float = MAX_SECONDS,
         budget: Optional[Budget] = None,
+        first_word: Optional[int] = None,
         **overrides: Any,
     ) -> Generation:
         """A generation of `text` to step frame by frame (core.portable.generation), alone or with others.
@@ -314,13 +357,15 @@ class TTSModel:
         any work. The audio lasts at most `max_seconds` (after the speed change, pauses included;
         core.portable.budget), or draws on `budget` (a session's, shared by its generations): a
         LimitError when max_frames or the pauses alone ask for more; speech that could run longer
-        stops there.
+        stops there. With `first_word` (the index of its first word), its words are timed: its
+        frames carry their scores (core.portable.timestamps); a PocketTTSError for a model without
+        timestamp heads.
         """
         self.require(params.FLOW_LM)
         options = _options(options, overrides)
         if budget is None:
             budget = Budget(max_seconds, self.config.mimi.frame_rate, options.speed)
-        return planning.generation(self, text, self.voice_state(voice), options, budget, rng)
+        return planning.generation(self, text, self.voice_state(voice), options, budget, rng, first_word)
 
     def spoken(self, text: str, normalize_words: bool = True) -> str:
         """`text` as the model reads it: normalized in its language around its pause markup (unless

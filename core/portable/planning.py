@@ -8,12 +8,13 @@ malformed markup, options out of range, max_frames or pauses longer than the ses
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
-from . import normalize
+from . import catalog, normalize, timestamps, words
 from .budget import Budget
+from .errors import NoTimestampsError
 from .generation import Chunk, Generation, Plan, planned_frames
 from .options import GenerationOptions
 from .text import check_text, normalized, prepare_text_prompt, split_into_chunks, split_pauses
@@ -36,10 +37,14 @@ def estimate_max_frames(token_count: int, frame_rate: float) -> int:
     return math.ceil(seconds * frame_rate)
 
 
-def plan(model: Any, text: str, max_tokens: int, normalize_words: bool = True) -> Plan:
+def plan(
+    model: Any, text: str, max_tokens: int, normalize_words: bool = True, first_word: Optional[int] = None
+) -> Plan:
     """The text as a generation of `model` (a TTSModel) reads it: normalized (unless
     `normalize_words` is false: the official behaviour), in chunks of at most `max_tokens` tokens,
-    prepared and tokenized, and the pauses of its markup as samples of silence."""
+    prepared and tokenized, and the pauses of its markup as samples of silence. With `first_word`
+    (the index its first word gets: word timestamps), each chunk carries its units
+    (core.portable.words), the text's words numbered on from it across its pauses."""
     check_text(text)
     frame_rate = model.config.mimi.frame_rate
     items: Plan = []
@@ -47,15 +52,55 @@ def plan(model: Any, text: str, max_tokens: int, normalize_words: bool = True) -
         if isinstance(part, float):
             items.append(int(round(part * model.sample_rate)))
             continue
+        written = part
         if normalize_words:
             part = normalize.normalize_text(part, model.language)
             if not part.strip():
                 continue
-        for chunk in split_into_chunks(model.tokenizer, part, max_tokens, model.text_options):
-            prepared, guess = prepare_text_prompt(chunk, model.text_options)
+        chunks = [
+            prepare_text_prompt(c, model.text_options)
+            for c in split_into_chunks(model.tokenizer, part, max_tokens, model.text_options)
+        ]
+        units = (
+            _units(model, written, part, [prepared for prepared, _ in chunks], first_word)
+            if first_word is not None
+            else None
+        )
+        for k, (prepared, guess) in enumerate(chunks):
             tokens = model.tokenizer.encode(prepared)
-            items.append(Chunk(tokens, estimate_max_frames(len(tokens), frame_rate), guess))
+            items.append(
+                Chunk(tokens, estimate_max_frames(len(tokens), frame_rate), guess, units[k] if units else None)
+            )
+        if units:
+            first_word = 1 + max((w.index for chunk in units for w in chunk.users.values()), default=first_word - 1)
     return items
+
+
+def _units(model: Any, written: str, spoken: str, chunks: List[str], first_word: int) -> List[words.ChunkWords]:
+    """The chunks' units, each word said for the user's word of `written` it stands for."""
+    said = words.said_for(written, spoken)
+    units = words.chunk_words(spoken, chunks, model.tokenizer)
+    out = []
+    for chunk in units:
+        users = {}
+        for index, word in chunk.users.items():
+            user = said.get(index, word)
+            users[index] = words.Word(user.text, first_word + user.index, user.begin, user.end)
+        out.append(chunk._replace(users=users))
+    return out
+
+
+def timed(model: Any) -> List[Tuple[int, int]]:
+    """The heads `model` reads word times from; a NoTimestampsError saying how to give them where
+    its config has none."""
+    heads = timestamps.heads_of(model.config)
+    if heads is None:
+        raise NoTimestampsError(
+            f"{model.name} has no timestamp heads, so no word timestamps: the models that have them are "
+            f"{', '.join(catalog.timed_models())}; for another checkpoint, add timestamp_heads: "
+            "[{layer, head}, ...] to its config (see the word timestamps docs)"
+        )
+    return heads
 
 
 def generation(
@@ -65,18 +110,21 @@ def generation(
     options: GenerationOptions,
     budget: Budget,
     rng: Optional[np.random.Generator] = None,
+    first_word: Optional[int] = None,
 ) -> Generation:
     """A generation of `text` by `model` (a TTSModel whose flow LM is loaded), drawing on `budget`;
     `options` already checked. It may make max_frames frames when set (the official max_frames
     replaces the length estimate), else what its plan can make; a LimitError when max_frames, or
-    the pauses alone, ask for more than the whole budget."""
+    the pauses alone, ask for more than the whole budget. With `first_word`, its words are timed
+    (numbered from it); a PocketTTSError where the model has no timestamp heads."""
     cfg = model.config
     temperature = cfg.default_temperature if options.temperature is None else options.temperature
     eos_threshold = cfg.default_eos_threshold if options.eos_threshold is None else options.eos_threshold
     frames_after_eos = options.frames_after_eos
     if frames_after_eos is None:
         frames_after_eos = cfg.model_recommended_frames_after_eos
-    items = plan(model, text, options.max_tokens, options.normalize)
+    heads = timed(model) if first_word is not None else None
+    items = plan(model, text, options.max_tokens, options.normalize, first_word)
     if options.max_frames is not None:
         budget.refuse_frames(options.max_frames, f"max_frames {options.max_frames}")
         frames = options.max_frames
@@ -97,6 +145,7 @@ def generation(
         noise,
         times,
         options.speed,
+        heads,
     )
 
 

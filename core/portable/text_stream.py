@@ -14,7 +14,7 @@ from typing import List, NamedTuple, Optional
 import numpy as np
 
 from .budget import Budget
-from .generation import Generation
+from .generation import Generation, word_count
 from .options import GenerationOptions
 from .ssml import SsmlStream, to_markup
 from .text import check_text
@@ -33,7 +33,8 @@ class TextStream:
     """`push` pieces of text, `flush` what is buffered, `end` the text, `cancel` what is being said;
     `model` is a TTSModel (its `generation`, `segmenter` and `spoken`). A segment once the budget is
     spent is a LimitError; `budget`: the session's, when the caller keeps one (default:
-    `max_seconds` of audio at the options' speed); `ssml`: the text is SSML."""
+    `max_seconds` of audio at the options' speed); `ssml`: the text is SSML; `words`: its words are
+    timed, numbered on from one segment to the next."""
 
     def __init__(
         self,
@@ -44,9 +45,12 @@ class TextStream:
         max_seconds: float,
         budget: Optional[Budget] = None,
         ssml: bool = False,
+        words: bool = False,
     ):
         self.model = model
         self.ssml = ssml
+        # Word timestamps: the index of the next segment's first word (None: not timed).
+        self.next_word: Optional[int] = 0 if words else None
         self.voice = voice
         self.options = options
         self.rng = rng if rng is not None else np.random.default_rng(options.seed)
@@ -96,6 +100,10 @@ class TextStream:
     def _segment(self, text: str) -> Segment:
         self.budget.refuse_more()
         self._saying = [generation for generation in self._saying if not generation.finished]
-        generation = self.model.generation(text, self.voice, self.options, rng=self.rng, budget=self.budget)
+        generation = self.model.generation(
+            text, self.voice, self.options, rng=self.rng, budget=self.budget, first_word=self.next_word
+        )
+        if self.next_word is not None:
+            self.next_word += word_count(generation.plan)
         self._saying.append(generation)
         return Segment(text, self.model.spoken(text, self.options.normalize), generation)

@@ -44,6 +44,15 @@ class TransformerState:
         return TransformerState([k.copy() for k in self.keys], [v.copy() for v in self.values], self.offset)
 
 
+class QueryTap:
+    """What a step keeps of one stream's attention for word timestamps: the query (after RoPE) of
+    its last row at each of `layers`, [H, D] by layer."""
+
+    def __init__(self, layers: Sequence[int]):
+        self.layers = frozenset(layers)
+        self.queries: Dict[int, np.ndarray] = {}
+
+
 def init_state(spec: TransformerSpec, capacity: int = 0) -> TransformerState:
     def empty() -> np.ndarray:
         return np.zeros((spec.num_kv_heads, capacity, spec.head_dim), dtype=np.float32)
@@ -68,11 +77,16 @@ def step(spec: TransformerSpec, layers: List[Any], x: np.ndarray, state: Transfo
 
 
 def step_streams(
-    spec: TransformerSpec, layers: List[Any], xs: Sequence[np.ndarray], states: Sequence[TransformerState]
+    spec: TransformerSpec,
+    layers: List[Any],
+    xs: Sequence[np.ndarray],
+    states: Sequence[TransformerState],
+    taps: Optional[Sequence[Optional[QueryTap]]] = None,
 ) -> List[np.ndarray]:
     """Several streams at once, each with its own state: xs[b] [T_b, d_model] are stream b's next
     T_b positions. The rows of all streams go through each linear layer together (its weights are
-    read once for all); attention is per stream, on its own cache. Advances every state."""
+    read once for all); attention is per stream, on its own cache. Advances every state; taps[b],
+    where given, keeps stream b's queries."""
     sizes = [x.shape[0] for x in xs]
     for state, t in zip(states, sizes):
         if spec.context is None:
@@ -83,7 +97,7 @@ def step_streams(
     rotation = nn.rope_rotation(positions, spec.head_dim, spec.max_period)  # [sum T, D/2]
     x = xs[0] if len(xs) == 1 else np.concatenate(xs)  # [sum T, d_model]
     for i, p in enumerate(layers):
-        x = _layer(spec, p, x, states, sizes, i, rotation)
+        x = _layer(spec, p, x, states, sizes, i, rotation, taps)
     for state, t in zip(states, sizes):
         state.offset += t
     return np.split(x, np.cumsum(sizes)[:-1]) if len(xs) > 1 else [x]
@@ -107,9 +121,10 @@ def _layer(
     sizes: List[int],
     i: int,
     rotation: np.ndarray,
+    taps: Optional[Sequence[Optional[QueryTap]]] = None,
 ) -> np.ndarray:
     h = nn.layer_norm(x, p["norm1"]["weight"], p["norm1"]["bias"], 1e-5)
-    update = _attention(spec, p["self_attn"], h, states, sizes, i, rotation)
+    update = _attention(spec, p["self_attn"], h, states, sizes, i, rotation, taps)
     x = x + (update * p["layer_scale_1"]["scale"] if spec.layer_scale else update)
     h = nn.layer_norm(x, p["norm2"]["weight"], p["norm2"]["bias"], 1e-5)
     update = nn.linear(p["linear2"], nn.gelu_tanh(nn.linear(p["linear1"], h)))
@@ -124,6 +139,7 @@ def _attention(
     sizes: List[int],
     i: int,
     rotation: np.ndarray,
+    taps: Optional[Sequence[Optional[QueryTap]]] = None,
 ) -> np.ndarray:
     """x [sum T, d_model]: the rows of every stream, in order."""
     h, h_kv, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
@@ -131,10 +147,13 @@ def _attention(
     rotated = nn.apply_rope(projected[:, : (h + h_kv) * d].reshape(x.shape[0], h + h_kv, d), rotation)
     outs = []
     start = 0
-    for state, t in zip(states, sizes):
+    for b, (state, t) in enumerate(zip(states, sizes)):
         rows = slice(start, start + t)
         start += t
         q = rotated[rows, :h]  # [T, H, D]
+        tap = taps[b] if taps is not None else None
+        if tap is not None and i in tap.layers:
+            tap.queries[i] = q[-1].copy()  # [H, D]
         k = rotated[rows, h:].transpose(1, 0, 2)  # [H_kv, T, D]
         v = projected[rows, (h + h_kv) * d :].reshape(t, h_kv, d).transpose(1, 0, 2)  # [H_kv, T, D]
         offset = state.offset
