@@ -22,6 +22,8 @@ duration_s, voice, options (the seed included), error (null when it worked) and 
 - One job per output folder: a second one on a folder in use stops at once with an error.
 - Reproducible: a line without a "seed" gets one from its id, so a rerun, a retried task or
   another machine makes the same audio.
+- Word times (`--words`, models with timestamp heads): each line's also go to OUT/ID.words.json
+  (`generate --words`' format); a line made without them is made again.
 - Workers: processes on this machine (one per core, each NumPy on one thread), or Ray tasks
   (`--ray ADDRESS`, or `auto` for the cluster this machine belongs to), which Ray runs again on
   another worker when the one running it dies. Each worker loads the model once. The audio comes
@@ -50,6 +52,7 @@ from .portable.audio import wav_bytes
 from .portable.errors import PocketTTSError
 from .portable.options import REQUEST_SECONDS, GenerationOptions
 from .portable.text import check_text
+from .subtitles import words_json
 
 MANIFEST = "manifest.jsonl"
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}\Z")
@@ -77,6 +80,7 @@ class Outcome:
     wav: Optional[bytes]
     duration_s: float
     error: Optional[str]
+    words: Optional[bytes] = None  # its words file (words: the job's --words)
 
 
 def read_lines(path: str, model: str, voice: Optional[str]) -> Tuple[List[Line], List[Dict[str, Any]]]:
@@ -204,22 +208,27 @@ def _previous(out: str) -> Dict[str, Dict[str, Any]]:
     return entries
 
 
-def _done(out: str, line: Line, previous: Dict[str, Dict[str, Any]]) -> bool:
+def _done(out: str, line: Line, previous: Dict[str, Dict[str, Any]], words: bool) -> bool:
     entry = previous.get(line.id)
     return (
         entry is not None
         and entry.get("error") is None
         and entry.get("fingerprint") == line.fingerprint
         and complete_wav(os.path.join(out, f"{line.id}.wav"))
+        and (not words or os.path.isfile(os.path.join(out, words_file(line.id))))
     )
+
+
+def words_file(line_id: str) -> str:
+    return f"{line_id}.words.json"
 
 
 # The worker side: a model per worker process, loaded by its first line.
 _workers: Dict[str, Any] = {}
 
 
-def synthesize(model_source: str, line: Line) -> Outcome:
-    """One line, in a worker process (of the pool, or a Ray task)."""
+def synthesize(model_source: str, line: Line, words: bool = False) -> Outcome:
+    """One line, in a worker process (of the pool, or a Ray task); with `words`, its word times too."""
     from .portable.model import TTSModel, one_thread, use_runner
     from .portable.voice_registry import VoiceRegistry
 
@@ -234,10 +243,15 @@ def synthesize(model_source: str, line: Line) -> Outcome:
             _workers["voices"] = VoiceRegistry(model, default=line.voice)
         voices = _workers["voices"]
         options = GenerationOptions.of(line.options)
-        pcm = model.generate(line.text, voices.source(line.voice), options, max_seconds=REQUEST_SECONDS)
+        voice = voices.source(line.voice)
+        if words:
+            pcm, timed = model.generate_with_words(line.text, voice, options, max_seconds=REQUEST_SECONDS)
+        else:
+            pcm, timed = model.generate(line.text, voice, options, max_seconds=REQUEST_SECONDS), None
     except PocketTTSError as e:
         return Outcome(line.id, None, 0.0, str(e))
-    return Outcome(line.id, wav_bytes(pcm, model.sample_rate), pcm.shape[0] / model.sample_rate, None)
+    timing = words_json(timed) if timed is not None else None
+    return Outcome(line.id, wav_bytes(pcm, model.sample_rate), pcm.shape[0] / model.sample_rate, None, timing)
 
 
 def _one_blas_thread() -> None:
@@ -248,14 +262,14 @@ def _one_blas_thread() -> None:
     threadpool_limits(1)
 
 
-def local_outcomes(model_source: str, lines: List[Line], workers: int) -> Iterator[Outcome]:
+def local_outcomes(model_source: str, lines: List[Line], workers: int, words: bool = False) -> Iterator[Outcome]:
     """The lines on a pool of worker processes on this machine, as they finish."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-    futures = {pool.submit(synthesize, model_source, line): line for line in lines}
+    futures = {pool.submit(synthesize, model_source, line, words): line for line in lines}
     try:
         for future in as_completed(futures):
             line_id = futures[future].id
@@ -271,7 +285,7 @@ def local_outcomes(model_source: str, lines: List[Line], workers: int) -> Iterat
         pool.shutdown(wait=True)
 
 
-def ray_outcomes(model_source: str, lines: List[Line], address: str) -> Iterator[Outcome]:
+def ray_outcomes(model_source: str, lines: List[Line], address: str, words: bool = False) -> Iterator[Outcome]:
     """The lines as Ray tasks on the cluster at `address`, as they finish; this package travels with
     them, so the cluster's nodes need NumPy (and, for catalog models, huggingface_hub) only."""
     try:
@@ -295,7 +309,7 @@ def ray_outcomes(model_source: str, lines: List[Line], address: str) -> Iterator
         queue = iter(lines)
         while True:
             for line in queue:
-                pending[task.remote(model_source, line)] = line
+                pending[task.remote(model_source, line, words)] = line
                 if len(pending) >= window:
                     break
             if not pending:
@@ -328,8 +342,10 @@ def run(
     workers: Optional[int] = None,
     ray_address: Optional[str] = None,
     progress: bool = True,
+    words: bool = False,
 ) -> Summary:
-    """Make every line of `input_path` not yet made in `out`; see the module's docstring."""
+    """Make every line of `input_path` not yet made in `out`; see the module's docstring. With
+    `words`, each line's word times too, in OUT/ID.words.json (a line made without is made again)."""
     start = time.perf_counter()
     if not os.path.isfile(input_path):
         raise PocketTTSError(f"input file not found: {input_path}")
@@ -346,7 +362,7 @@ def run(
     os.makedirs(out, exist_ok=True)
     with only_writer(out):  # a second job on the same folder would make every line again
         previous = _previous(out)
-        todo = [line for line in lines if not _done(out, line, previous)]
+        todo = [line for line in lines if not _done(out, line, previous, words)]
         entries = {e["line"]: e for e in invalid}
         waiting = {line.id for line in todo}
         for line in lines:
@@ -355,15 +371,17 @@ def run(
         summary = Summary(len(lines) + len(invalid), len(lines) - len(todo), 0, len(invalid), 0.0, 0.0)
         if todo:
             if ray_address is not None:
-                outcomes = ray_outcomes(model, todo, ray_address)
+                outcomes = ray_outcomes(model, todo, ray_address, words)
             else:
-                outcomes = local_outcomes(model, todo, min(workers or os.cpu_count() or 1, len(todo)))
+                outcomes = local_outcomes(model, todo, min(workers or os.cpu_count() or 1, len(todo)), words)
             by_id = {line.id: line for line in todo}
             with appending(os.path.join(out, MANIFEST)) as manifest:
                 for outcome in _progress(outcomes, len(todo), progress, summary):
                     line = by_id[outcome.id]
                     if outcome.wav is not None:
                         write_atomically(os.path.join(out, f"{line.id}.wav"), outcome.wav)
+                        if outcome.words is not None:
+                            write_atomically(os.path.join(out, words_file(line.id)), outcome.words)
                         summary.made += 1
                         summary.audio_s += outcome.duration_s
                     else:

@@ -33,6 +33,8 @@ from .portable.model import TTSModel
 from .portable.options import GenerationOptions
 from .portable.options import names as option_names
 from .portable.text import check_text, normalized
+from .portable.timestamps import TimedWord, timed_words
+from .subtitles import cues, subtitle_format, subtitles, words_json
 
 
 def write_wav(path: str, pcm: np.ndarray, sample_rate: int) -> None:
@@ -48,6 +50,7 @@ class _Timed:
         self.start = time.perf_counter()
         self.first: Optional[float] = None
         self.samples = 0
+        self.done = False  # all the chunks were given out
 
     def __iter__(self) -> Iterator[np.ndarray]:
         for chunk in self.chunks:
@@ -55,6 +58,7 @@ class _Timed:
                 self.first = time.perf_counter() - self.start
             self.samples += chunk.shape[0]
             yield chunk
+        self.done = True
 
     def report(self, sample_rate: int, target: str) -> str:
         elapsed = time.perf_counter() - self.start
@@ -98,29 +102,62 @@ def _generate(args: argparse.Namespace) -> None:
         text = _text(args.text)
     check_text(text)
     output = args.output or ("tts_output.wav" if not args.stream else None)
-    if output not in (None, "-"):
-        writes_through(output)  # a folder or a socket is refused before any work
+    timed = [path for path in (args.words, args.subtitles) if path is not None]
+    for path in [output] + timed:
+        if path not in (None, "-"):
+            writes_through(path)  # a folder or a socket is refused before any work
+    if args.subtitles is not None:
+        subtitle_format(args.subtitles)
     model = _load(args)
     voice = model.voice_state(args.voice)
     options = {name: getattr(args, name) for name in option_names() if getattr(args, name) is not None}
-    chunks = _Timed(model.stream(text, voice, GenerationOptions.of(options)))
+    said = model.stream(text, voice, GenerationOptions.of(options), words=bool(timed))
+    events: List[object] = []
+    chunks = _Timed(_audio_of(said, events))
+    try:
+        _write_audio(args, output, chunks, model.sample_rate)
+    finally:
+        if timed and chunks.done:
+            _write_words(args, timed_words(events, model.sample_rate))
+
+
+def _audio_of(items: Iterable[object], events: List[object]) -> Iterator[np.ndarray]:
+    """The audio chunks of what a stream gives out; its word events go to `events`."""
+    for item in items:
+        if isinstance(item, np.ndarray):
+            yield item
+        else:
+            events.append(item)
+
+
+def _write_words(args: argparse.Namespace, words: List[TimedWord]) -> None:
+    if args.words is not None:
+        write_atomically(args.words, words_json(words))
+        _say(args, f"wrote {args.words}: {len(words)} words")
+    if args.subtitles is not None:
+        write_atomically(args.subtitles, subtitles(words, subtitle_format(args.subtitles)))
+        _say(args, f"wrote {args.subtitles}: {len(cues(words))} cues")
+
+
+def _write_audio(args: argparse.Namespace, output: Optional[str], chunks: _Timed, sample_rate: int) -> None:
     stdout = sys.stdout.buffer
     if args.stream or args.output == "-":
         kept: List[np.ndarray] = []
         if args.output == "-":
-            stdout.write(wav_header(model.sample_rate))
+            stdout.write(wav_header(sample_rate))
         for chunk in chunks:
             stdout.write(pcm16(chunk))
             stdout.flush()
             if args.stream and args.output not in (None, "-"):
                 kept.append(chunk)
         if kept:
-            write_wav(args.output, np.concatenate(kept), model.sample_rate)
-        _say(args, chunks.report(model.sample_rate, "stdout" if args.output in (None, "-") else args.output))
+            write_wav(args.output, np.concatenate(kept), sample_rate)
+        _say(args, chunks.report(sample_rate, "stdout" if args.output in (None, "-") else args.output))
         return
     pcm = list(chunks)
-    write_wav(output, np.concatenate(pcm) if pcm else np.zeros(0, np.float32), model.sample_rate)
-    _say(args, chunks.report(model.sample_rate, f"wrote {output}"))
+    assert output is not None
+    write_wav(output, np.concatenate(pcm) if pcm else np.zeros(0, np.float32), sample_rate)
+    _say(args, chunks.report(sample_rate, f"wrote {output}"))
 
 
 def _normalize(args: argparse.Namespace) -> None:
@@ -163,7 +200,7 @@ def _batch(args: argparse.Namespace) -> None:
 
     where = f"the Ray cluster at {args.ray}" if args.ray else f"{args.workers or os.cpu_count()} worker processes"
     _say(args, f"synthesizing {args.input} with {args.model} on {where}")
-    done = run(args.input, args.out, args.model, args.voice, args.workers, args.ray, progress=not args.quiet)
+    done = run(args.input, args.out, args.model, args.voice, args.workers, args.ray, not args.quiet, args.words)
     _say(
         args,
         f"{done.lines} lines: {done.made} made, {done.skipped} already there, {done.failed} failed; "
@@ -227,6 +264,15 @@ def parser(
     gen.add_argument(
         "--stream", action="store_true", help="write raw 16-bit little-endian mono PCM to stdout as it is generated"
     )
+    gen.add_argument(
+        "--words",
+        metavar="FILE.json",
+        help='also write when each word is spoken: [{"word", "start", "end"}, ...] in seconds (models with '
+        "timestamp heads)",
+    )
+    gen.add_argument(
+        "--subtitles", metavar="FILE.srt|FILE.vtt", help="also write the words as subtitles (SRT or WebVTT)"
+    )
     for field in dataclasses.fields(GenerationOptions):  # one flag per option, documented where they are defined
         flag = "--" + field.name.replace("_", "-")
         if "bool" in str(field.type):
@@ -280,6 +326,9 @@ def parser(
     ba.add_argument("--voice", help="voice of the lines that name none (default: the model's)")
     ba.add_argument("--workers", type=int, help="worker processes on this machine (default: one per core)")
     ba.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster instead: its address, or auto")
+    ba.add_argument(
+        "--words", action="store_true", help="also write each line's word times to ID.words.json (as generate --words)"
+    )
 
     if serve is not None:
         run_server = commands.add_parser("serve", help="run the HTTP server (python -m server)", add_help=False)

@@ -41,11 +41,12 @@ def fixture(model: str) -> Path:
     return directory
 
 
-def site(model: str) -> Path:
-    """The static site of a fixture model (int8 bundle with its voice), built again when the code
-    that goes into it has changed."""
-    out = SITES / f"site-{model}"
-    sources = [ROOT / "pyproject.toml", fixture(model) / "model.safetensors"]
+def site(model: str, config: str = "config.yaml") -> Path:
+    """The static site of a fixture model (int8 bundle with its voice; `config`: the fixture's
+    config, or another of its folder: config_words.yaml has timestamp heads), built again when the
+    code that goes into it has changed."""
+    out = SITES / (f"site-{model}" if config == "config.yaml" else f"site-{model}-{Path(config).stem}")
+    sources = [ROOT / "pyproject.toml", fixture(model) / "model.safetensors", fixture(model) / config]
     for folder in ("core", "server/web", "tools"):
         sources += sorted(p for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     digest = hashlib.sha256()
@@ -57,7 +58,7 @@ def site(model: str) -> Path:
 
         shutil.rmtree(out, ignore_errors=True)
         voice = str(fixture(model) / "voice_state.safetensors")
-        build(str(fixture(model) / "config.yaml"), out, [voice], int8=True)
+        build(str(fixture(model) / config), out, [voice], int8=True)
         stamp.write_text(digest.hexdigest())
     return out
 
@@ -328,3 +329,8 @@ class Page:
         """The audio of one generation (not played), through the page's engine."""
         request = json.dumps({"mode": mode, "text": text, "voice": "", "options": options})
         return self.page.evaluate(f"window.pocketTTS.collect({request})")
+
+    def collect_words(self, mode: str, text: str, options: Dict[str, Any]) -> Dict[str, Any]:
+        """The word events of one generation (not played) and its samples, through the page's engine."""
+        request = json.dumps({"mode": mode, "text": text, "voice": "", "options": options})
+        return self.page.evaluate(f"window.pocketTTS.collectWords({request})")

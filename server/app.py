@@ -35,6 +35,8 @@ HANDLERS = [
     routes.upload_voice,
     routes.generate,
     routes.stream,
+    routes.generate_words,
+    routes.stream_words,
     routes.tts,
     openai_routes.openai_speech,
     openai_routes.openai_voices,

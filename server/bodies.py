@@ -8,16 +8,20 @@ import base64
 import json
 import weakref
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, List, Optional
+from typing import AsyncIterator, List, Optional, TypeVar
 
 import anyio
+import msgspec
 import numpy as np
 from litestar import Request, Response
 from litestar.response import Stream
 
 from core.portable.audio import pcm16, wav_header
 from server import audio_out
-from server.session import Session
+from server.schemas import TimedWordEntry, WordsResponse
+from server.session import Audio, Done, Session, WordEnd, WordStart
+
+T = TypeVar("T")
 
 PIECE = 64 * 1024  # bytes of a whole file sent at a time
 
@@ -111,6 +115,43 @@ async def sse(chunks: AsyncIterator[np.ndarray], sample_rate: int, frame_size: i
     yield event({"type": "speech.audio.done", "usage": usage})
 
 
+async def word_lines(session: Session) -> AsyncIterator[bytes]:
+    """A session's speech as JSON lines (NDJSON): `started` (the sample rate), `audio` (base64
+    16-bit PCM, as it is made), `word` (a word begins: `start` in seconds, before its audio) and
+    `word_end` (`start`, `end`), then `done` (`samples`: all the audio)."""
+    rate = session.sample_rate
+
+    def line(payload: dict) -> bytes:
+        return json.dumps(payload, ensure_ascii=False).encode() + b"\n"
+
+    yield line({"type": "started", "sample_rate": rate})
+    async for event in session.events():
+        if isinstance(event, Audio):
+            yield line({"type": "audio", "audio": base64.b64encode(pcm16(event.pcm)).decode()})
+        elif isinstance(event, WordStart):
+            yield line({"type": "word", "word": event.word, "index": event.index, "start": event.sample / rate})
+        elif isinstance(event, WordEnd):
+            word = {"type": "word_end", "word": event.word, "index": event.index, "start": event.start / rate}
+            yield line(dict(word, end=event.end / rate))
+        elif isinstance(event, Done):
+            yield line({"type": "done", "samples": event.samples})
+
+
+async def words_file(request: Request, answer: Answer) -> Response:
+    """The whole audio as a WAV (base64) and its words, as JSON (server.schemas.WordsResponse),
+    made and encoded off the event loop, then sent under the request's session as `whole_file`."""
+    session = answer.session
+    events = await _collect(request, session.events())
+    if events is None:
+        return Response(b"", status_code=499)
+    rate = session.sample_rate
+    chunks = [event.pcm for event in events if isinstance(event, Audio)]
+    words = [TimedWordEntry(e.word, e.index, e.start / rate, e.end / rate) for e in events if isinstance(e, WordEnd)]
+    wav = await anyio.to_thread.run_sync(audio_out.encode_chunks, chunks, rate, "wav")
+    data = msgspec.json.encode(WordsResponse(base64.b64encode(wav).decode(), rate, words))
+    return _sent(answer, data, "application/json")
+
+
 async def whole_file(request: Request, answer: Answer, fmt: str) -> Response:
     """The whole audio as one file in `fmt`, joined and encoded off the event loop, then sent a
     piece at a time under the request's session (a client that reads nothing holds it only until
@@ -120,18 +161,24 @@ async def whole_file(request: Request, answer: Answer, fmt: str) -> Response:
     if chunks is None:
         return Response(b"", status_code=499)
     data = await anyio.to_thread.run_sync(audio_out.encode_chunks, chunks, session.sample_rate, fmt)
+    return _sent(answer, data, audio_out.MEDIA_TYPES[fmt])
+
+
+def _sent(answer: Answer, data: bytes, media_type: str) -> Stream:
+    """`data` sent a piece at a time, under the answer's session."""
 
     async def pieces() -> AsyncIterator[bytes]:
         for start in range(0, len(data), PIECE):
             yield data[start : start + PIECE]
 
     headers = {"Content-Length": str(len(data))}
-    return Stream(answer.body(pieces()), media_type=audio_out.MEDIA_TYPES[fmt], headers=headers)
+    return Stream(answer.body(pieces()), media_type=media_type, headers=headers)
 
 
-async def _collect(request: Request, chunks: AsyncIterator[np.ndarray]) -> Optional[List[np.ndarray]]:
-    """All the audio of a generation, chunk by chunk; None if the client went away first (which stops it)."""
-    parts: List[np.ndarray] = []
+async def _collect(request: Request, chunks: AsyncIterator[T]) -> Optional[List[T]]:
+    """All of a generation's items (its audio, or its events); None if the client went away first
+    (which stops it)."""
+    parts: List[T] = []
     gone = False
     async with anyio.create_task_group() as group:
 

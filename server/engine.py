@@ -305,11 +305,13 @@ class ServerEngine:
         seconds: float,
         caller: Caller = KEY_HOLDER,
         ssml: bool = False,
+        words: bool = False,
     ) -> TextStream:
-        """A session's text (SSML if `ssml`): its voice (one `caller` may use, prepared now:
-        blocking, call it in a worker thread), its options, its noise generator and its budget of
-        `seconds` of audio."""
-        return self.model.text_stream(self.voice(voice, caller), options, max_seconds=seconds, ssml=ssml)
+        """A session's text (SSML if `ssml`, its words timed if `words`): its voice (one `caller`
+        may use, prepared now: blocking, call it in a worker thread), its options, its noise
+        generator and its budget of `seconds` of audio."""
+        voice_state = self.voice(voice, caller)
+        return self.model.text_stream(voice_state, options, max_seconds=seconds, ssml=ssml, words=words)
 
 
 def public_name(name: str) -> str:

@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from core import AudioError, DownloadError, EmptyTextError, LimitError, PocketTTSError, TextError, VoiceError
+from core import (
+    AudioError,
+    DownloadError,
+    EmptyTextError,
+    LimitError,
+    NoTimestampsError,
+    PocketTTSError,
+    TextError,
+    VoiceError,
+)
 
 # WebSocket close codes (RFC 6455): normal, policy violation, message too big, internal error, try again later.
 NORMAL, POLICY, TOO_BIG, INTERNAL, TRY_LATER = 1000, 1008, 1009, 1011, 1013
@@ -105,6 +114,8 @@ def from_core(error: PocketTTSError, text_field: str = "text") -> ServiceError:
         return ServiceError(INVALID_AUDIO, str(error), "voice")
     if isinstance(error, DownloadError):
         return ServiceError(DOWNLOAD_FAILED, str(error), "voice")
+    if isinstance(error, NoTimestampsError):
+        return ServiceError(UNSUPPORTED_VALUE, str(error), "words")
     if isinstance(error, EmptyTextError):
         return ServiceError(EMPTY_TEXT, str(error), text_field)
     if isinstance(error, TextError):

@@ -9,7 +9,7 @@ holds until its last byte is handed to the server.
 from __future__ import annotations
 
 import secrets
-from typing import Optional
+from typing import Optional, Tuple
 
 import anyio
 from litestar import Request, Response, get, post
@@ -60,6 +60,7 @@ async def health(request: Request) -> Health:
         max_concurrent=engine.max_concurrent,
         kernels=core.backend(),
         instance=INSTANCE,
+        word_timestamps=engine.model.config.timestamp_heads is not None,
     )
 
 
@@ -99,8 +100,7 @@ async def upload_voice(request: Request) -> UploadedVoice:
     request_max_body_size=MAX_JSON,
 )
 async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Response:
-    text = text_to_say(data.text, "text")
-    session = await Session.open(engine_of(request), data.voice, data.options(), caller=caller_of(request))
+    text, session = await _opened(request, data)
     async with bodies.saying(session, text) as answer:
         return await bodies.whole_file(request, answer, "wav")
 
@@ -113,12 +113,46 @@ async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Respons
     request_max_body_size=MAX_JSON,
 )
 async def stream(request: Request, data: JSONBody[GenerateRequest]) -> Stream:
-    text = text_to_say(data.text, "text")
-    session = await Session.open(engine_of(request), data.voice, data.options(), caller=caller_of(request))
+    text, session = await _opened(request, data)
     async with bodies.saying(session, text) as answer:
         headers = dict(PCM_HEADERS, **{"X-Sample-Rate": str(session.sample_rate)})
         body = answer.body(bodies.pcm_bytes(session.audio()))
         return Stream(body, media_type="application/octet-stream", headers=headers)
+
+
+@post(
+    "/generate/words",
+    summary="Speak a text; the whole WAV (base64) and when each word is spoken, as JSON",
+    description="The body of POST /generate. Word timestamps: for models with timestamp heads (400 otherwise).",
+    status_code=200,
+    before_request=reading.strict_json(GenerateRequest),
+    request_max_body_size=MAX_JSON,
+)
+async def generate_words(request: Request, data: JSONBody[GenerateRequest]) -> Response:
+    text, session = await _opened(request, data, words=True)
+    async with bodies.saying(session, text) as answer:
+        return await bodies.words_file(request, answer)
+
+
+@post(
+    "/stream/words",
+    summary="Speak a text; its audio and its words as JSON lines (NDJSON) while they are made",
+    description="The body of POST /stream. Lines: started, audio (base64 16-bit PCM), word, word_end, done.",
+    status_code=200,
+    before_request=reading.strict_json(GenerateRequest),
+    request_max_body_size=MAX_JSON,
+)
+async def stream_words(request: Request, data: JSONBody[GenerateRequest]) -> Stream:
+    text, session = await _opened(request, data, words=True)
+    async with bodies.saying(session, text) as answer:
+        return Stream(answer.body(bodies.word_lines(session)), media_type="application/x-ndjson")
+
+
+async def _opened(request: Request, data: GenerateRequest, words: bool = False) -> Tuple[str, Session]:
+    """A JSON request's text (checked) and its session (its words timed if `words`)."""
+    text = text_to_say(data.text, "text")
+    session = await Session.open(engine_of(request), data.voice, data.options(), caller=caller_of(request), words=words)
+    return text, session
 
 
 @post(

@@ -9,7 +9,8 @@ audio in one pass through Mimi's decoder (core.portable.decoding.decode_together
 the larger half (english: ~10 ms a stream, the flow LM's step ~15 ms for all), so from SPLIT_AT
 streams a step's decoding is split in two, the second half on a third thread: the decoder then uses
 the time the flow thread leaves on both cores. A generation's END frame comes through the decoder
-like any other (its audio is what the speed change held back), then a `Said` note; a stream's next
+like any other (its audio is what the speed change held back), then a `Said` note (the words a
+frame times, `Words`, come before its audio); a stream's next
 generation starts at the step after its END. Streams join and leave between steps; a newcomer reads
 its text a slice at a time while others are running (PROMPT_ROWS rows a step), so that a long text
 does not hold up their frames; alone, it reads it at once. The core stays single-threaded; NumPy
@@ -34,6 +35,7 @@ import numpy as np
 from core import TTSModel
 from core.portable.decoding import FrameDecoder, decode_together
 from core.portable.generation import Frame, Generation, advance
+from core.portable.timestamps import WordEvent
 from server.relay import Relay
 
 # Rows of a newcomer's text read per step while other streams run. Measured on english with 4
@@ -53,6 +55,14 @@ class Audio(NamedTuple):
 
     tag: Any
     pcm: np.ndarray
+
+
+class Words(NamedTuple):
+    """The word events a frame of a generation made (core.portable.timestamps), in samples of the
+    generation's audio; handed on before the frame's audio."""
+
+    tag: Any
+    events: List[WordEvent]
 
 
 class Said(NamedTuple):
@@ -229,6 +239,9 @@ class Scheduler:
                     item.generation.stop()
                 made, pcm = [], []
             for item, chunk in zip(made, pcm):
+                events = item.decoder.take_words()
+                if events:  # counted for nothing: a frame makes a few at most
+                    item.stream.relay.note(Words(item.tag, events))
                 if chunk is None:
                     item.stream.relay.skip()
                 else:

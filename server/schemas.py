@@ -65,6 +65,24 @@ class GenerateRequest(OptionFields, kw_only=True):
     voice: Optional[str] = None
 
 
+class TimedWordEntry(msgspec.Struct):
+    """A word and when it is spoken: `start` and `end` in seconds of the audio, `index` its place
+    among the text's words (a word said as several, "$5.20", is one)."""
+
+    word: str
+    index: int
+    start: float
+    end: float
+
+
+class WordsResponse(msgspec.Struct):
+    """POST /generate/words: the whole WAV (base64) and its words."""
+
+    audio: str
+    sample_rate: int
+    words: List[TimedWordEntry]
+
+
 class VoiceRef(msgspec.Struct):
     id: str
 
@@ -95,6 +113,7 @@ class Health(msgspec.Struct):
     max_concurrent: int
     kernels: str  # what runs the model's products: the compiled kernels with NumPy, or NumPy alone
     instance: str  # which process answered (a replica behind a load balancer): a random id, not its name
+    word_timestamps: bool  # whether the model times words (timestamp heads): POST /generate/words, ...
 
 
 class Voices(msgspec.Struct):
@@ -167,9 +186,11 @@ def error_detail(status: int, message: str, param: Optional[str] = None, code: O
 
 
 class StreamStart(OptionFields, tag="start", tag_field="type"):
-    """The first frame (optional): the voice and any generation option, for the whole connection."""
+    """The first frame (optional): the voice and any generation option, for the whole connection;
+    `words`: send `word` and `word_end` frames (word timestamps)."""
 
     voice: Optional[str] = None
+    words: bool = False
 
 
 class StreamText(msgspec.Struct, tag="text", tag_field="type", forbid_unknown_fields=True):

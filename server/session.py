@@ -9,7 +9,9 @@ official package chunks it) or text that arrives in pieces (`push`, `flush`: a s
 each is complete, core.portable.text_stream); `end` says there is no more; `cancel` stops the
 speech within a frame, drops the text buffered, and starts a new speech for what comes next.
 `events()` gives out the speech: each segment's start (`Segment`) before its first audio, its audio
-(`Audio`, never empty), its end (`Said`), then `Done` once the text has ended and all is said.
+(`Audio`, never empty), its end (`Said`), then `Done` once the text has ended and all is said; a
+session whose words are timed (`words`) gives out each word's events too (core.portable.timestamps
+WordStart, WordEnd, in samples of the session's audio), a word's start before the audio it starts.
 
 Who opens it (its `caller`: server/access.py) decides which voices it may use and which slots it
 may take. Its text is what the front received, SSML markup included (`ssml`): the session counts
@@ -38,11 +40,12 @@ from core import PocketTTSError, TextError
 from core.portable.options import REQUEST_SECONDS, GenerationOptions
 from core.portable.text import check_text
 from core.portable.text_stream import Segment, TextStream
+from core.portable.timestamps import WordEnd, WordStart, shifted
 from server import errors
 from server.access import KEY_HOLDER, Caller
 from server.errors import ServiceError
 from server.relay import Relay
-from server.scheduler import Audio, Said
+from server.scheduler import Audio, Said, Words
 
 MAX_TEXT = 5000  # characters of one whole text (a request)
 MAX_STREAM_TEXT = 2 * MAX_TEXT  # characters a text stream may push in all: about REQUEST_SECONDS of speech
@@ -74,7 +77,7 @@ class Done(NamedTuple):
 
 
 # What a session gives out: Audio and Said are the scheduler's own items, passed on as they come.
-Event = Union[Started, Audio, Said, Done]
+Event = Union[Started, Audio, Said, Done, WordStart, WordEnd]
 
 
 class Clock:
@@ -155,12 +158,13 @@ class Session:
         slot: Any = None,
         caller: Caller = KEY_HOLDER,
         ssml: bool = False,
+        words: bool = False,
     ) -> Session:
         """A session of `engine` (server.engine.ServerEngine) for `caller`, with `voice` and
-        `options` (checked against the ranges a request may ask for), its text SSML if `ssml`: its
-        slot first (`busy` when there is none for `caller`; or `slot`, taken already: it is the
-        session's now), then its voice (one `caller` may use, prepared off the event loop: it may
-        need a download or a clone)."""
+        `options` (checked against the ranges a request may ask for), its text SSML if `ssml`, its
+        words timed if `words`: its slot first (`busy` when there is none for `caller`; or `slot`,
+        taken already: it is the session's now), then its voice (one `caller` may use, prepared off
+        the event loop: it may need a download or a clone)."""
         try:
             options.check_request()
         except PocketTTSError as e:
@@ -169,7 +173,7 @@ class Session:
             raise errors.from_core(e) from None
         slot = slot if slot is not None else engine.admit(caller)
         try:
-            prepare = functools.partial(engine.text_stream, voice, options, REQUEST_SECONDS, caller, ssml)
+            prepare = functools.partial(engine.text_stream, voice, options, REQUEST_SECONDS, caller, ssml, words)
             text = await anyio.to_thread.run_sync(prepare)
             return cls(engine, slot, text, clock)
         except PocketTTSError as e:
@@ -246,7 +250,7 @@ class Session:
     async def events(self) -> AsyncIterator[Event]:
         """The speech's events, as the scheduler makes them, until `Done` (after `end`) or until the
         speech is cancelled (no `Done` then)."""
-        speech, current = self._speech, None
+        speech, current, start = self._speech, None, 0
         async for item in speech.relay.items():
             if isinstance(item, Said):
                 self._unsaid -= 1
@@ -257,8 +261,12 @@ class Session:
                 yield item
                 continue
             if item.tag is not current:
-                current = item.tag
-                yield Started(current.text, current.spoken, self.sent)
+                current, start = item.tag, self.sent
+                yield Started(current.text, current.spoken, start)
+            if isinstance(item, Words):
+                for event in item.events:
+                    yield shifted(event, start)
+                continue
             yield item
             self.sent += item.pcm.shape[0]  # once the front has taken it (not when a cancel cut it off)
         if speech.relay.closed:

@@ -13,9 +13,11 @@ Client to server, JSON text frames (server/schemas.py):
 Server to client: binary frames of 16-bit little-endian mono PCM at the engine's rate, and JSON text
 frames {"type": "started", "sample_rate": R}, {"type": "segment", "text": ..., "spoken": ...,
 "start_sample": N} (before a segment's first audio; `spoken`: the text as the model reads it,
-normalized; N: the samples sent before it), {"type": "done", "samples": N} (N: all the samples
-sent) and {"type": "error", "error": {...}} (OpenAI's shape, with `status`, the HTTP status the
-same error gets from the HTTP routes).
+normalized; N: the samples sent before it), with `"words": true` in `start` {"type": "word",
+"word": ..., "index": I, "start_sample": N} (before the audio that starts it) and {"type":
+"word_end", "word", "index", "start_sample", "end_sample"} (word timestamps, in samples of the
+stream), {"type": "done", "samples": N} (N: all the samples sent) and {"type": "error", "error":
+{...}} (OpenAI's shape, with `status`, the HTTP status the same error gets from the HTTP routes).
 
 The segments are said one after another, each as soon as the one before has made all its frames
 (not once it has been heard), so that their audio follows without a gap wherever generation is
@@ -53,7 +55,7 @@ from server.schemas import (
     StreamText,
     error_detail,
 )
-from server.session import Audio, Clock, Done, Session, Started
+from server.session import Audio, Clock, Done, Session, Started, WordEnd, WordStart
 
 PATH = "/v1/audio/speech/stream"
 # Bytes of one client frame: a piece of text of MAX_TEXT characters, each escaped, fits.
@@ -195,7 +197,9 @@ class _Connection:
         """The connection's session (a bad voice or option, or no free slot, ends it), then `started`."""
         try:
             caller = caller_of(self.socket)
-            self.session = await Session.open(self.engine, start.voice, start.options(), self.clock, caller=caller)
+            self.session = await Session.open(
+                self.engine, start.voice, start.options(), self.clock, caller=caller, words=start.words
+            )
         except ServiceError as e:
             raise _Fatal(e) from None
         await self._send_json({"type": "started", "sample_rate": self.session.sample_rate})
@@ -256,6 +260,13 @@ class _Connection:
             elif isinstance(event, Started):
                 segment = {"type": "segment", "text": event.text, "spoken": event.spoken}
                 await self._send_json(dict(segment, start_sample=event.start_sample))
+            elif isinstance(event, WordStart):
+                await self._send_json(
+                    {"type": "word", "word": event.word, "index": event.index, "start_sample": event.sample}
+                )
+            elif isinstance(event, WordEnd):
+                word = {"type": "word_end", "word": event.word, "index": event.index, "start_sample": event.start}
+                await self._send_json(dict(word, end_sample=event.end))
             elif isinstance(event, Done):
                 self.session.close()  # its slot is free before the client hears it is over
                 await self._send_json({"type": "done", "samples": event.samples})

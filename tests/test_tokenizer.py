@@ -12,7 +12,10 @@ equal the library's ids, and our decoded text the library's text:
 - tokenizer.json variants of the fixtures (other normalizers, pre-tokenizers, added tokens,
   post-processor, decoders), against `tokenizers`;
 - every BMP character after a character the charsmap rewrites, against `tokenizers`' grapheme
-  segmentation.
+  segmentation;
+- each token's span of the text (`layout`, what word timestamps spread the attention through),
+  against sentencepiece's `offset_mapping` (bytes) and `tokenizers`' offsets (characters), on every
+  string above (but the variants with Unicode forms or case, whose ids alone are checked).
 
 Tokenizer test volume of the default run (printed in the summary as "tokenizer test volume"):
 5,540 strings encoded and decoded (3,759 on the 7 fixture models, each against both libraries;

@@ -30,7 +30,9 @@ from core.portable.errors import PocketTTSError
 from core.portable.generation import Frame
 from core.portable.options import GenerationOptions
 from core.portable.text_stream import Segment, TextStream
+from core.portable.timestamps import WordStart
 from core.portable.voice_registry import VoiceRegistry
+from core.portable.words import ChunkWords, Unit, Word
 
 # The parts each role loads at boot. Voice cloning (the Mimi encoder and the speaker projection) is
 # not among them: the flow side adds it when the first voice is uploaded (`add_cloning`), so that a
@@ -80,8 +82,9 @@ class BrowserEngine:
         self.queue: Deque[Segment] = collections.deque()
         self.frames: Optional[Iterator[Frame]] = None
         self.text: Optional[TextStream] = None
-        # The decoder side: the decoder of the generation being decoded.
+        # The decoder side: the decoder of the generation being decoded, and its chunk's units.
         self.decoder: Optional[FrameDecoder] = None
+        self.chunk_words: Optional[ChunkWords] = None
 
     def info(self) -> str:
         return json.dumps(
@@ -94,6 +97,7 @@ class BrowserEngine:
                 "voices": self.voices.names() if self.voices else [],
                 "default_voice": self.model.default_voice,
                 "can_clone_voices": self.can_clone,
+                "word_timestamps": self.model.config.timestamp_heads is not None,
                 "backend": ops.current().name,
             }
         )
@@ -122,25 +126,27 @@ class BrowserEngine:
         """A recording the page decoded (float32 samples in a file) -> JSON {voice} or {error}."""
         return _result("voice", lambda: self.voices.add(np.fromfile(samples_path, dtype="<f4"), int(sample_rate)))
 
-    def start(self, text: str, voice: str, options_json: str) -> str:
-        """Begin saying `text` -> JSON {started} or {error} (bad input fails now, before any audio)."""
+    def start(self, text: str, voice: str, options_json: str, words: bool = False) -> str:
+        """Begin saying `text` (its words timed if `words`) -> JSON {started} or {error} (bad input
+        fails now, before any audio)."""
 
         def begin() -> bool:
             options = GenerationOptions.of(json.loads(options_json))
-            generation = self.model.generation(text, self.voices.get(voice or None), options)
+            first_word = 0 if words else None
+            generation = self.model.generation(text, self.voices.get(voice or None), options, first_word=first_word)
             self.cancel()
             self.queue.append(Segment(text, self.model.spoken(text, options.normalize), generation))
             return True
 
         return _result("started", begin)
 
-    def open_stream(self, voice: str, options_json: str) -> str:
-        """Begin a text stream: nothing to say until `push` or `flush` completes a segment ->
-        JSON {started} or {error} (a bad voice or option fails now)."""
+    def open_stream(self, voice: str, options_json: str, words: bool = False) -> str:
+        """Begin a text stream (its words timed if `words`): nothing to say until `push` or
+        `flush` completes a segment -> JSON {started} or {error} (a bad voice or option fails now)."""
 
         def begin() -> bool:
             options = GenerationOptions.of(json.loads(options_json))
-            text = self.model.text_stream(self.voices.get(voice or None), options)
+            text = self.model.text_stream(self.voices.get(voice or None), options, words=words)
             self.cancel()
             self.text = text
             return True
@@ -162,12 +168,18 @@ class BrowserEngine:
     def next_frame(self) -> Optional[str]:
         """What to hand on next, as JSON: {segment, spoken, speed} when a generation begins (the text
         as given, the text it is read as, the speed of its audio), then its frames {latent, silence,
-        first, end} (END last); None when nothing is queued (a text stream: until more text
-        completes a segment)."""
+        first, end} (END last; where its words are timed, each frame's `scores`, and a chunk's first
+        its `units`); None when nothing is queued (a text stream: until more text completes a
+        segment)."""
         frame = next(self.frames, None) if self.frames is not None else None
         if frame is not None:
             latent = None if frame.latent is None else frame.latent.tolist()
-            return json.dumps({"latent": latent, "silence": frame.silence, "first": frame.first, "end": frame.end})
+            out: Dict[str, Any] = {"latent": latent, "silence": frame.silence, "first": frame.first, "end": frame.end}
+            if frame.scores is not None and frame.words is not None:
+                out["scores"] = frame.scores.tolist()
+                if frame.first:
+                    out["units"] = _units_json(frame.words)
+            return json.dumps(out)
         self.frames = None
         if not self.queue:
             return None
@@ -187,13 +199,48 @@ class BrowserEngine:
     def begin(self, speed: float) -> None:
         """The next frames are a new generation's, at `speed`."""
         self.decoder = self.model.decoder(float(speed))
+        self.chunk_words = None
 
     def decode(self, frame_json: str) -> Optional[np.ndarray]:
         """A frame from the flow side (see next_frame) -> its audio, float32; None where it has none
-        (the speed change gathering its first few ms; the END gives what it held back)."""
+        (the speed change gathering its first few ms; the END gives what it held back). Its word
+        events wait for `take_words`."""
         frame = json.loads(frame_json)
         latent = None if frame["latent"] is None else np.array(frame["latent"], dtype=np.float32)
-        return self.decoder.decode(Frame(latent, int(frame["silence"]), bool(frame["first"]), bool(frame["end"])))
+        if "units" in frame:
+            self.chunk_words = _units_of(frame["units"])
+        scores = np.array(frame["scores"], dtype=np.float32) if "scores" in frame else None
+        words = self.chunk_words if scores is not None else None
+        first, end = bool(frame["first"]), bool(frame["end"])
+        return self.decoder.decode(Frame(latent, int(frame["silence"]), first, end, words, scores))
+
+    def take_words(self) -> str:
+        """JSON of the word events decoded since the last call: [{kind: "start", word, index,
+        sample} or {kind: "end", word, index, start, end}], in samples of the generation's audio."""
+        events = self.decoder.take_words() if self.decoder is not None else []
+        return json.dumps(
+            [
+                {"kind": "start", "word": e.word, "index": e.index, "sample": e.sample}
+                if isinstance(e, WordStart)
+                else {"kind": "end", "word": e.word, "index": e.index, "start": e.start, "end": e.end}
+                for e in events
+            ]
+        )
+
+
+def _units_json(words: ChunkWords) -> Dict[str, Any]:
+    """A chunk's units and the user's words they are said for, as the decoder side needs them."""
+    units = [[u.text, u.begin, u.end, u.word and [u.word.text, u.word.index], u.synthetic] for u in words.units]
+    return {"units": units, "users": [[i, w.text, w.index] for i, w in words.users.items()]}
+
+
+def _units_of(data: Dict[str, Any]) -> ChunkWords:
+    units = tuple(
+        Unit(text, begin, end, None if word is None else Word(word[0], word[1], 0, 0), synthetic)
+        for text, begin, end, word, synthetic in data["units"]
+    )
+    users = {int(i): Word(text, int(index), 0, 0) for i, text, index in data["users"]}
+    return ChunkWords(units, np.zeros((0, len(units)), np.float32), users)
 
 
 def _result(key: str, run: Any) -> str:

@@ -683,14 +683,14 @@ function begin(id, answer, ended) {
   return running;
 }
 
-async function speak({ id, text, voice, options }) {
+async function speak({ id, text, voice, options, words }) {
   if (!engine) throw new Error("the model is not loaded yet");
-  await pump(begin(id, engine.start(text, voice || "", JSON.stringify(options || {})), true));
+  await pump(begin(id, engine.start(text, voice || "", JSON.stringify(options || {}), Boolean(words)), true));
 }
 
-function openStream({ id, voice, options }) {
+function openStream({ id, voice, options, words }) {
   if (!engine) throw new Error("the model is not loaded yet");
-  begin(id, engine.open_stream(voice || "", JSON.stringify(options || {})), false);
+  begin(id, engine.open_stream(voice || "", JSON.stringify(options || {}), Boolean(words)), false);
 }
 
 // TEXT, FLUSH and END of the running text stream: new segments join the queue that pump() says.
@@ -756,8 +756,9 @@ async function decodeAll() {
 
 // One message of the flow side: a generation begins (its segment is announced with its first
 // audio), one of its frames (its END last, which gives out what the speed change held back), or
-// the request's end. `decoded` is the request being decoded:
-// {id, samples (sent so far), segment (announced with the next audio, or null)}.
+// the request's end. `decoded` is the request being decoded: {id, samples (sent so far), start
+// (the samples before the generation being decoded), segment (announced with the next audio or
+// word, or null)}.
 let decoded = null;
 
 function decodeNow({ type, id, frame, text, spoken, speed }) {
@@ -773,7 +774,12 @@ function decodeNow({ type, id, frame, text, spoken, speed }) {
       engine.begin(speed);
       decoded = decoded || { id, samples: 0 };
       decoded.segment = { text, spoken };
-    } else sendAudio(engine.decode(frame));
+      decoded.start = decoded.samples;
+    } else {
+      const audio = engine.decode(frame);
+      sendWords(JSON.parse(engine.take_words()));
+      sendAudio(audio);
+    }
   } catch (error) {
     stopped.add(id);
     decoded = null;
@@ -788,14 +794,28 @@ function sendAudio(proxy) {
   const chunk = buffer.data.slice(); // a copy: buffer.data views the whole wasm heap
   buffer.release();
   proxy.destroy();
-  const { id, segment } = decoded;
-  if (segment) {
-    const { text, spoken } = segment;
-    post({ type: EngineMessage.SEGMENT, id, text, spoken, start_sample: decoded.samples });
-    decoded.segment = null;
-  }
+  announce();
   decoded.samples += chunk.length;
-  post({ type: EngineMessage.CHUNK, id, chunk }, [chunk.buffer]);
+  post({ type: EngineMessage.CHUNK, id: decoded.id, chunk }, [chunk.buffer]);
+}
+
+// A frame's word events (before its audio), in samples of the request.
+function sendWords(events) {
+  if (events.length === 0) return;
+  announce();
+  const { id, start } = decoded;
+  for (const { kind, word, index, sample, start: begins, end } of events) {
+    const times = kind === "start" ? { start_sample: start + sample } : { start_sample: start + begins, end_sample: start + end };
+    post({ type: EngineMessage.WORD, id, kind, word, index, ...times });
+  }
+}
+
+// The generation's SEGMENT, before its first audio or word.
+function announce() {
+  const { id, segment } = decoded;
+  if (!segment) return;
+  post({ type: EngineMessage.SEGMENT, id, text: segment.text, spoken: segment.spoken, start_sample: decoded.start });
+  decoded.segment = null;
 }
 
 async function addVoice({ id, samples, sampleRate }) {

@@ -31,6 +31,7 @@ const waveform = new Waveform($("wave"));
 // player plays (a Generate run or a text stream); live: the "speak as I type" stream.
 const state = {
   controller: null, run: null, site: null, sampleRate: null, live: null, liveRun: null, liveText: "", livePause: null,
+  words: false, // whether the engine's model times words (timestamp heads)
 };
 window.pocketTTS = {
   runs: [],
@@ -38,9 +39,11 @@ window.pocketTTS = {
   uploads: [],
   streams: [],
   ready: false,
+  words: [], // the words of the run playing: see wordRecords
   failed: null, // why the page or the engine it switched to could not start
   load: null,
   collect,
+  collectWords,
   textStream,
   normalize,
 };
@@ -119,7 +122,9 @@ async function useMode(name) {
   stop();
   $("generate").disabled = true;
   if (name === "server") {
-    state.sampleRate = (await server.health()).sample_rate;
+    const health = await server.health();
+    state.sampleRate = health.sample_rate;
+    state.words = Boolean(health.word_timestamps);
     fillVoices(await server.voices());
     offerUploads(true, "");
     $("generate").disabled = false;
@@ -146,6 +151,7 @@ async function useMode(name) {
     };
   }
   state.sampleRate = info.sample_rate;
+  state.words = Boolean(info.word_timestamps);
   fillVoices({ default: info.default_voice, voices: info.voices.filter((v) => v !== info.default_voice) });
   offerUploads(info.can_clone_voices, info.can_clone_voices ? cloningNote() : "this model comes without voice cloning");
   renderPanel();
@@ -173,6 +179,7 @@ async function generate() {
   const controller = new AbortController();
   const run = {
     mode: mode(), sampleRate: state.sampleRate, t0: performance.now(), ttfc: null, ttfa: null, end: null, chunks: [], samples: 0,
+    words: [],
   };
   showRun(run);
   state.controller = controller;
@@ -189,6 +196,8 @@ async function generate() {
     voice: $("voice").value,
     options: pageOptions(),
     signal: controller.signal,
+    words: state.words,
+    onWord: (event) => showWord(run, event),
     onChunk: (chunk) => {
       if (run.ttfc === null) run.ttfc = performance.now() - run.t0;
       run.samples += chunk.length;
@@ -225,9 +234,11 @@ function finish(run) {
   $("download").hidden = false;
   if (run.record) return; // a text stream: its record is in pocketTTS.streams
   const record = () => {
-    window.pocketTTS.runs.push({
+    run.entry = {
       mode: run.mode, started_at_ms: run.t0, ttfc_ms: run.ttfc, ttfa_ms: run.ttfa, total_ms: run.end, audio_ms: audioMs,
-    });
+      words: wordRecords(run), // again once it has played out: when each was heard
+    };
+    window.pocketTTS.runs.push(run.entry);
     renderPanel();
     status(`Done: ${(audioMs / 1000).toFixed(2)} s of audio, first audio after ${ms(run.ttfa)} ms.`);
   };
@@ -259,6 +270,19 @@ async function collect({ mode: name, text, voice, options }) {
   const chunks = [];
   await engines[name].speak({ text, voice, options, signal: new AbortController().signal, onChunk: (c) => chunks.push(c) });
   return chunks.flatMap((c) => Array.from(c));
+}
+
+// The word events of one generation (not played): [{kind, word, index, start_sample, end_sample}],
+// and its samples.
+async function collectWords({ mode: name, text, voice, options }) {
+  const words = [];
+  let samples = 0;
+  await engines[name].speak({
+    text, voice, options, words: true, signal: new AbortController().signal,
+    onChunk: (c) => (samples += c.length),
+    onWord: (event) => words.push(event),
+  });
+  return { words, samples };
 }
 
 // What normalization makes of `text` in the in-browser engine (numbers, dates, currency... as words).
@@ -306,6 +330,10 @@ function textStream({ mode: name = mode(), voice = $("voice").value, options, pl
   const stream = engines[name].textStream({
     voice,
     options: { ...pageOptions(), ...options },
+    words: state.words,
+    onWord: (event) => {
+      if (play) showWord(run, event);
+    },
     onSegment: (event) => {
       const segment = { ...event, received_at: performance.now(), heard_at: null, shown_at: null };
       record.segments.push(segment);
@@ -341,6 +369,7 @@ function textStream({ mode: name = mode(), voice = $("voice").value, options, pl
       finish(run);
       $("stop").disabled = true;
     }
+    record.words = wordRecords(run); // once played out: when each was heard
     window.pocketTTS.streams.push(record);
     return record;
   })();
@@ -370,12 +399,46 @@ function textStream({ mode: name = mode(), voice = $("voice").value, options, pl
   return handle;
 }
 
-// The waveform and the segment list start over for a run that plays.
+// The waveform, the segment list and the words start over for a run that plays.
 function showRun(run) {
   waveform.reset();
   $("segments").replaceChildren();
+  $("words").replaceChildren();
   $("download").hidden = true;
   run.items = [];
+  run.words = [];
+  window.pocketTTS.words = run.words;
+}
+
+// A word event (models with timestamp heads): a word begins (shown now, lit when it sounds), or
+// ends. In samples of the run.
+function showWord(run, event) {
+  if (state.run !== run) return;
+  if (event.kind === "start") {
+    const item = document.createElement("span");
+    item.textContent = event.word;
+    $("words").append(item, " ");
+    run.words.push({ word: event.word, index: event.index, start_sample: event.start_sample, end_sample: null, heard_at: null, lit_at: null, item });
+    return;
+  }
+  const word = run.words.find((w) => w.index === event.index && w.end_sample === null);
+  if (word) word.end_sample = event.end_sample;
+}
+
+// The word whose first sample leaves the speakers now: lit, those before it said.
+function lightWord(run, word) {
+  if (state.run !== run) return;
+  for (const other of run.words) {
+    other.item.classList.toggle("sounding", other === word);
+    other.item.classList.toggle("said", other !== word && other.lit_at !== null);
+  }
+  word.lit_at = performance.now();
+}
+
+// A run's words as the automation API reports them: {word, index, start_sample, end_sample,
+// heard_at (its first sample left the speakers), lit_at (shown lit)}.
+function wordRecords(run) {
+  return (run.words || []).map(({ item, ...word }) => word);
 }
 
 // A segment whose audio begins: listed now, highlighted when it sounds.
@@ -409,6 +472,11 @@ player.on(AudioMessage.POSITION, ({ rendered, time }) => {
   const now = performance.now();
   const later = (at, work) => setTimeout(work, Math.max(0, at - now));
   later(player.toPerformanceTime(time), () => state.run === run && waveform.position(rendered));
+  for (const word of run.words || []) {
+    if (word.heard_at !== null || rendered < word.start_sample) continue;
+    word.heard_at = player.heardAt(time - (rendered - word.start_sample) / run.sampleRate, word.start_sample);
+    later(word.heard_at, () => lightWord(run, word));
+  }
   if (!run.record) return;
   run.record.segments.forEach((segment, index) => {
     if (segment.heard_at !== null || rendered < segment.start_sample) return;
@@ -431,6 +499,10 @@ player.on(AudioMessage.FIRST_AUDIO, ({ time, sample }) => {
 
 player.on(AudioMessage.DRAINED, ({ rendered, audible, stalls, starved }) => {
   const run = state.run;
+  for (const word of (run && run.words) || []) {
+    word.item.classList.remove("sounding");
+    word.item.classList.add("said");
+  }
   if (run && run.record) {
     run.items.forEach((item) => {
       item.classList.remove("sounding");
@@ -439,6 +511,7 @@ player.on(AudioMessage.DRAINED, ({ rendered, audible, stalls, starved }) => {
     run.drained({ samples: rendered, audible, stalls, starved });
     return;
   }
+  if (run && run.entry) run.entry.words = wordRecords(run);
   window.pocketTTS.played.push({ samples: rendered, audible, stalls });
   if (stalls > 0) {
     status(`${$("status").textContent} Playback waited for audio ${stalls === 1 ? "once" : `${stalls} times`} ` +

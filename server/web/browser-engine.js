@@ -26,7 +26,7 @@ const IDLE_MS = 1000;
 let working = 0;
 let startDecoder = null;
 let idleTimer = null;
-const pending = new Map(); // id -> {onChunk, onSegment, resolve, reject}
+const pending = new Map(); // id -> {onChunk, onSegment, onWord, resolve, reject}
 
 // The site's description (site.json, written by scripts/build_site.py), or null when this page is
 // served without the in-browser engine.
@@ -183,6 +183,11 @@ function route(message) {
     if (request.onSegment) request.onSegment({ text, spoken, start_sample: startSample });
     return;
   }
+  if (message.type === EngineMessage.WORD) {
+    const { kind, word, index, start_sample: startSample, end_sample: endSample } = message;
+    if (request.onWord) request.onWord({ kind, word, index, start_sample: startSample, end_sample: endSample });
+    return;
+  }
   if (message.type === EngineMessage.PROGRESS) {
     if (request.onProgress) request.onProgress(message);
     return;
@@ -203,16 +208,19 @@ function stopEverywhere(id) {
   for (const worker of distinctWorkers()) worker.postMessage({ type: EngineMessage.STOP, id });
 }
 
-export function speak({ text, voice, signal, onChunk, options }) {
+// Says `text`: onChunk(Float32Array) for each piece of audio; with `words` (the model times them),
+// onWord({kind: "start" | "end", word, index, start_sample, end_sample}) for each word's start
+// (before the audio that starts it) and end, in samples of the run.
+export function speak({ text, voice, signal, onChunk, onWord, options, words }) {
   const id = nextId++;
   return work(new Promise((resolve, reject) => {
-    pending.set(id, { onChunk, resolve, reject });
+    pending.set(id, { onChunk, onWord, resolve, reject });
     signal.addEventListener("abort", () => {
       stopEverywhere(id);
       pending.delete(id);
       reject(new DOMException("stopped", "AbortError"));
     });
-    workers.flow.postMessage({ type: EngineMessage.SPEAK, id, text, voice, options: options || {} });
+    workers.flow.postMessage({ type: EngineMessage.SPEAK, id, text, voice, options: options || {}, words: Boolean(words) });
   }));
 }
 
@@ -224,14 +232,15 @@ export function speak({ text, voice, signal, onChunk, options }) {
 //   end()         no more text: say the rest; `done` resolves once all the audio has been sent
 //   cancel()      stop now (barge-in): nothing more comes; `done` rejects with an AbortError
 // onSegment({text, spoken, start_sample}) comes before each segment's first chunk: the segment as
-// given, as read (normalized), and the samples sent before it.
-export function textStream({ voice, options, onChunk, onSegment }) {
+// given, as read (normalized), and the samples sent before it; with `words`, onWord as for speak,
+// in samples of the stream.
+export function textStream({ voice, options, onChunk, onSegment, onWord, words }) {
   const id = nextId++;
-  const done = work(new Promise((resolve, reject) => pending.set(id, { onChunk, onSegment, resolve, reject })));
+  const done = work(new Promise((resolve, reject) => pending.set(id, { onChunk, onSegment, onWord, resolve, reject })));
   const send = (message) => {
     if (pending.has(id)) workers.flow.postMessage({ ...message, id });
   };
-  send({ type: EngineMessage.STREAM, voice, options: options || {} });
+  send({ type: EngineMessage.STREAM, voice, options: options || {}, words: Boolean(words) });
   return {
     append: (text) => send({ type: EngineMessage.TEXT, text }),
     flush: () => send({ type: EngineMessage.FLUSH }),

@@ -10,8 +10,9 @@
 //                                            the frames come through, transferred; kernels: "simd"
 //                                            forces the WebAssembly SIMD build (else relaxed SIMD
 //                                            where the browser validates it)
-//     SPEAK    {id, text, voice, options}    (flow, both) voice: "" for the default
-//     STREAM   {id, voice, options}          (flow, both) a text stream: its text comes in pieces
+//     SPEAK    {id, text, voice, options,    (flow, both) voice: "" for the default; words: time
+//               words}                       the words (WORD messages; models with timestamp heads)
+//     STREAM   {id, voice, options, words}   (flow, both) a text stream: its text comes in pieces
 //     TEXT     {id, text}                    (flow, both) a piece of stream `id` (any split)
 //     FLUSH    {id}                          (flow, both) say the text buffered now
 //     END      {id}                          (flow, both) no more text: say the rest, then DONE
@@ -36,6 +37,9 @@
 //                                            whole text), the text it is read as (normalized), and
 //                                            the samples of the request sent before it
 //     CHUNK    {id, chunk}                   (decoder, both) audio: Float32Array, transferred
+//     WORD     {id, kind, word, index,       (decoder, both) a word begins (kind "start", before
+//               start_sample, end_sample?}   the audio that starts it) or ends ("end"), in samples
+//                                            of the request
 //     DONE     {id}                          (decoder, both) the last chunk of `id` has been sent
 //     VOICE    {id, voice}                   (flow, both) the cloned voice's name, for SPEAK
 //     NORMALIZE {id, text}                   (flow, both) the normalized text
@@ -50,7 +54,9 @@
 // workers).
 //     SEGMENT  {id, text, spoken, speed}     a generation of request `id` begins: its frames
 //                                            follow (a new decoder at `speed`)
-//     FRAME    {id, frame}                   one latent frame of request `id` (a JSON string)
+//     FRAME    {id, frame}                   one latent frame of request `id` (a JSON string:
+//                                            with its words' scores and its chunk's units where
+//                                            its words are timed)
 //     END      {id}                          request `id` has no more frames
 //
 // audio: the page (server/web/player.js) and the AudioWorklet processor (server/web/worklet.js).
@@ -94,6 +100,7 @@ globalThis.PocketProtocol = Object.freeze({
     READY: "ready",
     SEGMENT: "segment",
     CHUNK: "chunk",
+    WORD: "word",
     DONE: "done",
     ERROR: "error",
   }),

@@ -1,12 +1,15 @@
 // Server mode: POST /stream and feed the raw 16-bit PCM to the player as it arrives (at the rate
-// /health reports); text streams over the WebSocket /v1/audio/speech/stream.
+// /health reports), or POST /stream/words (JSON lines: the audio and its words) where the model
+// times words; text streams over the WebSocket /v1/audio/speech/stream.
 
-// Calls onChunk(Float32Array) for every piece of audio received; resolves when the stream ends.
-// Rejects with the server's error message (a 4xx/5xx JSON body) or an AbortError on Stop.
-export async function speak({ text, voice, signal, onChunk, options }) {
+// Calls onChunk(Float32Array) for every piece of audio received, and with `words`, onWord({kind:
+// "start" | "end", word, index, start_sample, end_sample}) for each word (as browser-engine.js);
+// resolves when the stream ends. Rejects with the server's error message (a 4xx/5xx JSON body) or
+// an AbortError on Stop.
+export async function speak({ text, voice, signal, onChunk, onWord, options, words }) {
   const body = { ...(options || {}), text };
   if (voice) body.voice = voice;
-  const response = await fetch("/stream", {
+  const response = await fetch(words ? "/stream/words" : "/stream", {
     method: "POST",
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify(body),
@@ -14,6 +17,10 @@ export async function speak({ text, voice, signal, onChunk, options }) {
   });
   if (!response.ok) throw new Error(await errorMessage(response));
   const reader = response.body.getReader();
+  if (words) {
+    await readWordLines(reader, onChunk, onWord);
+    return;
+  }
   const samples = pcm16Reader();
   for (;;) {
     const { done, value } = await reader.read();
@@ -23,10 +30,36 @@ export async function speak({ text, voice, signal, onChunk, options }) {
   }
 }
 
+// POST /stream/words' JSON lines (started, audio, word, word_end, done), as they come.
+async function readWordLines(reader, onChunk, onWord) {
+  const decoder = new TextDecoder();
+  let buffered = "";
+  let rate = null;
+  const line = (text) => {
+    const message = JSON.parse(text);
+    if (message.type === "started") rate = message.sample_rate;
+    else if (message.type === "audio") onChunk(pcm16Samples(Uint8Array.from(atob(message.audio), (c) => c.charCodeAt(0))));
+    else if (message.type === "word" || message.type === "word_end") {
+      const start = Math.round(message.start * rate);
+      const end = message.type === "word_end" ? Math.round(message.end * rate) : undefined;
+      onWord({ kind: message.type === "word" ? "start" : "end", word: message.word, index: message.index, start_sample: start, end_sample: end });
+    }
+  };
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    buffered += decoder.decode(value, { stream: true });
+    const lines = buffered.split("\n");
+    buffered = lines.pop();
+    for (const text of lines) if (text) line(text);
+  }
+  if (buffered) line(buffered);
+}
+
 // A text stream (see browser-engine.js for the contract) over the server's WebSocket: JSON frames
 // out (start, text, flush, end, cancel), 16-bit PCM and JSON events (started, segment, done,
 // error) in. Frames sent before the connection is open wait for it.
-export function textStream({ voice, options, onChunk, onSegment }) {
+export function textStream({ voice, options, onChunk, onSegment, onWord, words }) {
   const url = new URL("/v1/audio/speech/stream", location.href);
   url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
   const socket = new WebSocket(url);
@@ -51,7 +84,7 @@ export function textStream({ voice, options, onChunk, onSegment }) {
     if (socket.readyState === WebSocket.OPEN) socket.send(data);
     else waiting.push(data);
   };
-  send({ ...(options || {}), ...(voice ? { voice } : {}), type: "start" });
+  send({ ...(options || {}), ...(voice ? { voice } : {}), ...(words ? { words: true } : {}), type: "start" });
   socket.onopen = () => waiting.splice(0).forEach((data) => socket.send(data));
   const samples = pcm16Reader();
   socket.onmessage = (event) => {
@@ -64,6 +97,9 @@ export function textStream({ voice, options, onChunk, onSegment }) {
     const message = JSON.parse(event.data);
     if (message.type === "segment") {
       onSegment({ text: message.text, spoken: message.spoken, start_sample: message.start_sample });
+    } else if (message.type === "word" || message.type === "word_end") {
+      const { word, index, start_sample: start, end_sample: end } = message;
+      if (onWord) onWord({ kind: message.type === "word" ? "start" : "end", word, index, start_sample: start, end_sample: end });
     }
     else if (message.type === "done") settle(null);
     else if (message.type === "error") settle(new Error(message.error.message));
@@ -101,11 +137,16 @@ function pcm16Reader() {
       bytes = bytes.subarray(0, bytes.length - 1);
     }
     if (bytes.length === 0) return null;
-    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
-    const chunk = new Float32Array(bytes.length / 2);
-    for (let i = 0; i < chunk.length; i++) chunk[i] = view.getInt16(2 * i, true) / 32768;
-    return chunk;
+    return pcm16Samples(bytes);
   };
+}
+
+// Whole 16-bit little-endian samples -> Float32Array.
+function pcm16Samples(bytes) {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+  const chunk = new Float32Array(bytes.length / 2);
+  for (let i = 0; i < chunk.length; i++) chunk[i] = view.getInt16(2 * i, true) / 32768;
+  return chunk;
 }
 
 export async function voices() {
