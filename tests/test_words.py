@@ -414,3 +414,29 @@ def test_a_batch_job_writes_each_lines_words_and_resumes(timed, tmp_path) -> Non
     stamp = (out / "a.words.json").stat().st_mtime_ns
     resumed = subprocess.run(command + ["--words"], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert resumed.returncode == 0 and (out / "a.words.json").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize("text", ["a" * 4999, "\ufb01" * 4999, "a\u2018b " * 1250, "e" + "\u0301" * 4998])
+def test_finding_the_words_costs_what_the_text_is_long(timed, monkeypatch, text) -> None:
+    """Hostile texts that take the slow way (a word the chunks cut, words the text preparation
+    rewrites, a cluster of thousands of marks): the characters NFKC reads stay in proportion to the
+    text (the fork's way read every prefix of a chunk: ~n²/2)."""
+    import unicodedata
+
+    from core.portable import words
+
+    class Counted:
+        """unicodedata, counting the characters `normalize` reads."""
+
+        read = 0
+
+        def normalize(self, form: str, value: str) -> str:
+            Counted.read += len(value)
+            return unicodedata.normalize(form, value)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(unicodedata, name)
+
+    monkeypatch.setattr(words, "unicodedata", Counted())
+    chunks = [c for c in planning.plan(timed, text, 50, True, 0) if isinstance(c, Chunk)]
+    assert chunks and Counted.read <= 40 * len(text), Counted.read

@@ -27,6 +27,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .tokenizer.graphemes import graphemes
+
 
 class Word(NamedTuple):
     """A word of the text: as written, its index among the text's words, its span in the text."""
@@ -65,6 +67,8 @@ class ChunkWords(NamedTuple):
 _FOLD = str.maketrans({"\u2019": "'", "\u2010": "-", "\u2011": "-"})
 _CANONICAL_EXTRA = frozenset("'-")
 _JOINERS = frozenset("-\u2010\u2011'\u2019")
+# A grapheme cluster NFKC rewrites is followed character by character up to this length.
+MAX_CLUSTER = 32
 
 
 def _fold(text: str) -> str:
@@ -223,25 +227,42 @@ def _mapped_where_unique(
 
 def _canonical_projection(text: str) -> Tuple[str, List[Tuple[int, int]]]:
     """The canonical characters of `text`, each with the span of `text` it comes from (a
-    character NFKC writes from several carries all of them)."""
+    character NFKC writes from several carries all of them). Cluster by cluster (NFKC composes
+    within a grapheme cluster), so that its cost follows the text's length."""
+    characters, spans = [], []
+    at = 0
+    for cluster in graphemes(text):
+        normalized, origins = _nfkc_origins(cluster, at)
+        for c, origin in zip(normalized, origins):
+            for folded in _fold(c):
+                if _is_canonical(folded):
+                    characters.append(folded)
+                    spans.append(origin)
+        at += len(cluster)
+    return "".join(characters), spans
+
+
+def _nfkc_origins(cluster: str, at: int) -> Tuple[str, List[Tuple[int, int]]]:
+    """NFKC of a grapheme cluster starting at `at`, and where each of its characters comes from:
+    as NFKC grows character by character, what it rewrote when a character came carries that
+    character and all it rewrote (a cluster past MAX_CLUSTER: every character the whole cluster)."""
+    normalized = unicodedata.normalize("NFKC", cluster)
+    if normalized == cluster:
+        return cluster, [(at + i, at + i + 1) for i in range(len(cluster))]
+    if len(cluster) > MAX_CLUSTER:
+        return normalized, [(at, at + len(cluster))] * len(normalized)
     normalized = ""
     origins: List[Tuple[int, int]] = []
-    for i in range(len(text)):
-        updated = unicodedata.normalize("NFKC", text[: i + 1])
+    for i in range(len(cluster)):
+        updated = unicodedata.normalize("NFKC", cluster[: i + 1])
         common = 0
         while common < min(len(normalized), len(updated)) and normalized[common] == updated[common]:
             common += 1
-        changed = origins[common:] + [(i, i + 1)]
+        changed = origins[common:] + [(at + i, at + i + 1)]
         span = (min(b for b, _ in changed), max(e for _, e in changed))
         origins = origins[:common] + [span] * (len(updated) - common)
         normalized = updated
-    characters, spans = [], []
-    for c, origin in zip(normalized, origins):
-        for folded in _fold(c):
-            if _is_canonical(folded):
-                characters.append(folded)
-                spans.append(origin)
-    return "".join(characters), spans
+    return normalized, origins
 
 
 def _capitalized(text: str) -> List[str]:
@@ -254,11 +275,12 @@ def _surface(text: str, chunk: str, span: Tuple[int, int], capitalize: bool) -> 
     matches = []
     for candidate in _capitalized(text) if capitalize else [text]:
         surface = unicodedata.normalize("NFKC", candidate)
-        at = chunk.find(surface)
-        while at >= 0:
-            if at <= span[0] and span[1] <= at + len(surface):
+        # Only where it can hold the span: starting from span[1] - len(surface) to span[0].
+        at = chunk.find(surface, max(0, span[1] - len(surface)), span[0] + len(surface))
+        while 0 <= at <= span[0]:
+            if span[1] <= at + len(surface):
                 matches.append((at, at + len(surface)))
-            at = chunk.find(surface, at + 1)
+            at = chunk.find(surface, at + 1, span[0] + len(surface))
     if matches:
         span = min(matches, key=lambda m: (span[0] - m[0] + m[1] - span[1], m[0]))
     end = span[1]
