@@ -13,7 +13,7 @@ import pytest
 
 from core.portable import normalize
 from core.portable.errors import TextError
-from core.portable.normalize import LANGUAGES, MAX_DIGITS, language_of, normalize_text
+from core.portable.normalize import LANGUAGES, MAX_DIGITS, language_of, normalize_aligned, normalize_text
 
 CASES_FILE = Path(__file__).parent / "fixtures" / "normalize_cases.tsv"
 
@@ -30,6 +30,24 @@ def cases() -> List[Tuple[str, str, str]]:
 @pytest.mark.parametrize("language, written, spoken", cases(), ids=lambda v: v if len(v) < 40 else v[:40])
 def test_the_table(language: str, written: str, spoken: str) -> None:
     assert normalize_text(written, language) == spoken
+    aligned, origins = normalize_aligned(written, language)
+    assert aligned == spoken and len(origins) == len(spoken)
+    assert all(0 <= b <= e <= len(written) for b, e in origins)
+    assert [b for b, _ in origins] == sorted(b for b, _ in origins)  # the text's order, kept
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_aligned_normalization_says_the_same(language: str) -> None:
+    """normalize_aligned writes what normalize_text writes, whatever the text; its origins follow
+    the text's order and lie in it."""
+    rng = random.Random(7)
+    alphabet = "0123456789.,:;$€£%/-+@ aAbBmMsSdDrR\u00a0"
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 50)))
+        spoken, origins = normalize_aligned(text, language)
+        assert spoken == normalize_text(text, language) and len(origins) == len(spoken), text
+        assert [b for b, _ in origins] == sorted(b for b, _ in origins)
+        assert all(0 <= b <= e <= len(text) for b, e in origins)
 
 
 def test_the_table_covers_every_language() -> None:

@@ -254,7 +254,7 @@ def test_the_users_words_of_a_normalized_text() -> None:
         ("“Call me at 10:30,” she said.", ["Call", "me", "at", "10:30", "she", "said"]),
         ("Hello world", ["Hello", "world"]),
     ]:
-        said = said_for(text, normalize.normalize_text(text, "english"))
+        said = said_for(text, *normalize.normalize_aligned(text, "english"))
         users = {}
         for word in said.values():
             users.setdefault(word.index, word.text)
@@ -416,7 +416,9 @@ def test_a_batch_job_writes_each_lines_words_and_resumes(timed, tmp_path) -> Non
     assert resumed.returncode == 0 and (out / "a.words.json").stat().st_mtime_ns == stamp
 
 
-@pytest.mark.parametrize("text", ["a" * 4999, "\ufb01" * 4999, "a\u2018b " * 1250, "e" + "\u0301" * 4998])
+@pytest.mark.parametrize(
+    "text", ["a" * 4999, "\ufb01" * 4999, "a\u2018b " * 1250, "e" + "\u0301" * 4998, "a 1 " * 1250]
+)
 def test_finding_the_words_costs_what_the_text_is_long(timed, monkeypatch, text) -> None:
     """Hostile texts that take the slow way (a word the chunks cut, words the text preparation
     rewrites, a cluster of thousands of marks): the characters NFKC reads stay in proportion to the

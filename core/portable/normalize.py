@@ -361,6 +361,37 @@ def normalize_text(text: str, language: str = "english") -> str:
     return text
 
 
+def normalize_aligned(text: str, language: str = "english") -> Tuple[str, List[Tuple[int, int]]]:
+    """`normalize_text`, and for each character of its result the span of `text` it comes from:
+    a character a rule did not touch, its own; what a rule wrote, the whole span it rewrote (word
+    timestamps tell the user's words from what they were read as)."""
+    origins = [(i, i + 1) for i in range(len(text))]
+    for pattern, speak in _rules(language):
+        replace = _guarded(speak, language)
+        out: List[str] = []
+        moved: List[Tuple[int, int]] = []
+        done = 0
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            written = replace(match)
+            out.append(text[done:start])
+            moved.extend(origins[done:start])
+            if written == match.group(0):
+                moved.extend(origins[start:end])
+            elif end > start:
+                covered = origins[start:end]
+                moved.extend([(min(b for b, _ in covered), max(e for _, e in covered))] * len(written))
+            else:  # written where nothing was: at the character before
+                at = origins[start - 1][1] if start else 0
+                moved.extend([(at, at)] * len(written))
+            out.append(written)
+            done = end
+        out.append(text[done:])
+        moved.extend(origins[done:])
+        text, origins = "".join(out), moved
+    return text, origins
+
+
 def _guarded(speak: Callable[[re.Match, str], str], language: str) -> Callable[[re.Match], str]:
     # A rule that meets a case it cannot read leaves the text as written rather than failing the
     # whole generation (num2words raises on some values and languages).

@@ -52,20 +52,21 @@ def plan(
         if isinstance(part, float):
             items.append(int(round(part * model.sample_rate)))
             continue
-        written = part
+        written, origins = part, [(i, i + 1) for i in range(len(part))]
         if normalize_words:
-            part = normalize.normalize_text(part, model.language)
+            if first_word is None:
+                part = normalize.normalize_text(part, model.language)
+            else:
+                part, origins = normalize.normalize_aligned(part, model.language)
             if not part.strip():
                 continue
         chunks = [
             prepare_text_prompt(c, model.text_options)
             for c in split_into_chunks(model.tokenizer, part, max_tokens, model.text_options)
         ]
-        units = (
-            _units(model, written, part, [prepared for prepared, _ in chunks], first_word)
-            if first_word is not None
-            else None
-        )
+        units = None
+        if first_word is not None:
+            units = _units(model, written, part, origins, [prepared for prepared, _ in chunks], first_word)
         for k, (prepared, guess) in enumerate(chunks):
             tokens = model.tokenizer.encode(prepared)
             items.append(
@@ -76,9 +77,11 @@ def plan(
     return items
 
 
-def _units(model: Any, written: str, spoken: str, chunks: List[str], first_word: int) -> List[words.ChunkWords]:
+def _units(
+    model: Any, written: str, spoken: str, origins: List[Tuple[int, int]], chunks: List[str], first_word: int
+) -> List[words.ChunkWords]:
     """The chunks' units, each word said for the user's word of `written` it stands for."""
-    said = words.said_for(written, spoken)
+    said = words.said_for(written, spoken, origins)
     units = words.chunk_words(spoken, chunks, model.tokenizer)
     out = []
     for chunk in units:

@@ -20,7 +20,6 @@ characters such as ligatures; the official tokens, which our audio is made from,
 
 from __future__ import annotations
 
-import difflib
 import unicodedata
 from collections import Counter
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -136,35 +135,31 @@ def chunk_words(source: str, chunks: Sequence[str], tokenizer: Any) -> List[Chun
     return out
 
 
-def said_for(source: str, spoken: str) -> Dict[int, Word]:
-    """For each word of `spoken` (the normalizer's `source`), by index, the word of `source` it is
-    said for: the same where the normalizer left it; where it rewrote a run of words ("$5.20" as
-    "five dollars and twenty cents", "Dr." as "Doctor"), one word for the run, written as the
-    user wrote it (without the punctuation around it, but a period the normalizer read: "Dr.");
-    words it added are said for the word before them (the first word, where none is)."""
-    theirs, ours = lexical_words(source), lexical_words(spoken)
-    a, b = [canonical(w.text) for w in theirs], [canonical(w.text) for w in ours]
-    if a == b:
-        return {w.index: theirs[w.index] for w in ours}
+def said_for(source: str, spoken: str, origins: List[Tuple[int, int]]) -> Dict[int, Word]:
+    """For each word of `spoken` (the normalizer's `source`; `origins`: the span of the source each
+    of its characters comes from: core.portable.normalize.normalize_aligned), by index, the word
+    of `source` it is said for: the same where the normalizer left it; where it rewrote a run of
+    words ("$5.20" as "five dollars and twenty cents", "Dr." as "Doctor"), one word for the run,
+    written as the user wrote it (without the punctuation around it, but a period the normalizer
+    read: "Dr."). The user's words are numbered in order."""
+    theirs = {(w.begin, w.end): w for w in lexical_words(source)}
+    groups: List[Tuple[int, int, List[Word]]] = []  # (source begin, end, the spoken words said for it)
+    for word in lexical_words(spoken):
+        chars = origins[word.begin : word.end]
+        begin, end = min(b for b, _ in chars), max(e for _, e in chars)
+        if groups and begin < groups[-1][1]:  # from the same rewrite as the word before
+            groups[-1] = (groups[-1][0], max(end, groups[-1][1]), groups[-1][2] + [word])
+        else:
+            groups.append((begin, end, [word]))
     said: Dict[int, Word] = {}
-    users: List[Word] = []
-    orphans: List[int] = []
-    for kind, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, False).get_opcodes():
-        if kind == "equal":
-            for i, j in zip(range(i1, i2), range(j1, j2)):
-                users.append(Word(theirs[i].text, len(users), theirs[i].begin, theirs[i].end))
-                said[j] = users[-1]
-            continue
-        if j1 == j2:
-            continue  # words of the text said as nothing
-        if i1 < i2:
-            users.append(_written(source, theirs[i1].begin, theirs[i2 - 1].end, spoken, ours[j2 - 1].end, len(users)))
-        elif not users:
-            orphans.extend(range(j1, j2))
-            continue
-        said.update({j: users[-1] for j in range(j1, j2)})
-    for j in orphans:
-        said[j] = users[0] if users else Word(source.strip() or ours[j].text, 0, 0, len(source))
+    for index, (begin, end, spoken_words) in enumerate(groups):
+        mine = theirs.get((begin, end))
+        if len(spoken_words) == 1 and mine is not None and canonical(mine.text) == canonical(spoken_words[0].text):
+            user = Word(mine.text, index, begin, end)
+        else:
+            user = _written(source, begin, end, spoken, spoken_words[-1].end, index)
+        for word in spoken_words:
+            said[word.index] = user
     return said
 
 
