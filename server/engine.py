@@ -139,6 +139,11 @@ class ServerEngine:
         return self.model.sample_rate
 
     @property
+    def word_timestamps(self) -> bool:
+        """Whether the model times words (its config names timestamp heads)."""
+        return self.model.config.timestamp_heads is not None
+
+    @property
     def frame_size(self) -> int:
         """Samples per generated frame."""
         return self.model.frame_size

@@ -60,7 +60,7 @@ async def health(request: Request) -> Health:
         max_concurrent=engine.max_concurrent,
         kernels=core.backend(),
         instance=INSTANCE,
-        word_timestamps=engine.model.config.timestamp_heads is not None,
+        word_timestamps=engine.word_timestamps,
     )
 
 
