@@ -96,7 +96,7 @@ import json, marshal, sys
 generated = marshal.loads(sys.stdin.buffer.read())
 alike = all(code == compile(source, "<string>", "exec") for source, code in generated.items())
 init = [s for s in generated if " def __init__(self,dim:_type_dim,depth:_type_depth,type:_type_type=_dflt_type)" in s]
-new = [s for s in generated if s.startswith("def __new__(_cls, latent, silence, first, end)")]
+new = [s for s in generated if s.startswith("def __new__(_cls, latent, silence, first, end, words, scores)")]
 print(json.dumps([len(generated), alike, init, new]))
 """
 
