@@ -21,6 +21,8 @@ site.
 
 from __future__ import annotations
 
+__version__ = "0.1.0"  # the package's (pyproject.toml reads it here)
+
 import os
 import sys
 

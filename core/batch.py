@@ -3,7 +3,8 @@
     python -m core.cli batch lines.jsonl --out audio/               # worker processes on this machine
     python -m core.cli batch lines.jsonl --out audio/ --ray auto    # Ray tasks on a cluster
 
-Each line of the input is a JSON object: "id" (letters, digits, ".", "_", "-"; the file's name),
+Each line of the input is a JSON object: "id" (letters, digits, ".", "_", "-"; the file's name;
+default: "line-N", N its line number),
 "text", optionally "voice" (a predefined voice, an audio file or a .safetensors voice state; a
 relative path is relative to the input file's folder; default: --voice, else the model's) and any
 generation option by name ("temperature": 0, "seed": 7, ...). Each line becomes OUT/ID.wav, and
@@ -14,11 +15,11 @@ duration_s, voice, options (the seed included), error (null when it worked) and 
   voice and options (the manifest keeps a fingerprint) is not made again. Files are written to a
   temporary name and renamed, and the manifest grows as lines finish, so an interrupted job leaves
   no partial file and loses only the lines in progress.
-- A bad line (not UTF-8, not JSON, no id or text, an id used twice, an unknown option or voice,
-  an option outside a request's ranges: core.portable.options.REQUEST_RANGES) is an error in the
-  manifest, not the end of the job; the command then exits 1. A line makes at most a request's
-  audio (REQUEST_SECONDS, counted after the speed change: core.portable.budget); a max_frames or
-  pauses asking for more are its error.
+- A bad line (not UTF-8, not JSON, no text, a bad id or one used twice, an unknown option or
+  voice, an option outside a request's ranges: core.portable.options.REQUEST_RANGES) is an error in
+  the manifest and on stderr (its line number and id), not the end of the job; the command then
+  exits 1. A line makes at most a request's audio (REQUEST_SECONDS, counted after the speed
+  change: core.portable.budget); a max_frames or pauses asking for more are its error.
 - One job per output folder: a second one on a folder in use stops at once with an error.
 - Reproducible: a line without a "seed" gets one from its id, so a rerun, a retried task or
   another machine makes the same audio.
@@ -134,7 +135,7 @@ def _parse(number: int, raw: str, folder: str, model: str, default_voice: Option
     if not isinstance(value, dict):
         raise PocketTTSError("not a JSON object")
     fields = dict(value)
-    line_id, text, voice = fields.pop("id", None), fields.pop("text", None), fields.pop("voice", None)
+    line_id, text, voice = fields.pop("id", f"line-{number}"), fields.pop("text", None), fields.pop("voice", None)
     if not isinstance(line_id, str) or not ID_PATTERN.match(line_id):
         raise PocketTTSError(
             f"id must be 1-200 letters, digits, '.', '_' or '-', starting with a letter or digit, got {line_id!r}"
@@ -369,6 +370,8 @@ def run(
             if line.id not in waiting:
                 entries[line.number] = dict(previous[line.id], line=line.number)
         summary = Summary(len(lines) + len(invalid), len(lines) - len(todo), 0, len(invalid), 0.0, 0.0)
+        for entry in invalid:
+            _tell(entry)
         if todo:
             if ray_address is not None:
                 outcomes = ray_outcomes(model, todo, ray_address, words)
@@ -376,7 +379,7 @@ def run(
                 outcomes = local_outcomes(model, todo, min(workers or os.cpu_count() or 1, len(todo)), words)
             by_id = {line.id: line for line in todo}
             with appending(os.path.join(out, MANIFEST)) as manifest:
-                for outcome in _progress(outcomes, len(todo), progress, summary):
+                for outcome in _progress(outcomes, summary, progress):
                     line = by_id[outcome.id]
                     if outcome.wav is not None:
                         write_atomically(os.path.join(out, f"{line.id}.wav"), outcome.wav)
@@ -396,6 +399,8 @@ def run(
                         line.fingerprint,
                     )
                     entries[line.number] = entry
+                    if outcome.error is not None:
+                        _tell(entry)
                     manifest.write((json.dumps(entry) + "\n").encode("utf-8"))
                     manifest.flush()
         text = "".join(json.dumps(entries[number]) + "\n" for number in sorted(entries))
@@ -404,11 +409,23 @@ def run(
         return summary
 
 
-def _progress(outcomes: Iterable[Outcome], total: int, show: bool, summary: Summary) -> Iterator[Outcome]:
-    """A progress bar with the rate, the time left and the audio made so far (on stderr)."""
+def _tell(entry: Dict[str, Any]) -> None:
+    """A failed line, on stderr (beside the progress bar): its number, id and error."""
     from tqdm import tqdm
 
-    with tqdm(total=total, unit="line", desc="synthesizing", disable=not show, file=sys.stderr) as bar:
+    which = f" ({entry['id']})" if entry.get("id") else ""
+    tqdm.write(f"line {entry['line']}{which}: {entry['error']}", file=sys.stderr)
+
+
+def _progress(outcomes: Iterable[Outcome], summary: Summary, show: bool) -> Iterator[Outcome]:
+    """A progress bar over every line of the input (those already made and those that are invalid
+    count from the start), with the rate, the time left and the audio made so far, on stderr."""
+    from tqdm import tqdm
+
+    done = summary.skipped + summary.failed
+    with tqdm(
+        total=summary.lines, initial=done, unit="line", desc="synthesizing", disable=not show, file=sys.stderr
+    ) as bar:
         for outcome in outcomes:
             yield outcome  # the caller writes it and counts it in `summary`
             bar.set_postfix_str(f"{summary.audio_s:.0f} s of audio, {summary.failed} failed", refresh=False)

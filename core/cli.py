@@ -5,8 +5,8 @@
     export        write a model bundle (int8 weights, config, tokenizer, voices) for offline/browser use
     normalize     print a text as it will be spoken (numbers, dates, currency, ... read as words)
     batch         speak every line of a JSONL file (worker processes, or a Ray cluster), resumable
-    models        list the catalog models (* = in the local cache)
-    voices        list a model's predefined voices (* = in the local cache)
+    models        list the catalog models: language, parameters, word times, what is cached (*)
+    voices        list a model's predefined voices: the language each was recorded in, cached (*)
 
 Every user error (missing file, empty text, unknown voice or model, unreadable audio, no network) is
 one line on stderr and exit status 1; files are written atomically, so an error or Ctrl-C never
@@ -24,10 +24,10 @@ from typing import Callable, Iterable, Iterator, List, Optional
 
 import numpy as np
 
-from . import hub
-from .files import write_atomically, writes_through
-from .portable import catalog, normalize, ops, sources
-from .portable.audio import pcm16, wav_bytes, wav_header
+from . import __version__, audio_formats, hub
+from .files import check_writable, write_atomically
+from .portable import catalog, normalize, ops, sources, voices
+from .portable.audio import pcm16, wav_header
 from .portable.errors import PocketTTSError
 from .portable.model import TTSModel
 from .portable.options import GenerationOptions
@@ -35,11 +35,6 @@ from .portable.options import names as option_names
 from .portable.text import check_text, normalized
 from .portable.timestamps import TimedWord, timed_words
 from .subtitles import cues, subtitle_format, subtitles, words_json
-
-
-def write_wav(path: str, pcm: np.ndarray, sample_rate: int) -> None:
-    """16-bit mono WAV, written atomically: no half-written output."""
-    write_atomically(path, wav_bytes(pcm, sample_rate))
 
 
 class _Timed:
@@ -102,23 +97,38 @@ def _generate(args: argparse.Namespace) -> None:
         text = _text(args.text)
     check_text(text)
     output = args.output or ("tts_output.wav" if not args.stream else None)
+    fmt = audio_formats.format_of(output, args.format)
     timed = [path for path in (args.words, args.subtitles) if path is not None]
     for path in [output] + timed:
         if path not in (None, "-"):
-            writes_through(path)  # a folder or a socket is refused before any work
+            check_writable(path)  # a missing folder, a folder named as the file: refused before any work
     if args.subtitles is not None:
         subtitle_format(args.subtitles)
+    if args.voice is not None:
+        voices.check(args.voice, sources.voice_names(args.model), args.model)
     model = _load(args)
     voice = model.voice_state(args.voice)
     options = {name: getattr(args, name) for name in option_names() if getattr(args, name) is not None}
     said = model.stream(text, voice, GenerationOptions.of(options), words=bool(timed))
     events: List[object] = []
-    chunks = _Timed(_audio_of(said, events))
+    chunks = _Timed(_progress(args, _audio_of(said, events), model.sample_rate))
     try:
-        _write_audio(args, output, chunks, model.sample_rate)
+        _write_audio(args, output, fmt, chunks, model.sample_rate)
     finally:
         if timed and chunks.done:
             _write_words(args, timed_words(events, model.sample_rate))
+
+
+def _progress(args: argparse.Namespace, chunks: Iterator[np.ndarray], sample_rate: int) -> Iterator[np.ndarray]:
+    """The chunks, counted in seconds of audio on a progress bar on stderr where it is a terminal
+    (and neither --quiet nor a pipe)."""
+    from tqdm import tqdm
+
+    show = not args.quiet and sys.stderr.isatty()
+    with tqdm(unit="s", desc="speaking", disable=not show, file=sys.stderr, leave=False) as bar:
+        for chunk in chunks:
+            bar.update(round(chunk.shape[0] / sample_rate, 2))
+            yield chunk
 
 
 def _audio_of(items: Iterable[object], events: List[object]) -> Iterator[np.ndarray]:
@@ -139,29 +149,36 @@ def _write_words(args: argparse.Namespace, words: List[TimedWord]) -> None:
         _say(args, f"wrote {args.subtitles}: {len(cues(words))} cues")
 
 
-def _write_audio(args: argparse.Namespace, output: Optional[str], chunks: _Timed, sample_rate: int) -> None:
+def _write_audio(args: argparse.Namespace, output: Optional[str], fmt: str, chunks: _Timed, sample_rate: int) -> None:
+    """The audio to `output` in `fmt`; to stdout as it is made where that is asked for (--stream,
+    or -o - in a format that streams)."""
     stdout = sys.stdout.buffer
-    if args.stream or args.output == "-":
-        kept: List[np.ndarray] = []
-        if args.output == "-":
-            stdout.write(wav_header(sample_rate))
+    streamed = args.stream or (args.output == "-" and fmt in ("wav", "pcm"))
+    kept: List[np.ndarray] = []
+    if streamed:
+        if args.output == "-" and fmt == "wav":
+            stdout.write(wav_header(sample_rate))  # the header of a stream: its length is not known yet
         for chunk in chunks:
             stdout.write(pcm16(chunk))
             stdout.flush()
-            if args.stream and args.output not in (None, "-"):
+            if output not in (None, "-"):
                 kept.append(chunk)
-        if kept:
-            write_wav(args.output, np.concatenate(kept), sample_rate)
-        _say(args, chunks.report(sample_rate, "stdout" if args.output in (None, "-") else args.output))
-        return
-    pcm = list(chunks)
-    assert output is not None
-    write_wav(output, np.concatenate(pcm) if pcm else np.zeros(0, np.float32), sample_rate)
-    _say(args, chunks.report(sample_rate, f"wrote {output}"))
+    else:
+        kept = list(chunks)
+    if output is not None and not (streamed and output == "-"):
+        data = audio_formats.encode_chunks(kept, sample_rate, fmt)
+        if output == "-":
+            stdout.write(data)
+        else:
+            write_atomically(output, data)
+    where = "stdout" if output in (None, "-") else output
+    _say(args, chunks.report(sample_rate, where if streamed else f"wrote {where}"))
 
 
 def _normalize(args: argparse.Namespace) -> None:
-    text = check_text(_text(args.text))
+    if (args.text is None) == (args.text_option is None):
+        raise PocketTTSError("normalize takes one text: as its argument, or as --text (- reads stdin)")
+    text = check_text(_text(args.text if args.text is not None else args.text_option))
     print(normalized(text, args.language or normalize.language_of(args.model)))
 
 
@@ -198,7 +215,8 @@ def _export(args: argparse.Namespace) -> None:
 def _batch(args: argparse.Namespace) -> None:
     from .batch import MANIFEST, run
 
-    where = f"the Ray cluster at {args.ray}" if args.ray else f"{args.workers or os.cpu_count()} worker processes"
+    workers = args.workers or os.cpu_count() or 1
+    where = f"the Ray cluster at {args.ray}" if args.ray else f"{workers} worker process{'es' if workers > 1 else ''}"
     _say(args, f"synthesizing {args.input} with {args.model} on {where}")
     done = run(args.input, args.out, args.model, args.voice, args.workers, args.ray, not args.quiet, args.words)
     _say(
@@ -208,30 +226,59 @@ def _batch(args: argparse.Namespace) -> None:
         f"audio per second); manifest: {os.path.join(args.out, MANIFEST)}",
     )
     if done.failed:
-        raise PocketTTSError(f"{done.failed} of {done.lines} lines failed: their errors are in the manifest")
+        raise PocketTTSError(f"{done.failed} of {done.lines} lines failed: their errors are above and in the manifest")
 
 
 def _models(args: argparse.Namespace) -> None:
+    """The catalog as a table: language, parameters, word times, and what of it is cached here."""
+    from .portable import params
+
     default = catalog.default_model()
+    timed = set(catalog.timed_models())
+    rows = [("", "model", "language", "parameters", "word times", "on disk")]
     for name in catalog.model_names():
         cfg = catalog.config(name)
-        paths = [p for p in (cfg.weights_path, cfg.weights_path_without_voice_cloning) if p]
-        mark = "*" if any(hub.cached(p) for p in paths) else " "
-        print(f"{mark} {name}{' (default)' if name == default else ''}")
+        count = sum(int(np.prod(shape)) for shape in params.expected_shapes(cfg).values())
+        paths = [hub.cached(p) for p in (cfg.weights_path, cfg.weights_path_without_voice_cloning) if p]
+        size = sum(os.path.getsize(path) for path in paths if path)
+        rows.append(
+            (
+                "*" if size else " ",
+                name + (" (default)" if name == default else ""),
+                normalize.language_of(name),
+                f"{count / 1e6:.1f}M",
+                "yes" if name in timed else "no",
+                f"{size / 1e6:.0f} MB" if size else "not cached",
+            )
+        )
+    _table(rows)
 
 
 def _voices(args: argparse.Namespace) -> None:
+    """A model's predefined voices: the language each was recorded in, and whether it is cached."""
+    rows = [("", "voice", "recorded in")]
     if catalog.is_model(args.model):
         default = catalog.default_voice(args.model)
         for name in catalog.voice_names():
             mark = "*" if hub.cached(catalog.voice_url(args.model, name)) else " "
-            print(f"{mark} {name}{' (default)' if name == default else ''}")
+            rows.append((mark, name + (" (default)" if name == default else ""), catalog.voice_language(name)))
+        _table(rows)
         return
     files = sources.resolve(args.model)
+    rows = [("", "voice")]  # a bundle's or a config's voices: recordings of any language
     for name in files.voices:
-        print(f"* {name}{' (default)' if name == files.default_voice else ''}")
+        rows.append(("*", name + (" (default)" if name == files.default_voice else "")))
     if not files.voices:
         print(f"{args.model} has no predefined voices: use an audio file or a .safetensors voice state")
+        return
+    _table(rows)
+
+
+def _table(rows: List[tuple]) -> None:
+    """Rows printed as columns, the first row their heading."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
 def parser(
@@ -241,10 +288,12 @@ def parser(
     which sits above both), a `serve` command too, listed in the help (the installed command hands
     `serve ...` to it before parsing)."""
     top = argparse.ArgumentParser(prog=prog, description="Pocket TTS in NumPy")
+    top.add_argument("--version", action="version", version=f"pocket-tts-numpy {__version__}")
     commands = top.add_subparsers(dest="command", required=True)
 
     def command(name: str, run, help: str) -> argparse.ArgumentParser:  # noqa: A002, ANN001
         sub = commands.add_parser(name, help=help, description=help)
+        sub.set_defaults(usage=sub)
         sub.set_defaults(run=run)
         sub.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
         return sub
@@ -260,7 +309,15 @@ def parser(
     gen.add_argument("--text", help="text to speak, or - to read stdin (default: the model's sample text)")
     gen.add_argument("--voice", help="predefined voice, audio file, or .safetensors voice state (default: the model's)")
     model_option(gen)
-    gen.add_argument("-o", "--output", help="WAV file, or - for a WAV on stdout (default: tts_output.wav)")
+    gen.add_argument(
+        "-o",
+        "--output",
+        help="audio file (its extension says the format: .wav, .flac, .mp3, .ogg/.opus, .pcm), or - for a WAV on "
+        "stdout (default: tts_output.wav)",
+    )
+    gen.add_argument(
+        "--format", choices=audio_formats.FILE_FORMATS, help="the output's format, whatever its name (default: from -o)"
+    )
     gen.add_argument(
         "--stream", action="store_true", help="write raw 16-bit little-endian mono PCM to stdout as it is generated"
     )
@@ -289,7 +346,8 @@ def parser(
         gen.add_argument(flag, type=kind, help=field.metadata["doc"])
 
     no = command("normalize", _normalize, "print a text as it will be spoken (numbers, dates, ... as words)")
-    no.add_argument("--text", required=True, help="text to normalize, or - to read stdin")
+    no.add_argument("text", nargs="?", help="text to normalize, or - to read stdin")
+    no.add_argument("--text", dest="text_option", metavar="TEXT", help="the same, as an option")
     no.add_argument(
         "--language",
         choices=normalize.LANGUAGES,
@@ -334,8 +392,8 @@ def parser(
         run_server = commands.add_parser("serve", help="run the HTTP server (python -m server)", add_help=False)
         run_server.add_argument("arguments", nargs=argparse.REMAINDER, help="python -m server's options")
         run_server.set_defaults(run=lambda args: serve(args.arguments), quiet=False)
-    command("models", _models, "list the catalog models (* = cached locally)")
-    vo = command("voices", _voices, "list a model's predefined voices (* = cached locally)")
+    command("models", _models, "list the catalog models: language, size, word times, cached (*)")
+    vo = command("voices", _voices, "list a model's predefined voices: the language of each, cached (*)")
     model_option(vo)
     return top
 
@@ -345,7 +403,10 @@ def main(
     prog: str = "python -m core.cli",
     serve: Optional[Callable[[List[str]], int]] = None,
 ) -> int:
-    args = parser(prog, serve).parse_args(argv)
+    top = parser(prog, serve)
+    args, unknown = top.parse_known_args(argv)
+    if unknown:  # the command's own usage, not the list of every command
+        getattr(args, "usage", top).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.quiet:
         os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     try:

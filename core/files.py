@@ -37,7 +37,10 @@ def write_atomically(path: str, data: bytes) -> None:
     if _write_through(path, data):
         return
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as e:  # the temporary file's name would mean nothing to the user
+        raise PocketTTSError(f"cannot write {path}: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -62,6 +65,20 @@ def writes_through(path: str) -> bool:
         return True
     kind = "a folder" if stat.S_ISDIR(mode) else "a block device" if stat.S_ISBLK(mode) else "not a regular file"
     raise PocketTTSError(f"{path} is {kind}: not written (name a file, a FIFO or a character device)")
+
+
+def check_writable(path: str) -> None:
+    """A PocketTTSError now, before any work, where `path` could not be written: it is a folder
+    (or another thing `writes_through` refuses), or its folder is not there or not writable."""
+    if writes_through(path):
+        if not os.access(path, os.W_OK):
+            raise PocketTTSError(f"cannot write {path}: permission denied")
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise PocketTTSError(f"cannot write {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PocketTTSError(f"cannot write {path}: no permission to write in the folder {folder}")
 
 
 def _write_through(path: str, data: bytes) -> bool:

@@ -16,8 +16,8 @@ import numpy as np
 from litestar import Request, Response
 from litestar.response import Stream
 
+from core import audio_formats
 from core.portable.audio import pcm16, wav_header
-from server import audio_out
 from server.schemas import TimedWordEntry, WordsResponse
 from server.session import Audio, Done, Session, WordEnd, WordStart
 
@@ -108,7 +108,7 @@ async def sse(chunks: AsyncIterator[np.ndarray], sample_rate: int, frame_size: i
         else:
             kept.append(chunk)
     if kept:
-        data = await anyio.to_thread.run_sync(audio_out.encode_chunks, kept, sample_rate, fmt)
+        data = await anyio.to_thread.run_sync(audio_formats.encode_chunks, kept, sample_rate, fmt)
         yield event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
     frames = -(-samples // frame_size)  # audio of 80 ms frames (at a speed other than 1, not those generated)
     usage = {"input_tokens": 0, "output_tokens": frames, "total_tokens": frames}
@@ -147,7 +147,7 @@ async def words_file(request: Request, answer: Answer) -> Response:
     rate = session.sample_rate
     chunks = [event.pcm for event in events if isinstance(event, Audio)]
     words = [TimedWordEntry(e.word, e.index, e.start / rate, e.end / rate) for e in events if isinstance(e, WordEnd)]
-    wav = await anyio.to_thread.run_sync(audio_out.encode_chunks, chunks, rate, "wav")
+    wav = await anyio.to_thread.run_sync(audio_formats.encode_chunks, chunks, rate, "wav")
     data = msgspec.json.encode(WordsResponse(base64.b64encode(wav).decode(), rate, words))
     return _sent(answer, data, "application/json")
 
@@ -160,8 +160,8 @@ async def whole_file(request: Request, answer: Answer, fmt: str) -> Response:
     chunks = await _collect(request, session.audio())
     if chunks is None:
         return Response(b"", status_code=499)
-    data = await anyio.to_thread.run_sync(audio_out.encode_chunks, chunks, session.sample_rate, fmt)
-    return _sent(answer, data, audio_out.MEDIA_TYPES[fmt])
+    data = await anyio.to_thread.run_sync(audio_formats.encode_chunks, chunks, session.sample_rate, fmt)
+    return _sent(answer, data, audio_formats.MEDIA_TYPES[fmt])
 
 
 def _sent(answer: Answer, data: bytes, media_type: str) -> Stream:

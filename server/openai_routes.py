@@ -10,7 +10,8 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, JSONBody
 from litestar.response import Stream
 
-from server import audio_out, bodies, errors, reading
+from core import audio_formats
+from server import bodies, errors, reading
 from server.engine import ServerEngine
 from server.errors import ServiceError
 from server.guard import caller_of
@@ -63,12 +64,13 @@ async def model(request: Request, model_id: FromPath[str]) -> ModelCard:
 )
 async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Response:
     fmt = data.response_format
-    if fmt == "aac" or not audio_out.available(fmt):
+    if fmt == "aac" or not audio_formats.available(fmt):
+        why = (
+            "no AAC encoder here (libsndfile has none)" if fmt == "aac" else "this machine's libsndfile cannot write it"
+        )
         raise ServiceError(
             errors.UNSUPPORTED_VALUE,
-            f"response_format {fmt!r} is not supported here: use wav, pcm, flac"
-            + (", mp3" if audio_out.available("mp3") else "")
-            + (", opus" if audio_out.available("opus") else ""),
+            f"response_format {fmt!r} is not supported: {why}; use {', '.join(audio_formats.writable())}",
             "response_format",
         )
     text = text_to_say(data.input, "input")
@@ -79,11 +81,10 @@ async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Resp
         if data.stream_format == "sse":
             events = bodies.sse(session.audio(), rate, engine_of(request).frame_size, fmt)
             return Stream(answer.body(events), media_type="text/event-stream")
-        if fmt in ("pcm", "wav"):
-            audio = session.audio()
+        if fmt == "pcm":  # raw PCM streams as it is made; a WAV is a whole file, its header true to its length
             return Stream(
-                answer.body(bodies.wav_stream(audio, rate) if fmt == "wav" else bodies.pcm_bytes(audio)),
-                media_type=audio_out.MEDIA_TYPES[fmt],
+                answer.body(bodies.pcm_bytes(session.audio())),
+                media_type=audio_formats.MEDIA_TYPES[fmt],
                 headers={"X-Sample-Rate": str(rate)},
             )
         return await bodies.whole_file(request, answer, fmt)

@@ -77,8 +77,10 @@ def test_each_line_is_the_models_audio_and_bad_lines_are_errors_in_the_manifest(
     assert done.returncode == 1
     assert (
         done.stderr.strip().splitlines()[-1]
-        == f"error: {len(BAD)} of {len(LINES) + len(BAD)} lines failed: their errors are in the manifest"
+        == f"error: {len(BAD)} of {len(LINES) + len(BAD)} lines failed: their errors are above and in the manifest"
     )
+    told = [line for line in done.stderr.splitlines() if line.startswith("line ")]
+    assert [int(line.split()[1].rstrip(":")) for line in told] == list(range(len(LINES) + 1, len(LINES) + len(BAD) + 1))
     entries = manifest(tmp_path / "out")
     assert [e["line"] for e in entries] == list(range(1, len(LINES) + len(BAD) + 1))
     with threadpool_limits(1):
@@ -103,12 +105,27 @@ def test_each_line_is_the_models_audio_and_bad_lines_are_errors_in_the_manifest(
         "unknown option 'sped'",
         "speed must be from 0.25 to 4.0",
         "temperature",
-        "voice not found: 'nobody'",
+        "'nobody' is no file",
     ]
     assert len(errors) == len(expected) and all(e in error for e, error in zip(expected, errors)), errors
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
         ["manifest.jsonl"] + [f"{line['id']}.wav" for line in LINES]
     )
+    for error, line in zip(errors, told):
+        assert line.endswith(error)
+
+
+def test_a_line_without_an_id_is_named_by_its_number_and_the_bar_counts_every_line(tmp_path) -> None:
+    """The bar's total is every line of the input, the invalid ones and those made before included."""
+    import re
+
+    lines = [json.dumps({"text": "No id here.", "max_frames": 2}), "not json", json.dumps({"id": "x", "text": ""})]
+    done = batch(write_input(tmp_path / "in", lines), tmp_path / "out", "--workers", "1")
+    assert done.returncode == 1 and (tmp_path / "out" / "line-1.wav").is_file()
+    assert [e["id"] for e in manifest(tmp_path / "out")] == ["line-1", None, "x"]
+    counts = re.findall(r"(\d+)/(\d+) \[", done.stderr)
+    assert counts and counts[-1] == ("3", "3") and all(total == "3" for _, total in counts), done.stderr
+    assert "line 2: not JSON" in done.stderr and "line 3 (x): the text to speak is empty" in done.stderr
 
 
 def test_a_rerun_makes_only_what_is_missing_changed_or_incomplete(tmp_path) -> None:

@@ -116,16 +116,29 @@ def test_export_bundle_and_generate_from_it_with_its_default_voice(tmp_path) -> 
     done = cli("generate", "--model", str(bundle), "--text", "Hi.", "-o", str(out), "-q", "--max-frames", "3")
     assert done.returncode == 0, done.stderr
     listing = cli("voices", "--model", str(bundle))
-    assert listing.stdout.splitlines() == ["* voice_24000 (default)"]
+    assert listing.stdout.splitlines() == ["   voice", "*  voice_24000 (default)"]
     bad = cli("export", "--model", CONFIG, "--out", str(tmp_path / "other"), "--int8-group", "0")
     assert bad.returncode == 1 and "int8 group must be a positive number" in bad.stderr
     assert not (tmp_path / "other").exists()
 
 
-def test_models_lists_the_catalog() -> None:
+def test_models_and_voices_are_described() -> None:
+    """A heading, then a row per model: its language, parameters (counted from its config's
+    tensors), word times; voices with the language they were recorded in."""
+    from core.portable import catalog
+
     done = cli("models")
-    names = [line[2:].split(" ")[0] for line in done.stdout.splitlines()]
-    assert done.returncode == 0 and "english" in names and "english_2m_2026-10" in names and len(names) == 27
+    heading, *rows = [line[2:].split() for line in done.stdout.splitlines()]
+    assert done.returncode == 0 and heading[:3] == ["model", "language", "parameters"] and len(rows) == 27
+    table = {row[0]: row for row in rows}
+    assert table["english"][1:4] == ["(default)", "english", "109.5M"] and table["french_24l"][1:3] == [
+        "french",
+        "336.1M",
+    ]
+    assert table["english_2m_2026-10"][1:4] == ["english", "11.7M", "no"] and table["french"][3] == "yes"
+    assert sorted(table) == catalog.model_names()
+    voices = [line[2:].split() for line in cli("voices", "--model", "french").stdout.splitlines()]
+    assert ["estelle", "(default)", "french"] in voices and ["alba", "english"] in voices
 
 
 def test_pause_markup_errors_on_the_command_line(tmp_path) -> None:
@@ -211,3 +224,120 @@ def test_output_to_a_fifo_or_a_device_is_written_through_and_a_folder_is_refused
         f"error: {folder} is a folder: not written (name a file, a FIFO or a character device)"
     ]
     assert folder.is_dir() and list(folder.iterdir()) == []
+
+
+def test_the_output_and_the_voice_are_checked_before_the_model_loads(tmp_path) -> None:
+    """Each mistake is one line, before the `loading ...` line (no model was read), and writes nothing."""
+    hi = ("--text", "Hi.")
+    cases = [
+        (("--model", CONFIG, "--voice", str(VOICE_24K), "-o", str(tmp_path / "no" / "a.wav")), "the folder"),
+        (("--model", CONFIG, "--voice", str(VOICE_24K), "-o", str(tmp_path / "a.aac")), "cannot write .aac files"),
+        (("--model", CONFIG, "--voice", "nope.wav", "-o", str(tmp_path / "a.wav")), "voice file not found: nope.wav"),
+        (("--voice", "albaa", "-o", str(tmp_path / "a.wav")), "did you mean 'alba'?"),
+        (("--voice", "nobody", "-o", str(tmp_path / "a.wav")), "the voices of english are alba, anna"),
+        (("--model", CONFIG, "--voice", "marius", "-o", str(tmp_path / "a.wav")), "has no predefined voices"),
+        (("--model", str(tmp_path / "none.yaml"), "--voice", "x.wav", "-o", str(tmp_path / "a.wav")), "not found"),
+    ]
+    for args, said in cases:
+        done = cli("generate", *args, *hi)
+        assert done.returncode == 1 and done.stderr.count("\n") == 1, (args, done.stderr)
+        assert done.stderr.startswith("error: ") and said in done.stderr, (args, done.stderr)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_wrong_flag_prints_its_commands_usage_and_normalize_takes_its_text_as_an_argument() -> None:
+    done = cli("generate", "--bogus", "1")
+    assert done.returncode == 2 and "usage: python -m core.cli generate" in done.stderr
+    assert "unrecognized arguments: --bogus 1" in done.stderr and "{generate," not in done.stderr
+    assert cli("normalize", "I have 3 cats.").stdout == cli("normalize", "--text", "I have 3 cats.").stdout
+    assert cli("normalize", "I have 3 cats.").stdout == "I have three cats.\n"
+    for args in ((), ("one", "--text", "two")):
+        done = cli("normalize", *args)
+        assert done.returncode == 1 and done.stderr.startswith("error: normalize takes one text"), done.stderr
+
+
+def test_the_format_comes_from_the_name_or_from_format(tmp_path) -> None:
+    """FLAC is lossless: its samples are the WAV's; the lossy ones decode to the same length; a name
+    without an extension is a WAV, and --format overrides any name."""
+    from core import audio_formats
+
+    common = ("generate", *TINY, "--text", "Same samples.", "--temperature", "0", "--max-frames", "4", "-q")
+    assert cli(*common, "-o", str(tmp_path / "a.wav")).returncode == 0
+    reference, _ = soundfile.read(str(tmp_path / "a.wav"), dtype="int16")
+    assert cli(*common, "-o", str(tmp_path / "a.flac")).returncode == 0
+    assert soundfile.info(str(tmp_path / "a.flac")).format == "FLAC"
+    assert np.array_equal(soundfile.read(str(tmp_path / "a.flac"), dtype="int16")[0], reference)
+    assert cli(*common, "-o", str(tmp_path / "noext")).returncode == 0
+    assert (tmp_path / "noext").read_bytes() == (tmp_path / "a.wav").read_bytes()
+    assert cli(*common, "--format", "flac", "-o", str(tmp_path / "b.wav")).returncode == 0
+    assert soundfile.info(str(tmp_path / "b.wav")).format == "FLAC"
+    assert cli(*common, "-o", str(tmp_path / "a.pcm")).returncode == 0
+    assert (tmp_path / "a.pcm").read_bytes() == (tmp_path / "a.wav").read_bytes()[44:]
+    for name, container in (("a.ogg", "OGG"), ("a.opus", "OGG"), ("a.mp3", "MP3")):
+        if not audio_formats.available(audio_formats.EXTENSIONS["." + name.split(".")[1]]):
+            continue
+        assert cli(*common, "-o", str(tmp_path / name)).returncode == 0
+        info = soundfile.info(str(tmp_path / name))
+        assert info.format == container and abs(info.frames - reference.size) <= 2 * 1152, (name, info.frames)
+    to_stdout = subprocess.run(
+        [sys.executable, "-m", "core.cli", *common, "--format", "flac", "-o", "-"], capture_output=True, cwd=ROOT
+    )
+    assert np.array_equal(soundfile.read(io.BytesIO(to_stdout.stdout), dtype="int16")[0], reference)
+
+
+def test_a_model_without_voices_asks_for_one_and_version_is_the_packages(tmp_path) -> None:
+    import importlib.metadata
+    import os
+
+    offline = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "core.cli",
+            "generate",
+            "--model",
+            CONFIG,
+            "--text",
+            "Hi.",
+            "-o",
+            str(tmp_path / "a.wav"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=offline,
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith("error: ") and "pass a voice" in done.stderr
+    version = cli("--version")
+    assert version.stdout.strip() == f"pocket-tts-numpy {importlib.metadata.version('pocket-tts-numpy')}"
+
+
+def test_generate_shows_progress_on_a_terminal_only(tmp_path) -> None:
+    """On a terminal (a pseudo-terminal here) stderr gets a bar counting seconds of audio; piped, or
+    with -q, none."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    args = [sys.executable, "-m", "core.cli", "generate", *TINY, "--text", "Hi.", "--max-frames", "30"]
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a new one is 0 columns wide
+    shown = subprocess.run([*args, "-o", str(tmp_path / "a.wav")], stderr=follower, cwd=ROOT, timeout=120)
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            piece = os.read(leader, 65536)
+        except OSError:
+            break
+        if not piece:
+            break
+        seen += piece
+    os.close(leader)
+    assert shown.returncode == 0 and b"speaking" in seen and b"s/s]" in seen, seen
+    piped = cli("generate", *TINY, "--text", "Hi.", "--max-frames", "30", "-o", str(tmp_path / "b.wav"))
+    assert piped.returncode == 0 and "speaking" not in piped.stderr

@@ -196,10 +196,10 @@ def test_text_preparation_runs_off_the_event_loop(engine, monkeypatch) -> None:
 
 
 def test_compressed_encoding_runs_off_the_event_loop(engine, monkeypatch) -> None:
-    from server import audio_out
+    from core import audio_formats
 
-    held = Held(audio_out.encode)
-    monkeypatch.setattr(audio_out, "encode", held)
+    held = Held(audio_formats.encode)
+    monkeypatch.setattr(audio_formats, "encode", held)
     body = {"model": "x", "input": "Held.", "voice": "alloy", "response_format": "flac"}
     with serving(engine) as url:
         response = while_held(held, url, lambda: httpx.post(url + "/v1/audio/speech", json=body, timeout=GUARD))

@@ -303,7 +303,11 @@ def test_the_server_says_what_runs_its_products(live) -> None:
     assert httpx.get(live + "/health").json()["kernels"] == core.backend()
 
 
-def test_openai_sdk_against_the_server(live) -> None:
+def test_openai_sdk_against_the_server(live, tmp_path) -> None:
+    """The SDK's calls as users make them; a WAV it saves says its own length (Python's `wave` and
+    the Content-Length agree with the samples), and a non-WAV answer is whole too."""
+    import wave
+
     from openai import OpenAI
 
     client = OpenAI(base_url=live + "/v1", api_key="not-needed")
@@ -312,6 +316,10 @@ def test_openai_sdk_against_the_server(live) -> None:
     )
     samples, rate = soundfile.read(io.BytesIO(wav.content), dtype="int16")
     assert rate == 24000 and samples.size > 0
+    wav.write_to_file(tmp_path / "said.wav")
+    with wave.open(str(tmp_path / "said.wav")) as f:
+        assert f.getnframes() == samples.size and 44 + 2 * f.getnframes() == (tmp_path / "said.wav").stat().st_size
+    assert int(wav.response.headers["content-length"]) == len(wav.content)
     with client.audio.speech.with_streaming_response.create(
         model="pocket-tts", voice="alloy", input="Hello from the SDK.", response_format="pcm"
     ) as response:
@@ -408,7 +416,7 @@ def test_a_voice_that_cannot_load_fails_at_startup(tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert done.returncode == 1 and done.stderr.splitlines()[-1].startswith("error: voice not found")
+    assert done.returncode == 1 and done.stderr.splitlines()[-1].startswith("error: voice file not found")
 
 
 def instances(url: str, count: int) -> set:

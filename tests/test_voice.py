@@ -114,10 +114,14 @@ def test_voice_of_another_model_is_refused(tmp_path) -> None:
 
 def test_corrupt_or_missing_voices(tmp_path) -> None:
     model = load("tiny_lsd")
-    with pytest.raises(VoiceError, match="not found"):
+    with pytest.raises(VoiceError, match="voice file not found: .*missing.safetensors"):
         model.voice_state(str(tmp_path / "missing.safetensors"))
-    with pytest.raises(VoiceError, match="neither a voice name, an audio file nor a voice state"):
+    with pytest.raises(VoiceError, match="voice file not found: nope.wav"):
+        model.voice_state("nope.wav")
+    with pytest.raises(VoiceError, match="has no predefined voices, and 'no-such-voice' is no file"):
         model.voice_state("no-such-voice")
+    with pytest.raises(VoiceError, match="is a folder"):
+        model.voice_state(str(tmp_path))
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(b"\x00" * 3)
     with pytest.raises(VoiceError, match="bad.safetensors"):

@@ -55,6 +55,16 @@ def voice_origin(voice: str) -> str:
     return str(_catalog()["voices"][voice])
 
 
+def voice_language(voice: str) -> str:
+    """The language a predefined voice was recorded in: the languages' default voices are theirs,
+    the rest English recordings (VCTK, Expresso, EARS, voice donations). Every voice speaks every
+    language's model."""
+    for language, name in _catalog()["default_voice"].items():
+        if name == voice:
+            return str(language)
+    return "english"
+
+
 def default_voice(model: str) -> str:
     """The official default voice of a model: per language, else alba."""
     for language, voice in _catalog()["default_voice"].items():

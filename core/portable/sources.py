@@ -11,7 +11,7 @@ in by core/__init__.py); in the browser there is none (it loads bundle folders f
 from __future__ import annotations
 
 import os
-from typing import Callable, Dict, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from . import bundle, catalog, config, params
 from .errors import ConfigError, DownloadError
@@ -78,6 +78,18 @@ def resolve(source: str) -> ModelFiles:
         f"unknown model {source!r}: use a catalog name ({', '.join(catalog.model_names())}), "
         "a config .yaml/.json, or a bundle folder"
     )
+
+
+def voice_names(source: str) -> List[str]:
+    """The predefined voices of a model, read without fetching anything: a catalog model's, a
+    bundle's (from its bundle.json), none for a config file."""
+    if catalog.is_model(source):
+        return catalog.voice_names()
+    if os.path.isdir(source):
+        return list(bundle.read(source).voices)
+    if not (source.endswith((".yaml", ".yml", ".json")) and os.path.isfile(source)):
+        resolve(source)  # the error of a model that is not there (a config file's would fetch its files)
+    return []
 
 
 def _whole(path: str) -> Dict[str, str]:

@@ -4,14 +4,43 @@ recording's conditioning as the voice's prompt)."""
 
 from __future__ import annotations
 
+import difflib
 import os
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from . import audio, catalog, flow_lm, mimi, params, sources, transformer, voice_state
-from .errors import VoiceError
+from .errors import DownloadError, VoiceError
 from .voice_state import VoiceSource, VoiceState
+
+# What a voice that is a file ends with (a name with a folder in it is a file too).
+FILE_ENDINGS = (".safetensors", ".wav", ".flac", ".mp3", ".ogg", ".opus", ".aiff", ".aif", ".au")
+
+
+def check(source: str, names: Sequence[str], model_name: str) -> None:
+    """A VoiceError now, before any work, for a voice `source` that is neither one of `names` (the
+    model's predefined voices), a file, nor an hf:// path: a file that is not there says so; a name
+    says which names there are, the closest first."""
+    if source in names or source.startswith("hf://") or os.path.isfile(source):
+        return
+    if os.path.isdir(source):
+        raise VoiceError(f"voice {source!r} is a folder: name an audio file or a .safetensors voice state")
+    if os.sep in source or "/" in source or source.lower().endswith(FILE_ENDINGS):
+        raise VoiceError(f"voice file not found: {source}")
+    if not names and source in catalog.voice_names():
+        raise VoiceError(
+            f"the predefined voice {source!r} is a state computed with the released weights of a catalog "
+            f"model; {model_name} has no predefined voices: pass an audio file or a .safetensors voice state"
+        )
+    if not names:
+        raise VoiceError(
+            f"{model_name} has no predefined voices, and {source!r} is no file: pass an audio file or a "
+            ".safetensors voice state"
+        )
+    close = difflib.get_close_matches(source.lower(), names, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(repr(name) for name in close)}? " if close else ""
+    raise VoiceError(f"unknown voice {source!r}: {hint}the voices of {model_name} are {', '.join(sorted(names))}")
 
 
 def resolve(model: Any, source: VoiceSource, sample_rate: Optional[int]) -> VoiceState:
@@ -19,7 +48,16 @@ def resolve(model: Any, source: VoiceSource, sample_rate: Optional[int]) -> Voic
     if source is None:
         if model.default_voice is None:
             raise VoiceError(f"{model.name} has no default voice: pass an audio file or a voice state")
-        source = model.default_voice
+        try:
+            return resolve(model, model.default_voice, None)
+        except DownloadError as e:
+            if model.default_voice in model.voices:
+                raise
+            raise VoiceError(
+                f"{model.name} has no voice of its own, and its default (the official package's "
+                f"{sources.CUSTOM_MODEL_VOICE!r} recording) could not be fetched ({e}): pass a voice, an audio "
+                "file or a .safetensors voice state (--voice on the command line)"
+            ) from None
     if isinstance(source, VoiceState):
         return source
     if isinstance(source, np.ndarray):
@@ -34,15 +72,12 @@ def resolve(model: Any, source: VoiceSource, sample_rate: Optional[int]) -> Voic
             f"the predefined voice {path!r} is a state computed with the released weights of a catalog "
             f"model; {model.name} cannot use it: pass an audio file instead"
         )
+    else:
+        check(path, list(model.voices), model.name)
     if path.startswith("hf://"):
         path = sources.fetch(path)
     if path.endswith(".safetensors"):
-        if not os.path.isfile(path):
-            raise VoiceError(f"voice state file not found: {path}")
         return voice_state.load(path, model.flow_spec.transformer)
-    if not os.path.isfile(path):
-        known = f" (predefined voices: {', '.join(sorted(model.voices))})" if model.voices else ""
-        raise VoiceError(f"voice not found: {path!r} is neither a voice name, an audio file nor a voice state{known}")
     samples, rate = audio.read(path)
     return model.clone_voice(samples, rate, path)
 
