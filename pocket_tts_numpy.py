@@ -11,9 +11,15 @@ PROG = "pocket-tts-numpy"
 
 
 def serve(argv: List[str]) -> int:
-    from server.__main__ import main as server_main
+    try:
+        from server.__main__ import main as server_main
 
-    return server_main(argv, prog=f"{PROG} serve")
+        return server_main(argv, prog=f"{PROG} serve")
+    except ModuleNotFoundError as e:  # a wheel installed without its `server` extra
+        from core.extras import install_hint
+
+        print(install_hint(e, "serve"), file=sys.stderr)
+        return 1
 
 
 def main(argv: Optional[List[str]] = None) -> int:

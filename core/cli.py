@@ -25,6 +25,7 @@ from typing import Callable, Iterable, Iterator, List, Optional
 import numpy as np
 
 from . import __version__, audio_formats, hub
+from .extras import install_hint
 from .files import check_writable, write_atomically
 from .portable import catalog, normalize, ops, sources, voices
 from .portable.audio import pcm16, wav_header
@@ -417,6 +418,9 @@ def main(
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): stop quietly, and keep Python from complaining at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except ModuleNotFoundError as e:
+        print(install_hint(e, args.command), file=sys.stderr)
         return 1
     except OSError as e:
         print(f"error: {e.strerror or e}{': ' + str(e.filename) if e.filename else ''}", file=sys.stderr)

@@ -48,7 +48,9 @@ def fetch(url: str) -> str:
     try:
         import huggingface_hub
     except ImportError:
-        raise DownloadError(f"downloading {url} needs huggingface_hub (pip install huggingface_hub)") from None
+        raise DownloadError(
+            f"downloading {url} needs huggingface_hub, from the 'cli' extra (pip install 'pocket-tts-numpy[cli]')"
+        ) from None
     found = cached(url)
     if found is not None:
         return found

@@ -2,6 +2,10 @@
 (tools/site.py says what it holds).
 
     .venv/bin/python -m scripts.build_site --model english_2m_2026-10 --out build/site
+
+It needs the `site` extra (pip install -e ".[site]"). Its inputs are checked before it builds (the
+model is fetched first: offline, an error naming the files), and it builds beside OUT, which it
+replaces only when the new site is whole.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from core.portable.errors import PocketTTSError
 from tools.site import ROOT, build
 
 
@@ -20,7 +25,10 @@ def main() -> None:
     parser.add_argument("--voice", action="append", default=[], help="voice to bundle (repeatable)")
     parser.add_argument("--float32", action="store_true", help="float32 weights instead of int8")
     args = parser.parse_args()
-    report = build(args.model, args.out, args.voice, not args.float32)
+    try:
+        report = build(args.model, args.out, args.voice, not args.float32)
+    except PocketTTSError as e:
+        raise SystemExit(f"error: {e}") from None
     print(
         f"site: {args.out} {report['bytes'] / 1e6:.1f} MB (a first visit downloads "
         f"{sum(report['download_bytes'].values()) / 1e6:.1f} MB, gzip twins where they pay): "

@@ -123,14 +123,21 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
 
     import logging
 
-    import uvicorn
-
     from core import PocketTTSError, backend
-    from server import connections, wyoming_tts
-    from server.access import Access
-    from server.app import create_app
-    from server.engine import load_engine
-    from server.websocket import MAX_FRAME
+
+    try:
+        import uvicorn
+
+        from server import connections, wyoming_tts
+        from server.access import Access
+        from server.app import create_app
+        from server.engine import load_engine
+        from server.websocket import MAX_FRAME
+    except ModuleNotFoundError as e:  # installed without the `server` extra
+        from core.extras import install_hint
+
+        print(install_hint(e, prog), file=sys.stderr)
+        return 1
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.WARNING)
     print(f"products on: {backend()}", file=sys.stderr)

@@ -341,3 +341,28 @@ def test_generate_shows_progress_on_a_terminal_only(tmp_path) -> None:
     assert shown.returncode == 0 and b"speaking" in seen and b"s/s]" in seen, seen
     piped = cli("generate", *TINY, "--text", "Hi.", "--max-frames", "30", "-o", str(tmp_path / "b.wav"))
     assert piped.returncode == 0 and "speaking" not in piped.stderr
+
+
+def test_a_missing_extra_is_one_line_naming_it(tmp_path) -> None:
+    """As in a wheel installed without its extras (the modules made impossible to import)."""
+    cases = [
+        ("uvicorn", "import pocket_tts_numpy as m; sys.exit(m.main(['serve']))", "serve needs uvicorn", "server"),
+        ("uvicorn", "from server.__main__ import main; sys.exit(main([]))", "python -m server needs uvicorn", "server"),
+        (
+            "huggingface_hub",
+            f"from core.cli import main; sys.exit(main(['generate', '-o', {str(tmp_path / 'a.wav')!r}]))",
+            "needs huggingface_hub, from the 'cli' extra",
+            "cli",
+        ),
+    ]
+    for module, code, said, extra in cases:
+        done = subprocess.run(
+            [sys.executable, "-c", f"import sys; sys.modules[{module!r}] = None; {code}"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+        last = done.stderr.strip().splitlines()[-1]
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert said in last and f"pip install 'pocket-tts-numpy[{extra}]'" in last, last

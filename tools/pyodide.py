@@ -52,6 +52,10 @@ FILES = (
 LZ4_CHUNK = 2048  # the uncompressed size of each LZ4 block of a package's .data (emscripten's MiniLZ4)
 
 
+def tarball_cached() -> bool:
+    return (CACHE / TARBALL).exists()
+
+
 def tarball() -> Path:
     path = CACHE / TARBALL
     if not path.exists():

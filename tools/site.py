@@ -32,7 +32,7 @@ from typing import Dict, List, Optional
 from core.portable.bundle import MANIFEST
 from core.portable.normalize import LANGUAGE_CODES
 from tools import compiled, num2words_wheel
-from tools.pyodide import ON_FIRST_USE, SITE_PACKAGES, libraries, vendor
+from tools.pyodide import ON_FIRST_USE, SITE_PACKAGES, libraries, tarball_cached, vendor
 
 ROOT = Path(__file__).resolve().parent.parent
 # The page, fetched before the service worker controls it: the service worker caches it at install.
@@ -163,11 +163,56 @@ def unpack_wheels(wheels: List[Path], target: Path) -> None:
     target.write_bytes(compiled.listing(files))
 
 
+def check(model: str, out: Path, voices: List[str]) -> None:
+    """A PocketTTSError or SystemExit now, before any work, for what would fail later: `out` that is
+    no site built here, a missing tool (lz4, npm where Pyodide is not cached), a model that cannot
+    be had (its files are fetched now: offline, an error naming them), a voice it does not have."""
+    from core.portable import sources
+    from core.portable import voices as voice_sources
+
+    if out.exists() and (not out.is_dir() or (not (out / "site.json").exists() and any(out.iterdir()))):
+        raise SystemExit(f"error: {out} exists and is not a site built here: choose an empty or new folder")
+    try:
+        import lz4.block  # noqa: F401
+    except ModuleNotFoundError:
+        raise SystemExit(
+            "error: building the site needs lz4 (to read Pyodide's packed standard library): pip install -e '.[site]'"
+        ) from None
+    if not tarball_cached() and shutil.which("npm") is None:
+        raise SystemExit("error: building the site needs npm once, to fetch Pyodide 0.17.1 (then it is cached)")
+    names = sources.voice_names(model)
+    for voice in voices:
+        voice_sources.check(voice, names, model)
+    sources.resolve(model)
+
+
 def build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, object]:
+    """The site of `model` in `out` (see the module's docstring), built beside it and put in its
+    place when whole: an error leaves `out` as it was (no half-built folder), and a rebuild
+    replaces a site built here."""
+    check(model, out, voices)
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".building", dir=out.parent))
+    building.chmod(0o755)  # a static server's user reads it (mkdtemp makes it its owner's alone)
+    try:
+        if (out / "pyodide").is_dir():  # the last build's Pyodide, reused where it is current
+            shutil.copytree(out / "pyodide", building / "pyodide")
+        report = _build(model, building, voices, int8)
+        old = out.parent / f"{building.name}.old"
+        if out.exists():
+            out.rename(old)
+        building.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return dict(report, site=str(out))
+
+
+def _build(model: str, out: Path, voices: List[str], int8: bool) -> Dict[str, object]:
     from core.export import export
 
-    if out.exists() and not (out / "site.json").exists() and any(out.iterdir()):
-        raise SystemExit(f"{out} exists and is not a site built here: choose an empty or new folder")
     out.mkdir(parents=True, exist_ok=True)
     print(f"[1/5] web UI, workers and kernels -> {out}", file=sys.stderr)
     for path in (ROOT / "server" / "web").iterdir():
