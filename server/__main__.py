@@ -96,7 +96,7 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
     parser.add_argument(
         "--voices-dir",
         metavar="DIR",
-        help="recordings (wav, flac, ogg, mp3) offered as Wyoming voices by file name, each cloned once",
+        help="recordings (wav, flac, ogg, mp3) offered as voices by file name on every front, each cloned once",
     )
     parser.add_argument(
         "--zeroconf",
@@ -114,8 +114,8 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
         parser.error("--guest-slots must be between 0 and --max-concurrent")
     if not args.client_timeout > 0:
         parser.error("--client-timeout must be positive")
-    if args.wyoming is None and (args.no_http or args.voices_dir or args.zeroconf is not None):
-        parser.error("--no-http, --voices-dir and --zeroconf go with --wyoming URI")
+    if args.wyoming is None and (args.no_http or args.zeroconf is not None):
+        parser.error("--no-http and --zeroconf go with --wyoming URI")
     if args.wyoming is not None and urlsplit(args.wyoming).scheme not in ("tcp", "unix"):
         parser.error(f"--wyoming takes tcp://HOST:PORT or unix://PATH, not {args.wyoming!r}")
     if args.zeroconf is not None and (urlsplit(args.wyoming).scheme != "tcp" or urlsplit(args.wyoming).port is None):
@@ -128,7 +128,7 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
     try:
         import uvicorn
 
-        from server import connections, wyoming_tts
+        from server import connections, voice_folder, wyoming_tts
         from server.access import Access
         from server.app import create_app
         from server.engine import load_engine
@@ -142,11 +142,16 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.WARNING)
     print(f"products on: {backend()}", file=sys.stderr)
     try:
-        voices_dir = wyoming_tts.folder(args.voices_dir)
+        voices_dir = voice_folder.checked(args.voices_dir)
         print(f"loading {args.model}", file=sys.stderr)
         access = Access(args.api_key or None, args.guest_slots)
         engine = load_engine(
-            args.model, args.voice, args.max_concurrent, access=access, max_connections=args.max_connections
+            args.model,
+            args.voice,
+            args.max_concurrent,
+            access=access,
+            max_connections=args.max_connections,
+            voices_dir=voices_dir,
         )
     except PocketTTSError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -159,7 +164,7 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
         return 1
     wyoming = None
     if args.wyoming is not None:
-        wyoming = (engine, args.wyoming, voices_dir, args.client_timeout, args.zeroconf)
+        wyoming = (engine, args.wyoming, args.client_timeout, args.zeroconf)
         if access.keyed and engine.slots.guest_capacity == 0:
             print("warning: Wyoming's callers (guests: no API key) have no slot: see --guest-slots", file=sys.stderr)
     where = [] if args.no_http else [f"http://{args.host}:{args.port}"]

@@ -17,9 +17,12 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterator, List, Optional, Protocol, Set, Tuple
+from pathlib import Path
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Protocol, Set, Tuple
 
-from core import PocketTTSError, TTSModel, VoiceError, VoiceState
+import numpy as np
+
+from core import AudioError, PocketTTSError, TTSModel, VoiceError, VoiceState
 from core.portable import audio, catalog
 from core.portable.options import GenerationOptions
 from core.portable.text_stream import TextStream
@@ -30,6 +33,7 @@ from server.pool import ConnectionPool
 from server.relay import Relay
 from server.scheduler import Scheduler, Stream
 from server.slots import Busy, Slot, Slots
+from server.voice_folder import MAX_RECORDING, VoiceFolder
 
 # What a server starts with unless told otherwise, whichever way it starts (load_engine's callers).
 DEFAULT_MODEL = catalog.default_model()
@@ -85,11 +89,24 @@ def load_engine(
     recordings: Optional[Recordings] = None,
     access: Optional[Access] = None,
     max_connections: int = MAX_CONNECTIONS,
+    voices_dir: Optional[Path] = None,
 ) -> ServerEngine:
     """The engine of every way the server starts (python -m server, uvicorn server.app:app, a Ray
     Serve replica): `model` (a catalog name, a config file or a bundle folder) loaded, with `voice`
     as its default voice (None: the model's). A PocketTTSError when either cannot load."""
-    return ServerEngine(TTSModel.load(model), voice, max_concurrent, recordings, access, max_connections)
+    return ServerEngine(TTSModel.load(model), voice, max_concurrent, recordings, access, max_connections, voices_dir)
+
+
+class Voice(NamedTuple):
+    """A voice a request may name, as every front lists it: `id` is what to send. Kinds: "default"
+    (`voice` says which it is), "predefined" (the model's), "alias" (an OpenAI name: `voice` says
+    which of ours), "folder" (a recording of the voices folder), "uploaded" (an upload still kept).
+    `language`: the one it was recorded in, where known."""
+
+    id: str
+    kind: str
+    voice: Optional[str]
+    language: Optional[str]
 
 
 class ServerEngine:
@@ -106,10 +123,12 @@ class ServerEngine:
         recordings: Optional[Recordings] = None,
         access: Optional[Access] = None,
         max_connections: int = MAX_CONNECTIONS,
+        voices_dir: Optional[Path] = None,
     ):
         """The default voice is loaded now: one that cannot load fails at startup, not on the first
         request. `recordings`: where uploads go for the other servers behind the same address, and
-        where this one finds the recording of a voice id that another server cloned."""
+        where this one finds the recording of a voice id that another server cloned. `voices_dir`:
+        recordings offered by name on every front (server/voice_folder.py), guests included."""
         self.model = model
         self.max_concurrent = max_concurrent
         self.recordings = recordings
@@ -123,6 +142,8 @@ class ServerEngine:
         self.voices = VoiceRegistry(model, default_voice, aliases)
         self._uploads: Dict[str, None] = {}  # ids of the recordings uploaded here, oldest first
         self._open_to_guests: Set[str] = set()  # ids of the uploads guests may use (the voices folder's)
+        self.voices_folder = VoiceFolder(voices_dir)
+        self._cloned: Dict[Tuple[str, int, int], str] = {}  # a folder's recording (path, size, mtime) -> its id
         self.scheduler = Scheduler(model)
         self.loaded_at = int(time.time())
 
@@ -214,15 +235,78 @@ class ServerEngine:
     # Voices (blocking: call them in worker threads)
 
     def voice(self, name: Optional[str], caller: Caller = KEY_HOLDER) -> VoiceState:
-        """ "default"/None, a predefined voice, an OpenAI voice name, or an uploaded voice's id (one
-        uploaded to another server is cloned here from `recordings`) that `caller` may use: to a
-        guest, an upload not open to it is as unknown as any other name."""
+        """ "default"/None, a predefined voice, an OpenAI voice name, a recording of the voices
+        folder (cloned the first time), or an uploaded voice's id (one uploaded to another server is
+        cloned here from `recordings`) that `caller` may use: to a guest, an upload not open to it is
+        as unknown as any other name."""
         with self._lock:
-            key = self.voices.key(name)
+            try:
+                key: Optional[str] = self.voices.key(name)
+            except VoiceError:
+                key = None
+        if key is None:
+            key = self._folder_voice(str(name))
+        with self._lock:
             if not self._may_use(key, caller):
-                raise self.voices.unknown(key)
+                raise self._unknown(key)
             found = self.voices.find(key)
         return found if found is not None else self._prepared(key)
+
+    def voice_list(self, caller: Caller = KEY_HOLDER) -> List[Voice]:
+        """Every voice `caller` may name, the default first, on every front (blocking: the engine's
+        lock, the voices folder)."""
+        catalog_model = catalog.is_model(self.model.name)
+
+        def language(name: Optional[str]) -> Optional[str]:
+            return catalog.voice_language(name) if catalog_model and name in self.model.voices else None
+
+        default = self.default_voice_name
+        listed = [Voice("default", "default", default, language(str(self.voices.default_name)))]
+        listed += [Voice(name, "predefined", None, language(name)) for name in self.voice_names()]
+        listed += [Voice(name, "alias", voice, language(voice)) for name, voice in self.openai_voices().items()]
+        listed += [Voice(name, "folder", None, None) for name in self.folder_voices()]
+        listed += [Voice(key, "uploaded", None, None) for key in self.uploaded_voices(caller)]
+        return listed
+
+    def folder_voices(self) -> List[str]:
+        """The names of the voices folder's recordings (blocking: the file system)."""
+        return list(self.voices_folder.recordings())
+
+    @property
+    def description(self) -> Dict[str, object]:
+        """What a listing says of the model: the language it speaks, its parameters, whether it
+        times words."""
+        from core.portable import normalize, params
+
+        count = sum(int(np.prod(shape)) for shape in params.expected_shapes(self.model.config).values())
+        language = normalize.language_of(self.name)
+        return {"language": language, "parameters": count, "word_timestamps": self.word_timestamps}
+
+    def _unknown(self, name: str) -> VoiceError:
+        return self.voices.unknown(name, self.folder_voices())
+
+    def _folder_voice(self, name: str) -> str:
+        """The id of the voices folder's recording `name`, cloned the first time (and again when its
+        file changes); a VoiceError naming the voices there are when there is none."""
+        path = self.voices_folder.recordings().get(name)
+        if path is None:
+            raise self._unknown(name)
+        try:
+            stat = path.stat()
+            key = (str(path), stat.st_size, int(stat.st_mtime))
+            with self._lock:
+                known = self._cloned.get(key)
+            if known is not None and known in self.uploaded_voices():
+                return known
+            if stat.st_size > MAX_RECORDING:
+                raise AudioError(f"the recording {path.name} is larger than {MAX_RECORDING // 2**20} MB")
+            data = path.read_bytes()
+        except OSError:  # gone since the folder was read
+            raise VoiceError(f"the recording {path.name} of the voices folder cannot be read") from None
+        cloned = self.upload(data, path.name, open_to_guests=True)
+        with self._lock:
+            self._cloned[key] = cloned
+        return cloned
 
     def upload(self, data: bytes, filename: str = "upload", open_to_guests: bool = False) -> str:
         """Clone an uploaded recording (any format soundfile reads; only its first 30 s are decoded);

@@ -26,19 +26,24 @@ OPENAI_MODELS = ("pocket-tts", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 @get("/v1/audio/voices", summary="Every voice a request may name (OpenAI-style listing, as Kokoro-FastAPI's path)")
 async def openai_voices(request: Request) -> VoiceList:
     engine = engine_of(request)
-    entries = [VoiceEntry(id="default", name=engine.default_voice_name, kind="default")]
-    entries += [VoiceEntry(id=name, name=name, kind="predefined") for name in engine.voice_names()]
-    entries += [
-        VoiceEntry(id=name, name=name, kind="alias", voice=voice) for name, voice in engine.openai_voices().items()
+    # the engine's lock and the voices folder: not on the event loop
+    listed = await anyio.to_thread.run_sync(engine.voice_list, caller_of(request))
+    entries = [
+        VoiceEntry(
+            id=voice.id,
+            name=voice.voice if voice.kind == "default" and voice.voice else voice.id,
+            kind=voice.kind,
+            voice=None if voice.kind == "default" else voice.voice,
+            language=voice.language,
+        )
+        for voice in listed
     ]
-    # the engine's lock: not on the event loop
-    uploads = await anyio.to_thread.run_sync(engine.uploaded_voices, caller_of(request))
-    entries += [VoiceEntry(id=key, name=key, kind="uploaded") for key in uploads]
     return VoiceList(voices=entries)
 
 
 def _model_cards(engine: ServerEngine) -> List[ModelCard]:
-    return [ModelCard(id=name, created=engine.loaded_at) for name in (engine.name,) + OPENAI_MODELS]
+    described = engine.description
+    return [ModelCard(id=name, created=engine.loaded_at, **described) for name in (engine.name,) + OPENAI_MODELS]
 
 
 @get("/v1/models", summary="The loaded model under each name OpenAI clients send (OpenAI's list)")

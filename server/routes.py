@@ -67,7 +67,8 @@ async def health(request: Request) -> Health:
 @get("/voices", summary="Predefined voices of the loaded model, and OpenAI's names")
 async def voices(request: Request) -> Voices:
     engine = engine_of(request)
-    return Voices(default=engine.default_voice_name, voices=engine.voice_names(), openai_voices=engine.openai_voices())
+    folder = await anyio.to_thread.run_sync(engine.folder_voices)  # the file system: not on the event loop
+    return Voices(engine.default_voice_name, engine.voice_names(), engine.openai_voices(), folder)
 
 
 @post(

@@ -117,9 +117,12 @@ class Health(msgspec.Struct):
 
 
 class Voices(msgspec.Struct):
+    """GET /voices: the default voice, the predefined ones, OpenAI's names, the voices folder's."""
+
     default: str
     voices: List[str]
     openai_voices: dict
+    folder: List[str]
 
 
 class UploadedVoice(msgspec.Struct):
@@ -129,13 +132,15 @@ class UploadedVoice(msgspec.Struct):
 class VoiceEntry(msgspec.Struct, omit_defaults=True):
     """A voice a request may name: `id` is what to send as `voice`. Kinds: "default" (the voice of a
     request that names none; `name` says which it is), "predefined" (the model's), "alias" (an
-    OpenAI name; `voice` says which of ours it stands for) and "uploaded" (a recording POST /voices
-    cloned, while the server keeps it)."""
+    OpenAI name; `voice` says which of ours it stands for), "folder" (a recording of the server's
+    voices folder) and "uploaded" (a recording POST /voices cloned, while the server keeps it).
+    `language`: the language it was recorded in, where known (every voice speaks the model's)."""
 
     id: str
     name: str
-    kind: Literal["default", "predefined", "alias", "uploaded"]
+    kind: Literal["default", "predefined", "alias", "folder", "uploaded"]
     voice: Optional[str] = None
+    language: Optional[str] = None
 
 
 class VoiceList(msgspec.Struct):
@@ -145,12 +150,16 @@ class VoiceList(msgspec.Struct):
 
 
 class ModelCard(msgspec.Struct, kw_only=True):
-    """A model in OpenAI's shape (GET /v1/models)."""
+    """A model in OpenAI's shape (GET /v1/models), and what OpenAI's leaves out: the language it
+    speaks, its parameters, whether it times words."""
 
     id: str
     object: Literal["model"] = "model"
     created: int  # when this server loaded it (unix seconds)
     owned_by: str = "kyutai"
+    language: str
+    parameters: int
+    word_timestamps: bool
 
 
 class ModelList(msgspec.Struct, kw_only=True):

@@ -33,10 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
 from urllib.parse import urlparse
 
@@ -56,7 +54,6 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
-from core import PocketTTSError, VoiceError
 from core.portable import normalize
 from core.portable.audio import pcm16
 from core.portable.options import GenerationOptions
@@ -75,93 +72,45 @@ PROJECT = Attribution(name="Pocket TTS in NumPy", url="https://github.com/kyutai
 # Bytes of an event's data or payload (a synthesize of MAX_TEXT characters fits many times), and
 # of a recording in the voices folder.
 MAX_EVENT = 64 * 1024
-MAX_RECORDING = 20 * 1024 * 1024
-AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg", ".mp3")
 
 
 class Voices:
-    """The voices Wyoming offers: the model's predefined ones, the uploads the engine still keeps,
-    and the recordings in `folder` (by file name, without extension), each cloned once (the engine
-    keeps voices by their samples: the same recording under two names is one voice)."""
+    """The voices Wyoming offers: the engine's, for a caller (the voices folder's among them), by
+    name; and the language of the model."""
 
-    def __init__(self, engine: ServerEngine, folder: Optional[Path] = None):
+    DESCRIPTIONS = {
+        "default": "the server's default voice",
+        "predefined": "a predefined voice of the model",
+        "folder": "a recording in the voices folder",
+        "uploaded": "an uploaded voice",
+    }
+
+    def __init__(self, engine: ServerEngine):
         self.engine = engine
-        self.folder = folder
-        self._cloned: Dict[Tuple[str, int, int], str] = {}  # (path, size, mtime) -> voice id
-        self._unreadable = False  # the folder could not be read last time (said once in the log)
-
-    def recordings(self) -> Dict[str, Path]:
-        """The folder's recordings by name (read anew each time: files may come and go; a folder
-        that is gone or unreadable holds none, and the operator's log says so once)."""
-        if self.folder is None:
-            return {}
-        found = {}
-        try:
-            for path in sorted(self.folder.iterdir()):
-                if path.suffix.lower() in AUDIO_EXTENSIONS and path.is_file():
-                    found.setdefault(path.stem, path)
-        except OSError as e:
-            if not self._unreadable:
-                log.warning("the voices folder %s cannot be read: %s", self.folder, e.strerror or e)
-            self._unreadable = True
-            return {}
-        self._unreadable = False
-        return found
 
     def names(self, caller: Caller) -> List[Tuple[str, str]]:
         """(name, description) of every voice `caller` may use, the default first (blocking: the
         engine's lock, the folder)."""
-        named = [(self.engine.default_voice_name, "the server's default voice")]
-        named += [(name, "a predefined voice of the model") for name in self.engine.voice_names()]
-        named += [(name, "a recording in the voices folder") for name in self.recordings()]
-        named += [(key, "an uploaded voice") for key in self.engine.uploaded_voices(caller)]
         seen: Dict[str, str] = {}
-        for name, description in named:
-            seen.setdefault(name, description)
+        for voice in self.engine.voice_list(caller):
+            if voice.kind in self.DESCRIPTIONS:
+                name = voice.voice if voice.kind == "default" else voice.id
+                seen.setdefault(str(name), self.DESCRIPTIONS[voice.kind])
         return list(seen.items())
 
-    def key(self, voice: Optional[SynthesizeVoice], caller: Caller) -> Optional[str]:
-        """The engine's name for a requested voice (None: the default) that `caller` may use;
-        blocking (a recording of the folder is decoded and cloned the first time). An unknown name
-        or language is a ServiceError."""
-        if voice is None or (voice.name is None and voice.language is None):
-            return None
-        if voice.name is None:
-            if not _same_language(voice.language, self.language):
+    def key(self, voice: Optional[SynthesizeVoice]) -> Optional[str]:
+        """The engine's name for a requested voice (None: the default), which the engine resolves
+        for the session's caller; a language the model does not speak is a ServiceError."""
+        if voice is None or voice.name is None:
+            if voice is not None and voice.language is not None and not _same_language(voice.language, self.language):
                 message = f"no voice for language {voice.language!r}: this model speaks {self.language!r}"
                 raise ServiceError(errors.UNKNOWN_VOICE, message, "voice")
             return None
-        name = voice.name
-        if name in ("default", self.engine.default_voice_name) or self.engine.is_predefined(name):
-            return None if name in ("default", self.engine.default_voice_name) else name
-        recording = self.recordings().get(name)
-        if recording is not None:
-            return self._clone(recording)
-        if name in self.engine.uploaded_voices(caller):
-            return name
-        known = ", ".join(voice_name for voice_name, _ in self.names(caller))
-        raise ServiceError(errors.UNKNOWN_VOICE, f"voice not found: {name!r} (voices: {known})", "voice")
+        return None if voice.name == self.engine.default_voice_name else voice.name
 
     @property
     def language(self) -> str:
         return normalize.LANGUAGE_CODES[normalize.language_of(self.engine.name)]
-
-    def _clone(self, path: Path) -> str:
-        stat = path.stat()
-        key = (str(path), stat.st_size, int(stat.st_mtime))
-        known = self._cloned.get(key)
-        if known is not None and known in self.engine.uploaded_voices():
-            return known
-        if stat.st_size > MAX_RECORDING:
-            raise ServiceError(errors.INVALID_AUDIO, f"the recording {path.name} is larger than 20 MB", "voice")
-        try:
-            cloned = self.engine.upload(path.read_bytes(), path.name, open_to_guests=True)
-        except PocketTTSError as e:
-            raise errors.from_core(e) from None
-        except OSError:  # gone since the folder was read
-            raise ServiceError(errors.UNKNOWN_VOICE, f"the recording {path.name} cannot be read", "voice") from None
-        self._cloned[key] = cloned
-        return cloned
 
 
 def _same_language(asked: Optional[str], code: str) -> bool:
@@ -384,14 +333,10 @@ class _Handler(AsyncEventHandler):
 
     async def _open(self, voice: Optional[SynthesizeVoice], text_format: Any) -> Session:
         engine, caller = self.server.engine, self.server.caller
-        slot = engine.admit(caller)  # a voice from the folder is cloned under it, then it is the session's
-        try:
-            key = await anyio.to_thread.run_sync(self.server.voices.key, voice, caller)
-        except BaseException:
-            slot.release()
-            raise
+        key = self.server.voices.key(voice)
         ssml = text_format in (SynthesizeTextFormat.SSML, SynthesizeTextFormat.SSML.value)
-        self.session = await Session.open(engine, key, self.server.options, self.clock, slot, caller, ssml)
+        # Its slot first: a voice of the folder is cloned under it.
+        self.session = await Session.open(engine, key, self.server.options, self.clock, None, caller, ssml)
         return self.session
 
     async def _send(self, session: Session, per_sentence: bool) -> None:
@@ -470,30 +415,17 @@ class _Handler(AsyncEventHandler):
         self.reader.feed_eof()
 
 
-def folder(path: Optional[str]) -> Optional[Path]:
-    """The voices folder of the command line, checked now (an error at startup, not per request)."""
-    if path is None:
-        return None
-    found = Path(path).expanduser()
-    if not found.is_dir():
-        raise VoiceError(f"--voices-dir {path} is not a folder")
-    if not os.access(found, os.R_OK | os.X_OK):
-        raise VoiceError(f"--voices-dir {path} cannot be read")
-    return found
-
-
 @asynccontextmanager
 async def serving(
     engine: ServerEngine,
     uri: str,
-    voices_dir: Optional[Path],
     timeout: float,
     zeroconf: Optional[str] = None,
 ) -> AsyncIterator[WyomingServer]:
     """The Wyoming server of `engine` at `uri` while the block runs (beside the HTTP app: its
     lifespan enters it), announced by multicast DNS when `zeroconf` is given ("" for the package's
     default name, the machine's MAC address), as Home Assistant discovers Wyoming servers."""
-    server = WyomingServer(engine, uri, Voices(engine, voices_dir), timeout)
+    server = WyomingServer(engine, uri, Voices(engine), timeout)
     await server.start()
     try:
         if zeroconf is not None:
@@ -528,7 +460,6 @@ async def announce(port: int, name: Optional[str], host: Optional[str]) -> Any:
 async def run_alone(
     engine: ServerEngine,
     uri: str,
-    voices_dir: Optional[Path],
     timeout: float,
     zeroconf: Optional[str] = None,
 ) -> None:
@@ -538,5 +469,5 @@ async def run_alone(
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signal_number, stopping.set)
     with serving_threads():
-        async with serving(engine, uri, voices_dir, timeout, zeroconf):
+        async with serving(engine, uri, timeout, zeroconf):
             await stopping.wait()

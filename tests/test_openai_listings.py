@@ -67,3 +67,34 @@ def test_speech_takes_speed_and_normalize(client) -> None:
     with pytest.raises(Exception) as refused:
         client.audio.speech.create(input="Hello.", speed=4.5, **body)
     assert refused.value.status_code == 400 and refused.value.body["param"] == "speed"
+
+
+def test_the_voices_folder_is_offered_on_every_front_and_models_are_described(tmp_path) -> None:
+    """--voices-dir without Wyoming: its recordings are listed by /voices and /v1/audio/voices,
+    speak by name on /generate and OpenAI's route, and are among the names an unknown voice's error
+    gives. A model card says its language, parameters and whether it times words."""
+    import io
+    import shutil
+
+    import numpy as np
+    import soundfile
+
+    from core.portable import config, params
+
+    shutil.copy(VOICE_22K, tmp_path / "grandpa.wav")
+    with tiny_server("--voices-dir", str(tmp_path)) as url:
+        assert httpx.get(url + "/voices", timeout=60).json()["folder"] == ["grandpa"]
+        voices = httpx.get(url + "/v1/audio/voices", timeout=60).json()["voices"]
+        assert {"id": "grandpa", "name": "grandpa", "kind": "folder"} in voices
+        body = {"text": "Hi there.", "temperature": 0, "max_frames": 6, "eos_threshold": 100.0}
+        default = httpx.post(url + "/generate", json=body, timeout=60)
+        folder = httpx.post(url + "/generate", json=dict(body, voice="grandpa"), timeout=60)
+        assert default.status_code == folder.status_code == 200 and default.content != folder.content
+        speech = {"model": "tts-1", "input": "Hi.", "voice": "grandpa", "response_format": "flac"}
+        spoken = httpx.post(url + "/v1/audio/speech", json=speech, timeout=60)
+        assert spoken.status_code == 200 and soundfile.read(io.BytesIO(spoken.content))[0].size > 0
+        unknown = httpx.post(url + "/generate", json=dict(body, voice="grandma"), timeout=60)
+        assert unknown.status_code == 400 and "grandpa" in unknown.json()["error"]["message"]
+        card = httpx.get(url + "/v1/models/tts-1", timeout=60).json()
+    count = sum(int(np.prod(s)) for s in params.expected_shapes(config.load_yaml(str(TINY_CONFIG))).values())
+    assert card["language"] == "english" and card["parameters"] == count and card["word_timestamps"] is False

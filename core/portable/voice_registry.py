@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -78,9 +78,10 @@ class VoiceRegistry:
             return name
         raise self.unknown(name)
 
-    def unknown(self, name: str) -> VoiceError:
-        """The error of a voice name that stands for nothing here (it names the voices that do)."""
-        known = ", ".join(["default"] + self.names() + sorted(self.aliases))
+    def unknown(self, name: str, others: Sequence[str] = ()) -> VoiceError:
+        """The error of a voice name that stands for nothing here (it names the voices that do,
+        `others` too: voices found elsewhere, such as a server's voices folder)."""
+        known = ", ".join(["default"] + self.names() + sorted(self.aliases) + list(others))
         return VoiceError(f"unknown voice {name!r}: use one of {known}, or upload one")
 
     def find(self, key: str) -> Optional[VoiceState]:
