@@ -186,9 +186,11 @@ def _normalize(args: argparse.Namespace) -> None:
 def _export_voice(args: argparse.Namespace) -> None:
     from .export import export_voice
 
-    model = _load(args)
     if not args.out.endswith(".safetensors"):
         raise PocketTTSError(f"the voice state file must end in .safetensors: {args.out}")
+    check_writable(args.out)
+    voices.check(args.audio, sources.voice_names(args.model), args.model)
+    model = _load(args)
     export_voice(model, args.audio, args.out)
     _say(args, f"wrote {args.out}")
 
@@ -196,6 +198,11 @@ def _export_voice(args: argparse.Namespace) -> None:
 def _export(args: argparse.Namespace) -> None:
     from .export import export
 
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise PocketTTSError(f"--out {args.out} is a file: name a folder for the bundle")
+    names = sources.voice_names(args.model)
+    for voice in args.voice or ():
+        voices.check(voice, names, args.model)
     _say(args, f"exporting {args.model} to {args.out}")
     report = export(
         args.model,

@@ -243,6 +243,18 @@ def test_the_output_and_the_voice_are_checked_before_the_model_loads(tmp_path) -
         assert done.returncode == 1 and done.stderr.count("\n") == 1, (args, done.stderr)
         assert done.stderr.startswith("error: ") and said in done.stderr, (args, done.stderr)
     assert list(tmp_path.iterdir()) == []
+    (tmp_path / "a file").write_text("kept")
+    others = [
+        (("export-voice", "nope.wav", str(tmp_path / "v.safetensors"), "--model", CONFIG), "voice file not found"),
+        (("export-voice", str(VOICE_24K), str(tmp_path / "no" / "v.safetensors"), "--model", CONFIG), "the folder"),
+        (("export", "--model", CONFIG, "--out", str(tmp_path / "a file")), "is a file: name a folder"),
+        (("export", "--model", CONFIG, "--out", str(tmp_path / "b"), "--voice", "nope.wav"), "voice file not found"),
+    ]
+    for args, said in others:
+        done = cli(*args)
+        assert done.returncode == 1 and done.stderr.splitlines()[-1].startswith("error: "), (args, done.stderr)
+        assert said in done.stderr and "loading" not in done.stderr, (args, done.stderr)
+    assert [p.name for p in tmp_path.iterdir()] == ["a file"] and (tmp_path / "a file").read_text() == "kept"
 
 
 def test_a_wrong_flag_prints_its_commands_usage_and_normalize_takes_its_text_as_an_argument() -> None:
