@@ -46,7 +46,19 @@ def site(model: str, config: str = "config.yaml") -> Path:
     config, or another of its folder: config_words.yaml has timestamp heads), built again when the
     code that goes into it has changed."""
     out = SITES / (f"site-{model}" if config == "config.yaml" else f"site-{model}-{Path(config).stem}")
-    sources = [ROOT / "pyproject.toml", fixture(model) / "model.safetensors", fixture(model) / config]
+    voice = fixture(model) / "voice_state.safetensors"
+    return _built(out, fixture(model) / config, [voice], [fixture(model) / "model.safetensors"])
+
+
+def voiceless_site() -> Path:
+    """The static site of the tiny test model with no voice at all (it can clone one): what a site
+    built without --voice is."""
+    config = ROOT / "tests" / "fixtures" / "models" / "tiny_lsd" / "config.yaml"
+    return _built(SITES / "site-tiny-voiceless", config, [], [config.parent / "model.safetensors"])
+
+
+def _built(out: Path, config: Path, voices: List[Path], inputs: List[Path]) -> Path:
+    sources = [ROOT / "pyproject.toml", config, *inputs, *voices]
     for folder in ("core", "server/web", "tools"):
         sources += sorted(p for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     digest = hashlib.sha256()
@@ -57,8 +69,7 @@ def site(model: str, config: str = "config.yaml") -> Path:
         from tools.site import build
 
         shutil.rmtree(out, ignore_errors=True)
-        voice = str(fixture(model) / "voice_state.safetensors")
-        build(str(fixture(model) / config), out, [voice], int8=True)
+        build(str(config), out, [str(voice) for voice in voices], int8=True)
         stamp.write_text(digest.hexdigest())
     return out
 

@@ -38,6 +38,7 @@ HANDLERS = [
     routes.generate_words,
     routes.stream_words,
     routes.tts,
+    routes.site_description,
     openai_routes.openai_speech,
     openai_routes.openai_voices,
     openai_routes.models,
@@ -81,7 +82,7 @@ def create_app(
     return Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],
-        state=State({"client_timeout": client_timeout}),
+        state=State({"client_timeout": client_timeout, "site": routes.describe_site(web)}),
         openapi_config=OpenAPIConfig(title="Pocket TTS in NumPy", version="0.1.0", path="/schema"),
         request_max_body_size=routes.MAX_UPLOAD,
         middleware=[guard.middleware(allowed_origins, hosts, body_seconds)],

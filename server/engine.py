@@ -140,6 +140,8 @@ class ServerEngine:
         self._failures: Dict[str, Tuple[BaseException, float]] = {}
         aliases = {name: mapped if mapped in model.voices else "default" for name, mapped in OPENAI_VOICES.items()}
         self.voices = VoiceRegistry(model, default_voice, aliases)
+        if self.voices.default is None:  # every front's request may name no voice
+            raise VoiceError(f"{model.name} has no voice of its own: give the server one (--voice NAME_OR_FILE)")
         self._uploads: Dict[str, None] = {}  # ids of the recordings uploaded here, oldest first
         self._open_to_guests: Set[str] = set()  # ids of the uploads guests may use (the voices folder's)
         self.voices_folder = VoiceFolder(voices_dir)

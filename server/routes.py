@@ -8,12 +8,14 @@ holds until its last byte is handed to the server.
 
 from __future__ import annotations
 
+import json
 import secrets
+from pathlib import Path
 from typing import Optional, Tuple
 
 import anyio
 from litestar import Request, Response, get, post
-from litestar.datastructures import UploadFile
+from litestar.datastructures import CacheControlHeader, UploadFile
 from litestar.params import JSONBody
 from litestar.response import Stream
 
@@ -62,6 +64,25 @@ async def health(request: Request) -> Health:
         instance=INSTANCE,
         word_timestamps=engine.word_timestamps,
     )
+
+
+@get(
+    "/site.json",
+    summary="What the page may use here: this server, and the in-browser engine where a built site is served",
+    media_type="application/json",
+    cache_control=CacheControlHeader(no_cache=True),
+)
+async def site_description(request: Request) -> Response:
+    return Response(request.app.state.site, media_type="application/json")
+
+
+def describe_site(web: Path) -> bytes:
+    """GET /site.json of a server serving `web`: its site's site.json (scripts.build_site) where it
+    is a built site, with `server: true`; else only that. The page reads this one file to learn
+    which engines it has (a static host's site.json says no server): no request of it is a 404."""
+    path = web / "site.json"
+    site = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"format": "pocket-tts-numpy-site"}
+    return json.dumps(dict(site, server=True)).encode()
 
 
 @get("/voices", summary="Predefined voices of the loaded model, and OpenAI's names")

@@ -71,7 +71,7 @@ class BrowserEngine:
         files = sources.resolve(bundle_dir)
         in_memory = {path: _reserved.pop(path) for path in list(_reserved)}
         self.model = TTSModel.from_files(files, parts=ROLES[role], in_memory=in_memory)
-        speaks = params.FLOW_LM in self.model.parts and self.model.default_voice is not None
+        speaks = params.FLOW_LM in self.model.parts
         # Whether the flow side can clone, from the bundle's manifest (the part itself comes later).
         self.can_clone = bool(speaks and files.voice_cloning and params.VOICE_CLONING in files.weights)
         self.voices = VoiceRegistry(self.model) if speaks else None  # the default voice prepared now

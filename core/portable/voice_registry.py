@@ -35,7 +35,7 @@ def recording_id(samples: np.ndarray, sample_rate: int) -> str:
 
 class VoiceRegistry:
     """Prepared voices by id. `default`: the default voice's source (a name or a file; the model's
-    default when None), prepared now, so that one that cannot load fails at once. Requests name
+    default when None, if it has one), prepared now, so that one that cannot load fails at once. Requests name
     voices, never files: `get` takes "default"/None, a predefined name, one of `aliases` (another
     name for a predefined voice or "default"), or a recording's id.
 
@@ -60,7 +60,8 @@ class VoiceRegistry:
         self.model = model
         self.aliases = dict(aliases or {})
         self.default_name = default if default is not None else model.default_voice
-        self.default = model.voice_state(self.default_name)
+        # A model may come without a voice (a bundle exported with none): it speaks uploads only.
+        self.default = model.voice_state(self.default_name) if self.default_name is not None else None
         self._states = SizedCache(state_bytes)
         self._recordings = SizedCache(recording_bytes)
 
@@ -96,7 +97,7 @@ class VoiceRegistry:
             if prompt is None:
                 raise VoiceError(f"unknown uploaded voice {key!r} (uploads are kept for a while only): upload it again")
             return lambda: self.model.clone_voice(prompt, self.model.sample_rate, "the uploaded voice")
-        return lambda: self.model.voice_state(key)
+        return lambda: self.model.voice_state(None if key == "default" else key)
 
     def has_recording(self, key: str) -> bool:
         """Whether the recording `key` is still kept (asking is not a use)."""
@@ -134,7 +135,7 @@ class VoiceRegistry:
     def source(self, source: Optional[str]) -> VoiceState:
         """Any source a local caller names (the command line: a predefined name, an audio file, a
         voice state; None: the default), prepared once and kept by that source."""
-        if source is None or source == self.default_name:
+        if (source is None or source == self.default_name) and self.default is not None:
             return self.default
         found = self._states.get(source)
         return found if found is not None else self.keep(source, self.model.voice_state(source))

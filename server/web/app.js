@@ -5,7 +5,8 @@
 // workers; its voices from the model's info at boot).
 // Every finished run is appended to window.pocketTTS.runs as {mode, started_at_ms (since the page
 // opened), ttfc_ms, ttfa_ms, total_ms, audio_ms}, every run that played out to
-// window.pocketTTS.played as {samples, audible, stalls}
+// window.pocketTTS.played as {samples, audible, stalls}; the Generate run under way is
+// window.pocketTTS.current ({mode, samples}, null when none)
 // (samples the worklet rendered, how many not silent, how often playback waited for audio), every
 // voice upload to window.pocketTTS.uploads as {mode, ms, part_ms} (ms until the voice was ready, of
 // which part_ms fetching and loading the voice-cloning part: the first upload in the browser), and every text
@@ -40,6 +41,7 @@ window.pocketTTS = {
   streams: [],
   ready: false,
   words: [], // the words of the run playing: see wordRecords
+  current: null, // the Generate run under way: {mode, samples received so far}
   failed: null, // why the page or the engine it switched to could not start
   load: null,
   collect,
@@ -101,7 +103,8 @@ const mode = () => $("mode").value;
 function fillVoices(list) {
   const select = $("voice");
   select.innerHTML = "";
-  select.append(new Option(`default (${list.default})`, ""));
+  state.voiceless = !list.default;
+  select.append(new Option(state.voiceless ? "none yet: upload a voice" : `default (${list.default})`, ""));
   for (const name of list.voices) select.append(new Option(name, name));
 }
 
@@ -155,9 +158,13 @@ async function useMode(name) {
   fillVoices({ default: info.default_voice, voices: info.voices.filter((v) => v !== info.default_voice) });
   offerUploads(info.can_clone_voices, info.can_clone_voices ? cloningNote() : "this model comes without voice cloning");
   renderPanel();
+  if (!info.default_voice && !info.voices.length && !info.can_clone_voices) {
+    throw new Error("This site's model has no voice and cannot clone one: build the site again with --voice NAME.");
+  }
   $("generate").disabled = false;
   const ready = (count) =>
-    `Ready (in this browser: Python ${info.python}, NumPy ${info.numpy}, ${info.kernels}, ${count === 2 ? "two workers" : "one worker"}).`;
+    `Ready (in this browser: Python ${info.python}, NumPy ${info.numpy}, ${info.kernels}, ${count === 2 ? "two workers" : "one worker"}).` +
+    (state.voiceless ? " This model has no voice of its own: upload a recording of one." : "");
   status(ready(workers));
   browser.allWorkers().then((all) => {
     if (firstLoad) {
@@ -175,6 +182,10 @@ async function generate() {
     status("Type something to say first.", true);
     return;
   }
+  if (state.voiceless && !$("voice").value) {
+    status("This model has no voice of its own: upload a recording of a voice first (any audio file).", true);
+    return;
+  }
   stop();
   const controller = new AbortController();
   const run = {
@@ -184,6 +195,7 @@ async function generate() {
   showRun(run);
   state.controller = controller;
   state.run = run;
+  window.pocketTTS.current = { mode: run.mode, samples: 0 };
   $("generate").disabled = true;
   $("stop").disabled = false;
   $("download").hidden = true;
@@ -201,6 +213,7 @@ async function generate() {
     onChunk: (chunk) => {
       if (run.ttfc === null) run.ttfc = performance.now() - run.t0;
       run.samples += chunk.length;
+      if (state.run === run && window.pocketTTS.current) window.pocketTTS.current.samples = run.samples;
       run.chunks.push(chunk.slice());
       waveform.add(chunk);
       ready.then(() => state.run === run && player.push(chunk));
@@ -218,14 +231,28 @@ async function generate() {
   } catch (error) {
     // A player that could not start stopped the engine: its own error is the one to show.
     const failed = (await ready.then(() => null, (reason) => reason)) || error;
-    if (failed.name !== "AbortError") status(failed.message, true);
+    if (failed.name !== "AbortError" && state.run === run) runFailed(failed);
   } finally {
+    if (state.run === run) window.pocketTTS.current = null;
     if (state.run === run) {
       $("generate").disabled = false;
-      $("stop").disabled = true;
+      // Stop stays for as long as the audio plays (DRAINED ends it).
+      $("stop").disabled = run.samples === 0 || run.end === null;
       state.controller = null;
     }
   }
+}
+
+// A run that failed: its error, and nothing of it left on the page as if it were a result (its
+// audio, waveform, segments, words and download link go).
+function runFailed(error) {
+  stop();
+  waveform.reset();
+  $("segments").replaceChildren();
+  $("words").replaceChildren();
+  $("download").hidden = true;
+  window.pocketTTS.words = [];
+  status(error.message, true);
 }
 
 function finish(run) {
@@ -248,6 +275,7 @@ function finish(run) {
 }
 
 function stop() {
+  window.pocketTTS.current = null;
   if (state.controller) state.controller.abort();
   if (state.run && state.run.stream) state.run.stream.cancel();
   state.controller = null;
@@ -512,6 +540,7 @@ player.on(AudioMessage.DRAINED, ({ rendered, audible, stalls, starved }) => {
     return;
   }
   if (run && run.entry) run.entry.words = wordRecords(run);
+  if (run && !state.controller) $("stop").disabled = true; // it has played out
   window.pocketTTS.played.push({ samples: rendered, audible, stalls });
   if (stalls > 0) {
     status(`${$("status").textContent} Playback waited for audio ${stalls === 1 ? "once" : `${stalls} times`} ` +
@@ -625,13 +654,17 @@ $("voice-file").addEventListener("change", async (event) => {
 });
 
 async function start() {
-  const [hasServer, site] = await Promise.all([server.available(), browser.site()]);
-  state.site = site;
+  // One file says which engines this page has: a static host's site.json (the in-browser engine),
+  // or the server's (`server: true`, and the in-browser engine where it serves a built site).
+  const site = await browser.site();
+  state.site = site && site.model ? site : null;
   const select = $("mode");
   select.innerHTML = "";
-  if (hasServer) select.append(new Option("server", "server"));
-  if (site) select.append(new Option("in this browser", "browser"));
-  if (!select.options.length) throw new Error("no engine: neither a server nor the in-browser site files answer");
+  if (site && site.server) select.append(new Option("server", "server"));
+  if (state.site) select.append(new Option("in this browser", "browser"));
+  if (!select.options.length) {
+    throw new Error("no engine: this page found neither a server nor a built site (site.json, from scripts.build_site)");
+  }
   await useMode(select.value);
   window.pocketTTS.ready = true;
 }

@@ -27,6 +27,7 @@ let working = 0;
 let startDecoder = null;
 let idleTimer = null;
 const pending = new Map(); // id -> {onChunk, onSegment, onWord, resolve, reject}
+let broken = null; // why the workers can no longer be used (one failed after it started)
 
 // The site's description (site.json, written by scripts/build_site.py), or null when this page is
 // served without the in-browser engine.
@@ -81,13 +82,20 @@ function controlled(registration) {
 
 function start(siteInfo, role, cached, port, onProgress) {
   const worker = new Worker("browser/worker.js");
+  let up = false;
   const ready = new Promise((resolve, reject) => {
-    worker.onerror = (event) => reject(new Error(event.message || "the worker failed to start"));
+    worker.onerror = (event) => {
+      const why = event.message || "it stopped";
+      if (!up) reject(new Error(`the in-browser engine failed to start: ${why}`));
+      else failed(new Error(`the in-browser engine stopped (${why}): reload the page to start it again`));
+    };
     worker.onmessage = (event) => {
       const message = event.data;
       if (message.type === EngineMessage.PROGRESS && message.id === undefined) onProgress(message);
-      else if (message.type === EngineMessage.READY) resolve(message);
-      else if (message.type === EngineMessage.ERROR && message.id === undefined) reject(new Error(message.message));
+      else if (message.type === EngineMessage.READY) {
+        up = true;
+        resolve(message);
+      } else if (message.type === EngineMessage.ERROR && message.id === undefined) reject(new Error(message.message));
       else route(message);
     };
   });
@@ -204,6 +212,14 @@ function route(message) {
   else if (message.type === EngineMessage.MODULES) request.resolve(message.report);
 }
 
+// A worker failed after it started: every request waiting on the workers fails with `error`, and
+// so does every later one (a worker that failed cannot be trusted with more).
+function failed(error) {
+  broken = error;
+  for (const request of pending.values()) request.reject(error);
+  pending.clear();
+}
+
 function stopEverywhere(id) {
   for (const worker of distinctWorkers()) worker.postMessage({ type: EngineMessage.STOP, id });
 }
@@ -214,6 +230,7 @@ function stopEverywhere(id) {
 export function speak({ text, voice, signal, onChunk, onWord, options, words }) {
   const id = nextId++;
   return work(new Promise((resolve, reject) => {
+    if (broken) return reject(broken);
     pending.set(id, { onChunk, onWord, resolve, reject });
     signal.addEventListener("abort", () => {
       stopEverywhere(id);
@@ -236,7 +253,10 @@ export function speak({ text, voice, signal, onChunk, onWord, options, words }) 
 // in samples of the stream.
 export function textStream({ voice, options, onChunk, onSegment, onWord, words }) {
   const id = nextId++;
-  const done = work(new Promise((resolve, reject) => pending.set(id, { onChunk, onSegment, onWord, resolve, reject })));
+  const done = work(new Promise((resolve, reject) => {
+    if (broken) reject(broken);
+    else pending.set(id, { onChunk, onSegment, onWord, resolve, reject });
+  }));
   const send = (message) => {
     if (pending.has(id)) workers.flow.postMessage({ ...message, id });
   };
@@ -278,6 +298,7 @@ export async function uploadVoice(file, sampleRate, onProgress) {
   const id = nextId++;
   return work(
     new Promise((resolve, reject) => {
+      if (broken) return reject(broken);
       pending.set(id, { resolve, reject, onProgress });
       workers.flow.postMessage({ type: EngineMessage.VOICE, id, samples, sampleRate: decoded.sampleRate }, [samples.buffer]);
     }),

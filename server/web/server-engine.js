@@ -2,32 +2,79 @@
 // /health reports), or POST /stream/words (JSON lines: the audio and its words) where the model
 // times words; text streams over the WebSocket /v1/audio/speech/stream.
 
+// A stream that sends nothing for this long has stalled (the server sends a frame's audio at least
+// every 80 ms of audio while it generates); its first answer may take longer (a voice to clone or
+// to download first).
+export const STALL_MS = 5000;
+export const ANSWER_MS = 30000;
+
 // Calls onChunk(Float32Array) for every piece of audio received, and with `words`, onWord({kind:
 // "start" | "end", word, index, start_sample, end_sample}) for each word (as browser-engine.js);
-// resolves when the stream ends. Rejects with the server's error message (a 4xx/5xx JSON body) or
-// an AbortError on Stop.
+// resolves when the stream ends. Rejects with the server's error message (a 4xx/5xx JSON body), an
+// Error saying the server went away or stalled (its stream is closed then), or an AbortError on Stop.
 export async function speak({ text, voice, signal, onChunk, onWord, options, words }) {
   const body = { ...(options || {}), text };
   if (voice) body.voice = voice;
-  const response = await fetch(words ? "/stream/words" : "/stream", {
-    method: "POST",
-    headers: { "Content-Type": "application/json" },
-    body: JSON.stringify(body),
-    signal,
-  });
-  if (!response.ok) throw new Error(await errorMessage(response));
-  const reader = response.body.getReader();
-  if (words) {
-    await readWordLines(reader, onChunk, onWord);
-    return;
+  const request = new AbortController();
+  const stop = () => request.abort();
+  signal.addEventListener("abort", stop);
+  const unanswered = setTimeout(() => request.abort(), ANSWER_MS);
+  try {
+    let response;
+    try {
+      response = await fetch(words ? "/stream/words" : "/stream", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+        signal: request.signal,
+      });
+    } catch (error) {
+      if (signal.aborted) throw error;
+      throw new Error(request.signal.aborted
+        ? `the server did not answer in ${ANSWER_MS / 1000} s`
+        : "the server is not answering: is it still running?");
+    } finally {
+      clearTimeout(unanswered);
+    }
+    if (!response.ok) throw new Error(await errorMessage(response));
+    const reader = watched(response.body.getReader(), signal);
+    if (words) {
+      await readWordLines(reader, onChunk, onWord);
+      return;
+    }
+    const samples = pcm16Reader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const chunk = samples(value);
+      if (chunk) onChunk(chunk);
+    }
+  } finally {
+    signal.removeEventListener("abort", stop);
   }
-  const samples = pcm16Reader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    const chunk = samples(value);
-    if (chunk) onChunk(chunk);
-  }
+}
+
+// A response body's reader whose reads fail with a clear error when the server goes away, or sends
+// nothing for STALL_MS (the body is cancelled then: the server sees its client gone).
+function watched(reader, signal) {
+  return {
+    async read() {
+      let timer;
+      const stalled = new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`the server stopped sending audio (nothing for ${STALL_MS / 1000} s)`)), STALL_MS);
+      });
+      try {
+        return await Promise.race([reader.read(), stalled]);
+      } catch (error) {
+        reader.cancel().catch(() => {});
+        if (signal.aborted || error.name === "AbortError") throw error;
+        if (error instanceof TypeError) throw new Error("the connection to the server was lost mid-stream");
+        throw error;
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
 }
 
 // POST /stream/words' JSON lines (started, audio, word, word_end, done), as they come.
@@ -161,15 +208,6 @@ export async function health() {
   const response = await fetch("/health", { cache: "no-cache" });
   if (!response.ok) throw new Error(await errorMessage(response));
   return response.json();
-}
-
-// Whether a server answers here (a static host of the site has none).
-export async function available() {
-  try {
-    return (await fetch("/health", { cache: "no-cache" })).ok;
-  } catch {
-    return false;
-  }
 }
 
 export async function uploadVoice(file) {
