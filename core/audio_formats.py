@@ -1,7 +1,10 @@
-"""Audio files in the formats users ask for: WAV and raw 16-bit PCM (which stream), and the
-compressed formats soundfile's libsndfile can write (FLAC, MP3, Ogg/Opus), whole files. The server's
-answers and the command line's files are written here. AAC is not among them: libsndfile has no
-AAC encoder, and an encoder of our own or ffmpeg's is not worth its weight for one of OpenAI's six."""
+"""Audio out in the formats users ask for, at the rates they ask for: raw 16-bit PCM and the
+telephone codecs G.711 mu-law and A-law (which stream), WAV (a stream's header, or a whole file's),
+and the compressed formats soundfile's libsndfile can write (FLAC, MP3, Ogg/Opus), whole files; at
+the model's rate or any of RATES, resampled with soxr, each stream keeping its resampler's state
+(`Output`). The server's answers and the command line's files are written here. AAC is not among
+them: libsndfile has no AAC encoder, and an encoder of our own or ffmpeg's is not worth its weight
+for one of OpenAI's six."""
 
 from __future__ import annotations
 
@@ -11,12 +14,14 @@ from typing import List, Optional
 
 import numpy as np
 
-from .portable.audio import pcm16, wav_bytes
+from .portable.audio import pcm16, wav_bytes, wav_header
 from .portable.errors import PocketTTSError
 
 MEDIA_TYPES = {
     "wav": "audio/wav",
     "pcm": "audio/pcm",
+    "mulaw": "audio/basic",
+    "alaw": "audio/x-alaw-basic",
     "flac": "audio/flac",
     "mp3": "audio/mpeg",
     "opus": "audio/ogg",
@@ -32,13 +37,21 @@ EXTENSIONS = {
     ".opus": "opus",
     ".pcm": "pcm",
     ".raw": "pcm",
+    ".ulaw": "mulaw",
+    ".mulaw": "mulaw",
+    ".alaw": "alaw",
 }
-FILE_FORMATS = ("wav", "flac", "mp3", "opus", "pcm")
+FILE_FORMATS = ("wav", "flac", "mp3", "opus", "pcm", "mulaw", "alaw")
+STREAMED = ("pcm", "mulaw", "alaw")  # sent as they are made, a chunk at a time
+# The rates audio may be asked at (telephone, wideband, the model's, CD, studio).
+RATES = (8000, 16000, 22050, 24000, 44100, 48000)
+# What a client is told each streamed format is (the X-Sample-Format header).
+SAMPLE_FORMATS = {"pcm": "s16le", "mulaw": "mulaw", "alaw": "alaw"}
 
 
 def available(fmt: str) -> bool:
     """Whether this machine can write `fmt` (MP3 needs a libsndfile built with LAME)."""
-    if fmt in ("wav", "pcm"):
+    if fmt in ("wav",) + STREAMED:
         return True
     import soundfile
 
@@ -75,12 +88,87 @@ def format_of(path: Optional[str], fmt: Optional[str]) -> str:
     return fmt
 
 
+def check_rate(rate: int) -> int:
+    """`rate` where it is one of RATES; a PocketTTSError naming them otherwise."""
+    if rate not in RATES:
+        raise PocketTTSError(f"sample rate {rate} is not offered: use one of {', '.join(map(str, RATES))}")
+    return rate
+
+
+def mulaw(pcm: np.ndarray) -> bytes:
+    """G.711 mu-law of float32 samples in [-1, 1] (as 16-bit samples first: pcm16's rounding), one
+    byte each (ITU-T G.711, as the reference g711.c computes it)."""
+    x = np.frombuffer(pcm16(pcm), "<i2").astype(np.int32) >> 2  # [n] 14-bit
+    mask = np.where(x < 0, 0x7F, 0xFF)
+    x = np.minimum(np.abs(x), 8159) + 0x21
+    segment = np.searchsorted(_MULAW_ENDS, x)  # the first end >= x; 8 past the last (the loudest)
+    value = np.where(segment >= 8, 0x7F, (segment << 4) | ((x >> np.minimum(segment + 1, 8)) & 0xF))
+    return ((value ^ mask) & 0xFF).astype(np.uint8).tobytes()
+
+
+def alaw(pcm: np.ndarray) -> bytes:
+    """G.711 A-law of float32 samples in [-1, 1] (as 16-bit samples first), one byte each."""
+    x = np.frombuffer(pcm16(pcm), "<i2").astype(np.int32) >> 3  # [n] 13-bit
+    mask = np.where(x >= 0, 0xD5, 0x55)
+    x = np.where(x >= 0, x, -x - 1)
+    segment = np.searchsorted(_ALAW_ENDS, x)
+    mantissa = np.where(segment < 2, x >> 1, x >> np.maximum(segment, 1)) & 0xF
+    value = np.where(segment >= 8, 0x7F, (segment << 4) | mantissa)
+    return ((value ^ mask) & 0xFF).astype(np.uint8).tobytes()
+
+
+_MULAW_ENDS = np.array([0x3F, 0x7F, 0xFF, 0x1FF, 0x3FF, 0x7FF, 0xFFF, 0x1FFF])
+_ALAW_ENDS = np.array([0x1F, 0x3F, 0x7F, 0xFF, 0x1FF, 0x3FF, 0x7FF, 0xFFF])
+_CODECS = {"pcm": pcm16, "mulaw": mulaw, "alaw": alaw}
+
+
+class Output:
+    """One stream's audio out: in `fmt` (a streamed one: STREAMED, or "wav", a header then 16-bit
+    PCM) at `rate`, from chunks at the model's `source_rate`. The resampler's state goes from chunk
+    to chunk, so the chunks join exactly as the whole signal resampled at once; `end` gives what
+    the resampler still holds."""
+
+    def __init__(self, fmt: str, source_rate: int, rate: Optional[int] = None):
+        self.fmt = fmt
+        self.rate = check_rate(rate) if rate is not None else source_rate
+        self._encode = _CODECS["pcm" if fmt == "wav" else fmt]
+        self._resampler = None
+        if self.rate != source_rate:
+            import soxr
+
+            self._resampler = soxr.ResampleStream(source_rate, self.rate, 1, dtype="float32", quality="HQ")
+
+    def header(self) -> bytes:
+        """What comes first: a WAV stream's header (its length unknown), else nothing."""
+        return wav_header(self.rate) if self.fmt == "wav" else b""
+
+    def chunk(self, pcm: np.ndarray) -> bytes:
+        return self._encode(self._resampled(pcm, last=False))
+
+    def end(self) -> bytes:
+        return self._encode(self._resampled(np.zeros(0, np.float32), last=True))
+
+    def _resampled(self, pcm: np.ndarray, last: bool) -> np.ndarray:
+        if self._resampler is None:
+            return pcm
+        return self._resampler.resample_chunk(np.asarray(pcm, np.float32), last=last)
+
+
+def resampled(pcm: np.ndarray, source_rate: int, rate: Optional[int]) -> np.ndarray:
+    """A whole signal at `rate` (None: as it is)."""
+    if rate is None or rate == source_rate:
+        return pcm
+    import soxr
+
+    return soxr.resample(np.asarray(pcm, np.float32), source_rate, check_rate(rate), quality="HQ")
+
+
 def encode(pcm: np.ndarray, sample_rate: int, fmt: str) -> bytes:
     """A whole file in `fmt`; a WAV's header says its length."""
     if fmt == "wav":
         return wav_bytes(pcm, sample_rate)
-    if fmt == "pcm":
-        return pcm16(pcm)
+    if fmt in _CODECS:
+        return _CODECS[fmt](pcm)
     import soundfile
 
     container, subtype = _SOUNDFILE[fmt]
@@ -90,7 +178,8 @@ def encode(pcm: np.ndarray, sample_rate: int, fmt: str) -> bytes:
     return out.getvalue()
 
 
-def encode_chunks(chunks: List[np.ndarray], sample_rate: int, fmt: str) -> bytes:
-    """A whole file in `fmt` of a generation's chunks, joined here (on the server, off the event
-    loop: up to a request's whole audio)."""
-    return encode(np.concatenate(chunks) if chunks else np.zeros(0, np.float32), sample_rate, fmt)
+def encode_chunks(chunks: List[np.ndarray], sample_rate: int, fmt: str, rate: Optional[int] = None) -> bytes:
+    """A whole file in `fmt` of a generation's chunks at `sample_rate`, joined (on the server, off
+    the event loop: up to a request's whole audio) and resampled to `rate` here."""
+    pcm = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+    return encode(resampled(pcm, sample_rate, rate), rate or sample_rate, fmt)

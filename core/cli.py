@@ -28,7 +28,6 @@ from . import __version__, audio_formats, hub
 from .extras import install_hint
 from .files import check_writable, write_atomically
 from .portable import catalog, normalize, ops, sources, voices
-from .portable.audio import pcm16, wav_header
 from .portable.errors import PocketTTSError
 from .portable.model import TTSModel
 from .portable.options import GenerationOptions
@@ -151,23 +150,25 @@ def _write_words(args: argparse.Namespace, words: List[TimedWord]) -> None:
 
 
 def _write_audio(args: argparse.Namespace, output: Optional[str], fmt: str, chunks: _Timed, sample_rate: int) -> None:
-    """The audio to `output` in `fmt`; to stdout as it is made where that is asked for (--stream,
-    or -o - in a format that streams)."""
+    """The audio to `output` in `fmt` at --sample-rate; to stdout as it is made where that is asked
+    for (--stream: raw 16-bit PCM, or -o - in a format that streams)."""
     stdout = sys.stdout.buffer
-    streamed = args.stream or (args.output == "-" and fmt in ("wav", "pcm"))
+    streamed = args.stream or (args.output == "-" and fmt in ("wav",) + audio_formats.STREAMED)
     kept: List[np.ndarray] = []
     if streamed:
-        if args.output == "-" and fmt == "wav":
-            stdout.write(wav_header(sample_rate))  # the header of a stream: its length is not known yet
+        out = audio_formats.Output(fmt if args.output == "-" else "pcm", sample_rate, args.sample_rate)
+        stdout.write(out.header())  # a WAV stream's: its length is not known yet
         for chunk in chunks:
-            stdout.write(pcm16(chunk))
+            stdout.write(out.chunk(chunk))
             stdout.flush()
             if output not in (None, "-"):
                 kept.append(chunk)
+        stdout.write(out.end())
+        stdout.flush()
     else:
         kept = list(chunks)
     if output is not None and not (streamed and output == "-"):
-        data = audio_formats.encode_chunks(kept, sample_rate, fmt)
+        data = audio_formats.encode_chunks(kept, sample_rate, fmt, args.sample_rate)
         if output == "-":
             stdout.write(data)
         else:
@@ -320,11 +321,17 @@ def parser(
     gen.add_argument(
         "-o",
         "--output",
-        help="audio file (its extension says the format: .wav, .flac, .mp3, .ogg/.opus, .pcm), or - for a WAV on "
-        "stdout (default: tts_output.wav)",
+        help="audio file (its extension says the format: .wav, .flac, .mp3, .ogg/.opus, .pcm, .ulaw, .alaw), or - "
+        "for a WAV on stdout (default: tts_output.wav)",
     )
     gen.add_argument(
         "--format", choices=audio_formats.FILE_FORMATS, help="the output's format, whatever its name (default: from -o)"
+    )
+    gen.add_argument(
+        "--sample-rate",
+        type=int,
+        choices=audio_formats.RATES,
+        help="the output's sample rate, resampled with soxr (default: the model's, 24000)",
     )
     gen.add_argument(
         "--stream", action="store_true", help="write raw 16-bit little-endian mono PCM to stdout as it is generated"

@@ -10,6 +10,7 @@ EXTRAS = {
     "huggingface_hub": "cli",
     "tqdm": "cli",
     "threadpoolctl": "cli",
+    "soxr": "cli",
     "litestar": "server",
     "msgspec": "server",
     "uvicorn": "server",

@@ -17,7 +17,7 @@ from litestar import Request, Response
 from litestar.response import Stream
 
 from core import audio_formats
-from core.portable.audio import pcm16, wav_header
+from core.portable.audio import pcm16
 from server.schemas import TimedWordEntry, WordsResponse
 from server.session import Audio, Done, Session, WordEnd, WordStart
 
@@ -77,39 +77,56 @@ async def saying(session: Session, text: str, field: str = "text") -> AsyncItera
             session.close()
 
 
-async def pcm_bytes(chunks: AsyncIterator[np.ndarray]) -> AsyncIterator[bytes]:
+async def streamed(chunks: AsyncIterator[np.ndarray], output: audio_formats.Output) -> AsyncIterator[bytes]:
+    """The audio in `output`'s format and rate as it is made (a WAV stream's header first, what
+    the resampler still holds last)."""
+    header = output.header()
+    if header:
+        yield header
     async for chunk in chunks:
-        yield pcm16(chunk)
+        data = output.chunk(chunk)
+        if data:
+            yield data
+    tail = output.end()
+    if tail:
+        yield tail
 
 
-async def wav_stream(chunks: AsyncIterator[np.ndarray], sample_rate: int) -> AsyncIterator[bytes]:
-    yield wav_header(sample_rate)
-    async for chunk in chunks:
-        yield pcm16(chunk)
-
-
-async def sse(chunks: AsyncIterator[np.ndarray], sample_rate: int, frame_size: int, fmt: str) -> AsyncIterator[bytes]:
+async def sse(
+    chunks: AsyncIterator[np.ndarray], sample_rate: int, frame_size: int, fmt: str, rate: Optional[int] = None
+) -> AsyncIterator[bytes]:
     """OpenAI's speech events: base64 audio deltas, then `speech.audio.done`.
 
-    PCM and WAV deltas stream; a compressed format comes as one delta at the end.
+    PCM, G.711 and WAV deltas stream (at `rate`, None: the model's); a compressed format comes as
+    one delta at the end.
     """
 
     def event(payload: dict) -> bytes:
         return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
+    def delta(data: bytes) -> bytes:
+        return event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+
     samples = 0
     kept: List[np.ndarray] = []
-    if fmt == "wav":
-        yield event({"type": "speech.audio.delta", "audio": base64.b64encode(wav_header(sample_rate)).decode()})
+    output = audio_formats.Output(fmt, sample_rate, rate) if fmt in audio_formats.STREAMED + ("wav",) else None
+    header = output.header() if output is not None else b""
+    if header:
+        yield delta(header)
     async for chunk in chunks:
         samples += chunk.shape[0]
-        if fmt in ("pcm", "wav"):
-            yield event({"type": "speech.audio.delta", "audio": base64.b64encode(pcm16(chunk)).decode()})
+        if output is not None:
+            data = output.chunk(chunk)
+            if data:
+                yield delta(data)
         else:
             kept.append(chunk)
+    tail = output.end() if output is not None else b""
+    if tail:
+        yield delta(tail)
     if kept:
-        data = await anyio.to_thread.run_sync(audio_formats.encode_chunks, kept, sample_rate, fmt)
-        yield event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+        data = await anyio.to_thread.run_sync(audio_formats.encode_chunks, kept, sample_rate, fmt, rate)
+        yield delta(data)
     frames = -(-samples // frame_size)  # audio of 80 ms frames (at a speed other than 1, not those generated)
     usage = {"input_tokens": 0, "output_tokens": frames, "total_tokens": frames}
     yield event({"type": "speech.audio.done", "usage": usage})
@@ -152,15 +169,15 @@ async def words_file(request: Request, answer: Answer) -> Response:
     return _sent(answer, data, "application/json")
 
 
-async def whole_file(request: Request, answer: Answer, fmt: str) -> Response:
-    """The whole audio as one file in `fmt`, joined and encoded off the event loop, then sent a
-    piece at a time under the request's session (a client that reads nothing holds it only until
-    the client timeout)."""
+async def whole_file(request: Request, answer: Answer, fmt: str, rate: Optional[int] = None) -> Response:
+    """The whole audio as one file in `fmt` at `rate` (None: the model's), joined, resampled and
+    encoded off the event loop, then sent a piece at a time under the request's session (a client
+    that reads nothing holds it only until the client timeout)."""
     session = answer.session
     chunks = await _collect(request, session.audio())
     if chunks is None:
         return Response(b"", status_code=499)
-    data = await anyio.to_thread.run_sync(audio_formats.encode_chunks, chunks, session.sample_rate, fmt)
+    data = await anyio.to_thread.run_sync(audio_formats.encode_chunks, chunks, session.sample_rate, fmt, rate)
     return _sent(answer, data, audio_formats.MEDIA_TYPES[fmt])
 
 

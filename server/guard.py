@@ -10,9 +10,9 @@ trusts, and a body that arrives in time.
   the hosts of the allowed origins are answered; any other is a 421. A server bound to every
   interface (0.0.0.0, ::) also answers to an IP address (a page cannot rebind an address).
 - API key (`--api-key`): `Authorization: Bearer KEY` on every route of the API and the WebSocket,
-  as OpenAI's clients send it; 401 otherwise. The page's files and `/health` stay open. The key is
-  the engine's (server/access.py decides who the caller is, for every front); the caller is left
-  in the request's state (`caller_of`) for the session it opens.
+  as OpenAI's clients send it; 401 otherwise. The page's files (`/site.json` among them) and
+  `/health` stay open. The key is the engine's (server/access.py decides who the caller is, for
+  every front); the caller is left in the request's state (`caller_of`) for the session it opens.
 - Origin: a request that changes something (any method but GET, HEAD and OPTIONS), or opens a
   WebSocket, from a web page of another site than the server's own (the `Host` it was asked under)
   or one of `allowed_origins`, is a 403. Clients that are not browsers send no `Origin` and pass.

@@ -84,12 +84,13 @@ async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Resp
     async with bodies.saying(session, text, "input") as answer:
         rate = session.sample_rate
         if data.stream_format == "sse":
-            events = bodies.sse(session.audio(), rate, engine_of(request).frame_size, fmt)
+            events = bodies.sse(session.audio(), rate, engine_of(request).frame_size, fmt, data.sample_rate)
             return Stream(answer.body(events), media_type="text/event-stream")
-        if fmt == "pcm":  # raw PCM streams as it is made; a WAV is a whole file, its header true to its length
+        if fmt in audio_formats.STREAMED:  # raw samples stream as they are made; a WAV is a whole file
+            output = audio_formats.Output(fmt, rate, data.sample_rate)
             return Stream(
-                answer.body(bodies.pcm_bytes(session.audio())),
+                answer.body(bodies.streamed(session.audio(), output)),
                 media_type=audio_formats.MEDIA_TYPES[fmt],
-                headers={"X-Sample-Rate": str(rate)},
+                headers={"X-Sample-Rate": str(output.rate)},
             )
-        return await bodies.whole_file(request, answer, fmt)
+        return await bodies.whole_file(request, answer, fmt, data.sample_rate)

@@ -20,17 +20,17 @@ from litestar.params import JSONBody
 from litestar.response import Stream
 
 import core
+from core import audio_formats
 from core.portable.audio import MAX_PROMPT_SECONDS, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
 from server import bodies, errors, reading
 from server.engine import ServerEngine
 from server.errors import ServiceError
 from server.guard import caller_of
-from server.schemas import GenerateRequest, Health, UploadedVoice, Voices
+from server.schemas import GenerateRequest, Health, StreamRequest, UploadedVoice, Voices
 from server.session import MAX_TEXT, Session, text_to_say
 
 MAX_UPLOAD = 20 * 1024 * 1024  # bytes of a request with a recording (POST /voices, POST /tts)
 MAX_JSON = 256 * 1024  # bytes of a JSON request: 5000 characters, each escaped, fit many times
-PCM_HEADERS = {"X-Sample-Format": "s16le", "X-Channels": "1"}
 STREAM_HEADERS = ("X-Sample-Rate", "X-Sample-Format", "X-Channels")
 # Which process answered (behind a load balancer), without naming the machine or the process.
 INSTANCE = secrets.token_hex(4)
@@ -124,21 +124,26 @@ async def upload_voice(request: Request) -> UploadedVoice:
 async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Response:
     text, session = await _opened(request, data)
     async with bodies.saying(session, text) as answer:
-        return await bodies.whole_file(request, answer, "wav")
+        return await bodies.whole_file(request, answer, "wav", data.sample_rate)
 
 
 @post(
     "/stream",
-    summary="Speak a text; raw 16-bit PCM streamed as it is generated",
+    summary="Speak a text; raw 16-bit PCM (or G.711 mu-law / A-law) streamed as it is generated",
     status_code=200,
-    before_request=reading.strict_json(GenerateRequest),
+    before_request=reading.strict_json(StreamRequest),
     request_max_body_size=MAX_JSON,
 )
-async def stream(request: Request, data: JSONBody[GenerateRequest]) -> Stream:
+async def stream(request: Request, data: JSONBody[StreamRequest]) -> Stream:
     text, session = await _opened(request, data)
     async with bodies.saying(session, text) as answer:
-        headers = dict(PCM_HEADERS, **{"X-Sample-Rate": str(session.sample_rate)})
-        body = answer.body(bodies.pcm_bytes(session.audio()))
+        output = audio_formats.Output(data.format, session.sample_rate, data.sample_rate)
+        headers = {
+            "X-Sample-Rate": str(output.rate),
+            "X-Sample-Format": audio_formats.SAMPLE_FORMATS[data.format],
+            "X-Channels": "1",
+        }
+        body = answer.body(bodies.streamed(session.audio(), output))
         return Stream(body, media_type="application/octet-stream", headers=headers)
 
 
@@ -212,7 +217,7 @@ async def tts(request: Request) -> Stream:
     session = await Session.open(engine, voice, options, slot=slot, caller=caller)
     async with bodies.saying(session, text) as answer:
         return Stream(
-            answer.body(bodies.wav_stream(session.audio(), session.sample_rate)),
+            answer.body(bodies.streamed(session.audio(), audio_formats.Output("wav", session.sample_rate))),
             media_type="audio/wav",
             headers={"Content-Disposition": "attachment; filename=generated_speech.wav"},
         )

@@ -36,6 +36,10 @@ MaxTokens = _ranged(int, "max_tokens")
 NoiseClamp = _ranged(float, "noise_clamp", low="gt")
 Speed = Annotated[float, Meta(ge=SPEED_RANGE[0], le=SPEED_RANGE[1], description=_doc("speed"))]
 Normalize = Annotated[bool, Meta(description=_doc("normalize"))]
+SampleRate = Annotated[
+    Literal[8000, 16000, 22050, 24000, 44100, 48000],  # core.audio_formats.RATES
+    Meta(description="the audio's sample rate (default: the model's, 24000), resampled with soxr"),
+]
 
 
 class OptionFields(msgspec.Struct, forbid_unknown_fields=True):
@@ -59,10 +63,18 @@ class OptionFields(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class GenerateRequest(OptionFields, kw_only=True):
-    """Body of POST /generate and POST /stream: the text, a voice, and any generation option."""
+    """Body of POST /generate and POST /stream: the text, a voice, any generation option, the
+    audio's sample rate."""
 
     text: Text
     voice: Optional[str] = None
+    sample_rate: Optional[SampleRate] = None
+
+
+class StreamRequest(GenerateRequest, kw_only=True):
+    """Body of POST /stream: POST /generate's, and the samples' format: 16-bit PCM, or G.711."""
+
+    format: Literal["pcm", "mulaw", "alaw"] = "pcm"
 
 
 class TimedWordEntry(msgspec.Struct):
@@ -93,12 +105,14 @@ class SpeechRequest(msgspec.Struct):
     model: str
     input: Text
     voice: Union[str, VoiceRef]
-    response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
+    response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm", "mulaw", "alaw"] = "mp3"
     speed: Speed = 1.0
     stream_format: Literal["audio", "sse"] = "audio"
     instructions: Optional[str] = None
-    # Not OpenAI's: numbers, dates, ... read as words unless false (as every other entry of ours).
+    # Not OpenAI's: numbers, dates, ... read as words unless false (as every other entry of ours);
+    # the audio's rate; and mulaw / alaw (G.711, telephone audio) among the formats.
     normalize: Normalize = True
+    sample_rate: Optional[SampleRate] = None
 
     def options(self) -> GenerationOptions:
         return GenerationOptions(speed=self.speed, normalize=self.normalize)

@@ -600,6 +600,7 @@ def test_an_api_key_guards_every_api_route_and_the_websocket(model) -> None:
             assert httpx.get(url + path, headers=key, timeout=GUARD).status_code == 200, path
         assert httpx.get(url + "/health", timeout=GUARD).status_code == 200  # health checks need no key
         assert httpx.get(url + "/", timeout=GUARD).status_code == 200  # nor the page's files
+        assert httpx.get(url + "/site.json", timeout=GUARD).json()["server"] is True
         stream = url.replace("http://", "ws://") + "/v1/audio/speech/stream"
         with pytest.raises(InvalidStatus) as no_key:
             connect(stream, open_timeout=GUARD)
@@ -610,7 +611,7 @@ def test_an_api_key_guards_every_api_route_and_the_websocket(model) -> None:
     logging.getLogger("uvicorn.error").removeHandler(recorder)
     assert not logged, [record.getMessage() for record in logged]  # a refused handshake is no error of ours
     # Every route of the API is under the key: a route added later is too, or this fails.
-    page = ("/", "/{file_path:path}", "/health")  # the page's files and the health check
+    page = ("/", "/{file_path:path}", "/site.json", "/health")  # the page's files (its site.json) and the health check
     paths = {route.path for route in create_app(engine).routes if route.path not in page}
     assert paths and all(path.startswith(guard.API_PATHS) for path in paths), paths
     engine.close()
