@@ -24,7 +24,7 @@ from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 from litestar.static_files import create_static_files_router
 
-from server import guard, http_errors, openai_routes, routes, websocket
+from server import guard, http_errors, livekit_ws, openai_routes, routes, websocket
 from server.access import Access
 from server.engine import CLIENT_TIMEOUT, DEFAULT_MODEL, MAX_CONCURRENT, ServerEngine, load_engine, serving_threads
 
@@ -44,6 +44,7 @@ HANDLERS = [
     openai_routes.models,
     openai_routes.model,
     websocket.speech_stream,
+    livekit_ws.livekit_stream,
 ]
 
 

@@ -90,7 +90,15 @@ async def speech_stream(socket: WebSocket) -> None:
     await _Connection(socket, state.engine, state.client_timeout).serve()
 
 
-class _Connection:
+class FrameSocket:
+    """What every WebSocket front of the engine shares: the connection's tasks (the reader, the
+    idle and lifetime clock, the sender of the speech), its outcome (a normal end; a refusal: its
+    error, then a close with its kind's code; the client gone) and sending within the client
+    timeout. A front says how it reads (`_read`), sends its speech (`_send_speech`) and writes an
+    error (`_send_error`)."""
+
+    path = PATH
+
     def __init__(self, socket: WebSocket, engine: ServerEngine, timeout: float):
         self.socket = socket
         self.engine = engine
@@ -135,7 +143,7 @@ class _Connection:
         except ServiceError as error:
             outcome = _Fatal(error)
         except Exception as error:  # a fault of ours: the operator's log gets the traceback
-            log.error("%s failed", PATH, exc_info=error)
+            log.error("%s failed", self.path, exc_info=error)
             outcome = _Fatal(errors.unexpected(error, "stream"))
         if self.outcome is None:
             self.outcome = outcome
@@ -144,6 +152,80 @@ class _Connection:
     async def _expire(self) -> None:
         raise _Fatal(await self.clock.expired())
 
+    async def _read(self) -> None:
+        raise NotImplementedError
+
+    async def _send_speech(self) -> None:
+        raise NotImplementedError
+
+    async def _send_error(self, error: ServiceError) -> None:
+        raise NotImplementedError
+
+    async def _receive(self) -> dict:
+        try:
+            message = await self.socket.receive()
+        except Exception:  # the connection is already gone
+            raise _Gone() from None
+        if message["type"] == "websocket.disconnect":
+            raise _Gone()
+        return message
+
+    def _json_of(self, message: dict) -> Any:
+        """A client frame's JSON value: a text frame of at most MAX_FRAME bytes (a _BadFrame
+        otherwise, a _Fatal for one too large)."""
+        text = message.get("text")
+        if text is None:
+            error = ServiceError(errors.BINARY_FRAME, "send JSON text frames; binary frames are the server's audio")
+            raise _BadFrame(error)
+        if len(text) > MAX_FRAME // 4 and len(text.encode()) > MAX_FRAME:
+            raise _Fatal(ServiceError(errors.FRAME_TOO_LARGE, f"a frame may hold at most {MAX_FRAME} bytes"))
+        try:
+            return msgspec.json.decode(text)
+        except msgspec.DecodeError as e:
+            raise _BadFrame(ServiceError(errors.INVALID_JSON, f"malformed JSON: {e}")) from None
+        except RecursionError:
+            raise _BadFrame(ServiceError(errors.INVALID_JSON, "malformed JSON: nested too deeply")) from None
+
+    def _begin_sending(self) -> None:
+        self.sender = anyio.CancelScope()
+        self.sender_ended = anyio.Event()
+        scope, ended = self.sender, self.sender_ended
+
+        async def send() -> None:
+            try:
+                with scope:
+                    await self._send_speech()
+            finally:
+                ended.set()
+
+        self.group.start_soon(self._guarded, send)
+
+    async def _stop_sending(self) -> None:
+        """The sender of the speech stopped: nothing more of it is sent."""
+        if self.sender is not None:
+            self.sender.cancel()
+            await self.sender_ended.wait()
+
+    async def _send_json(self, payload: dict) -> None:
+        await self._send(text=msgspec.json.encode(payload).decode())
+
+    async def _send(self, **data: Any) -> None:
+        """One frame, taken by the client within the timeout, or the client is dropped."""
+        try:
+            with anyio.fail_after(self.timeout):
+                await self.socket.send({"type": "websocket.send", **data})
+        except Exception:  # not taken in time (TimeoutError), or the connection is gone
+            raise _Gone() from None
+
+    async def _close(self, code: int, reason: str = "") -> None:
+        try:
+            with anyio.fail_after(self.timeout):
+                await self.socket.close(code, reason.encode()[:120].decode(errors="ignore"))  # a close's limit: 123
+        except Exception:  # as in _send
+            raise _Gone() from None
+
+
+class _Connection(FrameSocket):
     # Reading the client's frames
 
     async def _read(self) -> None:
@@ -162,28 +244,9 @@ class _Connection:
                     continue
             await self._handle(frame)
 
-    async def _receive(self) -> dict:
-        try:
-            message = await self.socket.receive()
-        except Exception:  # the connection is already gone
-            raise _Gone() from None
-        if message["type"] == "websocket.disconnect":
-            raise _Gone()
-        return message
-
     def _parse(self, message: dict) -> Any:
-        text = message.get("text")
-        if text is None:
-            error = ServiceError(errors.BINARY_FRAME, "send JSON text frames; binary frames are the server's audio")
-            raise _BadFrame(error)
-        if len(text) > MAX_FRAME // 4 and len(text.encode()) > MAX_FRAME:
-            raise _Fatal(ServiceError(errors.FRAME_TOO_LARGE, f"a frame may hold at most {MAX_FRAME} bytes"))
-        try:
-            value = msgspec.json.decode(text)
-        except msgspec.DecodeError as e:
-            raise _BadFrame(ServiceError(errors.INVALID_JSON, f"malformed JSON: {e}")) from None
-        except RecursionError:
-            raise _BadFrame(ServiceError(errors.INVALID_JSON, "malformed JSON: nested too deeply")) from None
+        value = self._json_of(message)
+        text = message["text"]
         kind = value.get("type") if isinstance(value, dict) else None
         if kind not in CLIENT_FRAMES:
             message = f"a frame is a JSON object whose type is one of {', '.join(CLIENT_FRAMES)}"
@@ -228,30 +291,12 @@ class _Connection:
         the cancel (the sender may be running through audio already queued, which reaches no wait)."""
         ending = self.session.ending
         self.session.cancel()
-        if self.sender is not None:
-            self.sender.cancel()
-            await self.sender_ended.wait()
+        await self._stop_sending()
         await self._send_json({"type": "done", "samples": self.session.sent})
         if ending:
             self.closing.set()
             return
         self._begin_sending()
-
-    # Sending the speech
-
-    def _begin_sending(self) -> None:
-        self.sender = anyio.CancelScope()
-        self.sender_ended = anyio.Event()
-        scope, ended = self.sender, self.sender_ended
-
-        async def send() -> None:
-            try:
-                with scope:
-                    await self._send_speech()
-            finally:
-                ended.set()
-
-        self.group.start_soon(self._guarded, send)
 
     async def _send_speech(self) -> None:
         async for event in self.session.events():
@@ -272,26 +317,6 @@ class _Connection:
                 await self._send_json({"type": "done", "samples": event.samples})
                 self.closing.set()
 
-    # Sending
-
-    async def _send_json(self, payload: dict) -> None:
-        await self._send(text=msgspec.json.encode(payload).decode())
-
     async def _send_error(self, error: ServiceError) -> None:
         detail = msgspec.structs.asdict(error_detail(error.status, error.message, error.param, error.code))
         await self._send_json({"type": "error", "error": dict(detail, status=error.status)})
-
-    async def _send(self, **data: Any) -> None:
-        """One frame, taken by the client within the timeout, or the client is dropped."""
-        try:
-            with anyio.fail_after(self.timeout):
-                await self.socket.send({"type": "websocket.send", **data})
-        except Exception:  # not taken in time (TimeoutError), or the connection is gone
-            raise _Gone() from None
-
-    async def _close(self, code: int, reason: str = "") -> None:
-        try:
-            with anyio.fail_after(self.timeout):
-                await self.socket.close(code, reason.encode()[:120].decode(errors="ignore"))  # a close's limit: 123
-        except Exception:  # as in _send
-            raise _Gone() from None

@@ -102,7 +102,11 @@ class Voices:
         """The engine's name for a requested voice (None: the default), which the engine resolves
         for the session's caller; a language the model does not speak is a ServiceError."""
         if voice is None or voice.name is None:
-            if voice is not None and voice.language is not None and not _same_language(voice.language, self.language):
+            if (
+                voice is not None
+                and voice.language is not None
+                and not normalize.same_language(voice.language, self.language)
+            ):
                 message = f"no voice for language {voice.language!r}: this model speaks {self.language!r}"
                 raise ServiceError(errors.UNKNOWN_VOICE, message, "voice")
             return None
@@ -111,14 +115,6 @@ class Voices:
     @property
     def language(self) -> str:
         return normalize.LANGUAGE_CODES[normalize.language_of(self.engine.name)]
-
-
-def _same_language(asked: Optional[str], code: str) -> bool:
-    """Whether a language asked for ("en", "en_US", "en-GB", "English") is `code`."""
-    if not asked:
-        return False
-    asked = asked.replace("-", "_").lower()
-    return asked.split("_")[0] == code or normalize.LANGUAGE_CODES.get(asked) == code
 
 
 class WyomingServer:

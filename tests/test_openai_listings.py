@@ -98,3 +98,19 @@ def test_the_voices_folder_is_offered_on_every_front_and_models_are_described(tm
         card = httpx.get(url + "/v1/models/tts-1", timeout=60).json()
     count = sum(int(np.prod(s)) for s in params.expected_shapes(config.load_yaml(str(TINY_CONFIG))).values())
     assert card["language"] == "english" and card["parameters"] == count and card["word_timestamps"] is False
+
+
+def test_the_call_pipecats_openai_service_makes(client) -> None:
+    """Pipecat's OpenAITTSService: a streaming response of 24 kHz PCM for an OpenAI voice name, with
+    `speed` and `instructions` (accepted, and ignored: the model takes no instructions)."""
+    with client.audio.speech.with_streaming_response.create(
+        input="Hello from Pipecat.",
+        model="gpt-4o-mini-tts",
+        voice="alloy",
+        response_format="pcm",
+        instructions="Speak warmly.",
+        speed=1.2,
+    ) as response:
+        assert response.headers["content-type"] == "audio/pcm" and response.headers["x-sample-rate"] == "24000"
+        audio = b"".join(response.iter_bytes(4096))
+    assert len(audio) > 0 and len(audio) % 2 == 0

@@ -342,6 +342,15 @@ _TLDS = "com|org|net|edu|gov|info|io|ai|dev|app|co|uk|eu|de|fr|es|it|nl|pt|be|ch
 _SENTENCE_GOES_ON = re.compile(r"\s+[^\W\d_]")
 
 
+def same_language(asked: Optional[str], code: str) -> bool:
+    """Whether a language a client asks for ("en", "en_US", "en-GB", "English") is the one whose
+    code (LANGUAGE_CODES' values: "en", "fr", ...) is `code`."""
+    if not asked:
+        return False
+    asked = asked.replace("-", "_").lower()
+    return asked.split("_")[0] == code or LANGUAGE_CODES.get(asked) == code
+
+
 def language_of(model_name: str) -> str:
     """The language a catalog model speaks, from its name ("french_24l" -> "french"); English
     for a name that names none."""

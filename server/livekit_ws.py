@@ -1,0 +1,210 @@
+"""The WebSocket at /tts/ws: LiveKit's Pocket TTS protocol (the `livekit-plugins-pocket` plugin,
+a client of the `livekit-streaming-tts` server), as a front of the one session every front drives:
+each turn is a session of the engine (its slot, budget, segments, cancellation, idle and lifetime
+rules and errors are the session's, server/session.py); this module reads and writes its frames.
+
+Client to server, JSON text frames:
+    {"type": "config", "data": {"sample_rate", "normalize", "pauses", "format": "pcm", "binary",
+                                "voice", "language"}}     a turn begins (and any turn under way ends)
+    {"type": "text", "data": {"text": "..."}}            any number; each complete sentence is spoken
+    {"type": "flush"}                                    speak the rest, then `final`: the turn is over
+    {"type": "cancel"}                                   stop now (barge-in): no `final`
+    {"type": "ping"}                                     answered by {"type": "pong"}
+Server to client: {"type": "event", "data": {"event_type": "config_accepted", "request_id"}}, the
+audio as binary frames of 16-bit little-endian mono PCM at the asked `sample_rate` (default the
+model's), or, with `binary: false`, {"type": "audio", "data": {"audio": base64, "sample_rate",
+"format": "pcm"}}; then {"type": "event", "data": {"event_type": "final", "request_id"}}; errors
+{"type": "error", "data": {"message", "code"}} (the codes of every front, server/errors.py).
+
+A refused frame (out of order, malformed, a voice the server does not know, a language the model
+does not speak) is an error frame, and the connection goes on; a refusal that ends it (too much
+text or audio, a frame too large, idle, a fault of ours) is an error frame, then a close with its
+kind's code. `voice` is a name the server knows (GET /v1/audio/voices): the plugin also lets a
+client name a server-side file or an hf:// URL, which this server never opens. Pause markup is
+read whatever `pauses` says (text without markup is the same either way). The server listens only
+once its model is loaded, so it never answers 1013 (model loading), which the plugin also knows.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from typing import Any, Literal, Optional, Union
+
+import msgspec
+from litestar import WebSocket, websocket
+
+from core import audio_formats
+from core.portable import normalize as normalization
+from core.portable.options import GenerationOptions
+from core.portable.voices import FILE_ENDINGS
+from server import errors, reading
+from server.errors import ServiceError
+from server.guard import caller_of
+from server.schemas import SampleRate
+from server.session import Audio, Done, Session
+from server.websocket import FrameSocket, _BadFrame
+
+PATH = "/tts/ws"
+FRAMES = ("config", "text", "flush", "cancel", "ping")
+
+
+class ConfigData(msgspec.Struct, forbid_unknown_fields=True):
+    sample_rate: Optional[SampleRate] = None
+    normalize: bool = True
+    pauses: bool = False
+    format: Literal["pcm"] = "pcm"
+    binary: bool = True
+    voice: Optional[str] = None
+    language: Optional[str] = None
+
+
+class TextData(msgspec.Struct, forbid_unknown_fields=True):
+    text: str
+
+
+class Config(msgspec.Struct, tag="config", tag_field="type", forbid_unknown_fields=True):
+    data: ConfigData = msgspec.field(default_factory=ConfigData)
+
+
+class Text(msgspec.Struct, tag="text", tag_field="type", forbid_unknown_fields=True):
+    data: TextData
+
+
+class Flush(msgspec.Struct, tag="flush", tag_field="type", forbid_unknown_fields=True):
+    pass
+
+
+class Cancel(msgspec.Struct, tag="cancel", tag_field="type", forbid_unknown_fields=True):
+    pass
+
+
+class Ping(msgspec.Struct, tag="ping", tag_field="type", forbid_unknown_fields=True):
+    pass
+
+
+Frame = Union[Config, Text, Flush, Cancel, Ping]
+
+
+@websocket(PATH)
+async def livekit_stream(socket: WebSocket) -> None:
+    """LiveKit's Pocket TTS protocol (see server/livekit_ws.py for the frames)."""
+    state = socket.app.state
+    await _Turns(socket, state.engine, state.client_timeout).serve()
+
+
+class _Turns(FrameSocket):
+    """A connection of turns: a session per turn, one at a time."""
+
+    path = PATH
+
+    def __init__(self, *args: Any):
+        super().__init__(*args)
+        self.config = ConfigData()
+        self.request_id: Optional[str] = None
+        self.output: Optional[audio_formats.Output] = None
+
+    async def _read(self) -> None:
+        while True:
+            message = await self._receive()
+            try:
+                frame = self._parse(message)
+            except _BadFrame as bad:
+                await self._send_error(bad.error)
+                continue
+            try:
+                await self._handle(frame)
+            except ServiceError as error:
+                if error.kind in _ENDING:
+                    raise
+                await self._send_error(error)
+
+    def _parse(self, message: dict) -> Any:
+        value = self._json_of(message)
+        kind = value.get("type") if isinstance(value, dict) else None
+        if kind not in FRAMES:
+            message_text = f"a frame is a JSON object whose type is one of {', '.join(FRAMES)}"
+            raise _BadFrame(ServiceError(errors.UNKNOWN_TYPE, message_text, "type"))
+        try:
+            return reading.decode(message["text"], Frame, f"{kind} frame")
+        except ServiceError as e:
+            raise _BadFrame(e, kind) from None
+
+    async def _handle(self, frame: Any) -> None:
+        if isinstance(frame, Ping):
+            await self._send_json({"type": "pong"})
+        elif isinstance(frame, Config):
+            await self._end_turn()
+            await self._begin_turn(frame.data)
+        elif isinstance(frame, Cancel):
+            await self._end_turn()
+        elif self.session is None:
+            raise ServiceError(errors.UNEXPECTED_EVENT, f"{_kind(frame)} before config: send config first", "type")
+        elif self.session.ending:
+            raise ServiceError(errors.AFTER_END, f"{_kind(frame)} after flush: the turn's text has ended", "type")
+        elif isinstance(frame, Text):
+            await self.session.push(frame.data.text)
+        else:
+            await self.session.end()
+
+    async def _begin_turn(self, config: ConfigData) -> None:
+        voice = config.voice
+        if voice is not None and ("/" in voice or "\\" in voice or voice.lower().endswith(FILE_ENDINGS)):
+            message = f"voice {voice!r}: name a voice of this server (GET /v1/audio/voices); files are not opened"
+            raise ServiceError(errors.UNKNOWN_VOICE, message, "voice")
+        spoken = normalization.LANGUAGE_CODES[normalization.language_of(self.engine.name)]
+        if config.language and not normalization.same_language(config.language, spoken):
+            message = f"language {config.language!r}: this model speaks {spoken!r}"
+            raise ServiceError(errors.UNSUPPORTED_VALUE, message, "language")
+        options = GenerationOptions(normalize=config.normalize)
+        self.session = await Session.open(self.engine, voice, options, self.clock, caller=caller_of(self.socket))
+        self.config = config
+        self.output = audio_formats.Output("pcm", self.session.sample_rate, config.sample_rate)
+        self.request_id = secrets.token_hex(8)
+        await self._event("config_accepted")
+        self._begin_sending()
+
+    async def _end_turn(self) -> None:
+        """The turn under way, if any, stopped (barge-in, or a new config): nothing more of it is
+        sent, and no `final`."""
+        if self.session is None:
+            return
+        self.session.cancel()
+        await self._stop_sending()
+        self.session.close()
+        self.session = None
+
+    async def _send_speech(self) -> None:
+        session, output = self.session, self.output
+        assert session is not None and output is not None
+        async for event in session.events():
+            if isinstance(event, Audio):
+                await self._audio(output.chunk(event.pcm))
+            elif isinstance(event, Done):
+                await self._audio(output.end())
+                session.close()  # its slot is free before the client hears the turn is over
+                self.session = None
+                await self._event("final")
+
+    async def _audio(self, data: bytes) -> None:
+        if not data:
+            return
+        if self.config.binary:
+            await self._send(bytes=data)
+            return
+        audio = {"audio": base64.b64encode(data).decode(), "sample_rate": self.output.rate, "format": "pcm"}
+        await self._send_json({"type": "audio", "data": audio})
+
+    async def _event(self, kind: str) -> None:
+        await self._send_json({"type": "event", "data": {"event_type": kind, "request_id": self.request_id}})
+
+    async def _send_error(self, error: ServiceError) -> None:
+        await self._send_json({"type": "error", "data": {"message": error.message, "code": error.code}})
+
+
+# The refusals that end the connection: the session's limits (its text, its audio) and a frame too large.
+_ENDING = (errors.TEXT_TOO_LONG, errors.AUDIO_LIMIT, errors.FRAME_TOO_LARGE)
+
+
+def _kind(frame: Any) -> str:
+    return type(frame).__name__.lower()
