@@ -20,7 +20,7 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Callable, Iterable, Iterator, List, Optional
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from .portable.options import names as option_names
 from .portable.text import check_text, normalized
 from .portable.timestamps import TimedWord, timed_words
 from .subtitles import cues, subtitle_format, subtitles, words_json
+
+# Commands another main runs (the installed command's `serve`, `mcp`): name -> (help, main(argv)).
+Handed = Dict[str, Tuple[str, Callable[[List[str]], int]]]
 
 
 class _Timed:
@@ -290,12 +293,10 @@ def _table(rows: List[tuple]) -> None:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
-def parser(
-    prog: str = "python -m core.cli", serve: Optional[Callable[[List[str]], int]] = None
-) -> argparse.ArgumentParser:
-    """The command line's parser; with `serve` (the server's main, given by the installed command,
-    which sits above both), a `serve` command too, listed in the help (the installed command hands
-    `serve ...` to it before parsing)."""
+def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) -> argparse.ArgumentParser:
+    """The command line's parser; with `handed` (name -> (help, main): the server's commands,
+    given by the installed command, which sits above both), those commands too, listed in the help
+    (the installed command hands `serve ...` and `mcp ...` to them before parsing)."""
     top = argparse.ArgumentParser(prog=prog, description="Pocket TTS in NumPy")
     top.add_argument("--version", action="version", version=f"pocket-tts-numpy {__version__}")
     commands = top.add_subparsers(dest="command", required=True)
@@ -403,22 +404,18 @@ def parser(
         "--words", action="store_true", help="also write each line's word times to ID.words.json (as generate --words)"
     )
 
-    if serve is not None:
-        run_server = commands.add_parser("serve", help="run the HTTP server (python -m server)", add_help=False)
-        run_server.add_argument("arguments", nargs=argparse.REMAINDER, help="python -m server's options")
-        run_server.set_defaults(run=lambda args: serve(args.arguments), quiet=False)
+    for name, (what, run) in (handed or {}).items():
+        handed_on = commands.add_parser(name, help=what, add_help=False)
+        handed_on.add_argument("arguments", nargs=argparse.REMAINDER, help=f"{name}'s options")
+        handed_on.set_defaults(run=lambda args, run=run: run(args.arguments), quiet=False)
     command("models", _models, "list the catalog models: language, size, word times, cached (*)")
     vo = command("voices", _voices, "list a model's predefined voices: the language of each, cached (*)")
     model_option(vo)
     return top
 
 
-def main(
-    argv: Optional[List[str]] = None,
-    prog: str = "python -m core.cli",
-    serve: Optional[Callable[[List[str]], int]] = None,
-) -> int:
-    top = parser(prog, serve)
+def main(argv: Optional[List[str]] = None, prog: str = "python -m core.cli", handed: Optional[Handed] = None) -> int:
+    top = parser(prog, handed)
     args, unknown = top.parse_known_args(argv)
     if unknown:  # the command's own usage, not the list of every command
         getattr(args, "usage", top).error(f"unrecognized arguments: {' '.join(unknown)}")

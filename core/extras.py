@@ -20,6 +20,7 @@ EXTRAS = {
     "anyio": "server",
     "lz4": "site",
     "ray": "cluster",
+    "mcp": "mcp",
 }
 
 
