@@ -130,6 +130,7 @@ class Output:
 
     def __init__(self, fmt: str, source_rate: int, rate: Optional[int] = None):
         self.fmt = fmt
+        self.source_rate = source_rate
         self.rate = check_rate(rate) if rate is not None else source_rate
         self._encode = _CODECS["pcm" if fmt == "wav" else fmt]
         self._resampler = None
@@ -137,6 +138,10 @@ class Output:
             import soxr
 
             self._resampler = soxr.ResampleStream(source_rate, self.rate, 1, dtype="float32", quality="HQ")
+
+    def samples(self, count: int) -> int:
+        """The samples out for `count` samples in (a stream's whole length, once it has ended)."""
+        return count if self._resampler is None else round(count * self.rate / self.source_rate)
 
     def header(self) -> bytes:
         """What comes first: a WAV stream's header (its length unknown), else nothing."""

@@ -210,10 +210,13 @@ def error_detail(status: int, message: str, param: Optional[str] = None, code: O
 
 class StreamStart(OptionFields, tag="start", tag_field="type"):
     """The first frame (optional): the voice and any generation option, for the whole connection;
-    `words`: send `word` and `word_end` frames (word timestamps)."""
+    `words`: send `word` and `word_end` frames (word timestamps); the audio's `sample_rate` and
+    `format` (16-bit PCM, or G.711), every sample count of the stream's frames at that rate."""
 
     voice: Optional[str] = None
     words: bool = False
+    sample_rate: Optional[SampleRate] = None
+    format: Literal["pcm", "mulaw", "alaw"] = "pcm"
 
 
 class StreamText(msgspec.Struct, tag="text", tag_field="type", forbid_unknown_fields=True):

@@ -40,7 +40,7 @@ import anyio
 import msgspec
 from litestar import WebSocket, websocket
 
-from core.portable.audio import pcm16
+from core import audio_formats
 from server import errors, reading
 from server.engine import ServerEngine
 from server.errors import NORMAL, ServiceError
@@ -226,6 +226,10 @@ class FrameSocket:
 
 
 class _Connection(FrameSocket):
+    """One session for the whole connection; its audio in the start's format and rate."""
+
+    start = StreamStart()
+    output: audio_formats.Output
     # Reading the client's frames
 
     async def _read(self) -> None:
@@ -265,7 +269,9 @@ class _Connection(FrameSocket):
             )
         except ServiceError as e:
             raise _Fatal(e) from None
-        await self._send_json({"type": "started", "sample_rate": self.session.sample_rate})
+        self.start = start
+        self.output = audio_formats.Output(start.format, self.session.sample_rate, start.sample_rate)
+        await self._send_json({"type": "started", "sample_rate": self.output.rate, "format": start.format})
         self._begin_sending()
 
     async def _handle(self, frame: Any) -> None:
@@ -292,29 +298,38 @@ class _Connection(FrameSocket):
         ending = self.session.ending
         self.session.cancel()
         await self._stop_sending()
-        await self._send_json({"type": "done", "samples": self.session.sent})
+        await self._send_json({"type": "done", "samples": self.output.samples(self.session.sent)})
+        # What the resampler held of the cut speech is dropped: the next speech starts afresh.
+        self.output = audio_formats.Output(self.start.format, self.session.sample_rate, self.start.sample_rate)
         if ending:
             self.closing.set()
             return
         self._begin_sending()
 
     async def _send_speech(self) -> None:
+        out = self.output
+        at = out.samples  # a count of the model's samples, at the stream's rate
         async for event in self.session.events():
             if isinstance(event, Audio):
-                await self._send(bytes=pcm16(event.pcm))
+                data = out.chunk(event.pcm)
+                if data:
+                    await self._send(bytes=data)
             elif isinstance(event, Started):
                 segment = {"type": "segment", "text": event.text, "spoken": event.spoken}
-                await self._send_json(dict(segment, start_sample=event.start_sample))
+                await self._send_json(dict(segment, start_sample=at(event.start_sample)))
             elif isinstance(event, WordStart):
                 await self._send_json(
-                    {"type": "word", "word": event.word, "index": event.index, "start_sample": event.sample}
+                    {"type": "word", "word": event.word, "index": event.index, "start_sample": at(event.sample)}
                 )
             elif isinstance(event, WordEnd):
-                word = {"type": "word_end", "word": event.word, "index": event.index, "start_sample": event.start}
-                await self._send_json(dict(word, end_sample=event.end))
+                word = {"type": "word_end", "word": event.word, "index": event.index, "start_sample": at(event.start)}
+                await self._send_json(dict(word, end_sample=at(event.end)))
             elif isinstance(event, Done):
+                tail = out.end()
+                if tail:
+                    await self._send(bytes=tail)
                 self.session.close()  # its slot is free before the client hears it is over
-                await self._send_json({"type": "done", "samples": event.samples})
+                await self._send_json({"type": "done", "samples": at(event.samples)})
                 self.closing.set()
 
     async def _send_error(self, error: ServiceError) -> None:

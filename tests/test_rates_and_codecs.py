@@ -27,6 +27,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     import audioop  # CPython's G.711 (audioop-lts where the standard library has none)
 
+ONE_SENTENCE = "Hello there, how are you today?"
 BODY = {"text": "Hello there. How are you?", "temperature": 0, "max_frames": 20, "eos_threshold": 100.0}
 
 
@@ -144,3 +145,34 @@ def test_the_command_line_writes_the_rate_and_codec_asked(tmp_path) -> None:
     g711_close((tmp_path / "a8.alaw").read_bytes(), "ALAW", pcm8)
     raw = subprocess.run(common + ["--stream", "--sample-rate", "16000"], capture_output=True, cwd=ROOT, timeout=120)
     close(raw.stdout, pcm16(soxr.resample(pcm24, 24000, 16000, quality="HQ")))
+
+
+def test_the_websocket_sends_the_rate_and_codec_its_start_asks(live) -> None:
+    """Its audio at 16 kHz is POST /stream's at 16 kHz (the same seed, and a text of one segment),
+    and its sample counts are at that rate; mu-law at 8 kHz is a byte a sample."""
+    from websockets.sync.client import connect
+
+    def spoken(start: dict) -> tuple:
+        audio, frames = b"", []
+        with connect(live.replace("http://", "ws://") + "/v1/audio/speech/stream", open_timeout=60) as ws:
+            ws.send(json.dumps(dict(start, type="start")))
+            ws.send(json.dumps({"type": "text", "text": ONE_SENTENCE}))
+            ws.send(json.dumps({"type": "end"}))
+            for message in ws:
+                if isinstance(message, bytes):
+                    audio += message
+                else:
+                    frames.append(json.loads(message))
+        return audio, frames
+
+    options = {"temperature": 0, "max_frames": 20, "eos_threshold": 100.0, "seed": 3}
+    audio, frames = spoken(dict(options, sample_rate=16000))
+    assert frames[0] == {"type": "started", "sample_rate": 16000, "format": "pcm"}
+    assert frames[-1] == {"type": "done", "samples": len(audio) // 2}
+    body = dict(BODY, text=ONE_SENTENCE, seed=3, sample_rate=16000)
+    streamed = httpx.post(live + "/stream", json=body, timeout=60).content
+    close(audio, streamed)
+    telephone, frames = spoken(dict(options, sample_rate=8000, format="mulaw"))
+    assert frames[-1] == {"type": "done", "samples": len(telephone)} and len(telephone) * 4 == len(
+        audio
+    )  # 8 bits, half the rate

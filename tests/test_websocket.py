@@ -110,7 +110,7 @@ def speak_in_pieces(url: str, text: str, start: Dict[str, Any], rate: float = 40
 def test_text_in_pieces_is_spoken_segment_by_segment_as_the_whole_text_is(url) -> None:
     heard = speak_in_pieces(url, TEXT, SEEDED)
     whole = httpx.post(url + "/stream", json={"text": TEXT, **SEEDED}, timeout=GUARD)
-    assert heard.events[0] == {"type": "started", "sample_rate": 24000}
+    assert heard.events[0] == {"type": "started", "sample_rate": 24000, "format": "pcm"}
     assert [event["text"] for event in heard.of("segment")] == SEGMENTS
     assert heard.events[-1] == {"type": "done", "samples": heard.samples} and heard.close_code == 1000
     assert np.array_equal(np.frombuffer(bytes(heard.audio), "<i2"), np.frombuffer(whole.content, "<i2"))
