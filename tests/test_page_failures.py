@@ -1,13 +1,18 @@
 """The page when things go wrong, in a real Chromium: a server killed mid-stream, a stream that
-stalls, a worker that fails, a site built without a voice; and a clean load logs no error."""
+stalls, a worker that fails, a site built without a voice; and a clean load logs no error.
+
+The page reaches the server through `Network`, a TCP relay in the test that passes the server's
+bytes on at about the rate of the audio (so that a stream is still under way when the test
+strikes, however fast the tiny model is), and can stall or drop its connections as a network
+does when a server freezes or dies."""
 
 from __future__ import annotations
 
-import os
-import signal
+import asyncio
 import subprocess
 import sys
 import tempfile
+import threading
 from contextlib import contextmanager
 from typing import Iterator, List, Tuple
 
@@ -31,20 +36,92 @@ def browser(chromium):
     return chromium
 
 
+class Network:
+    """A relay from a local port to `port`: the server's bytes passed on at `rate` bytes a second;
+    `stall()` holds them (the connections stay open), `cut()` drops every connection at once."""
+
+    def __init__(self, port: int, rate: int = 64_000):
+        self.port, self.rate = port, rate
+        self.stalled = False
+        self.links: List[Tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = []
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        self.ready.wait(GUARD)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        server = self.loop.run_until_complete(asyncio.start_server(self._link, "127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        self.ready.set()
+        self.loop.run_forever()
+
+    async def _link(self, page_in: asyncio.StreamReader, page_out: asyncio.StreamWriter) -> None:
+        try:
+            server_in, server_out = await asyncio.open_connection("127.0.0.1", self.port)
+        except OSError:
+            page_out.transport.abort()  # nothing listens there: the page's connection is refused
+            return
+        self.links.append((page_out, server_out))
+
+        async def to_server() -> None:
+            while data := await page_in.read(65536):
+                server_out.write(data)
+                await server_out.drain()
+
+        async def to_page() -> None:
+            while data := await server_in.read(4096):
+                while self.stalled:
+                    await asyncio.sleep(0.05)
+                page_out.write(data)
+                await page_out.drain()
+                await asyncio.sleep(len(data) / self.rate)
+
+        # Either side gone (the page closing a stalled stream too) ends the link for both.
+        directions = [asyncio.ensure_future(to_server()), asyncio.ensure_future(to_page())]
+        await asyncio.wait(directions, return_when=asyncio.FIRST_COMPLETED)
+        for direction in directions:
+            if direction.done():
+                direction.exception()  # a connection reset is how a link ends: retrieved, not raised
+            direction.cancel()
+        page_out.transport.abort()
+        server_out.transport.abort()
+
+    def stall(self) -> None:
+        self.stalled = True
+
+    def cut(self) -> None:
+        def drop() -> None:
+            for page_out, server_out in self.links:
+                page_out.transport.abort()
+                server_out.transport.abort()
+
+        self.loop.call_soon_threadsafe(drop)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(GUARD)
+
+
 @contextmanager
-def server_process() -> Iterator[Tuple[str, subprocess.Popen]]:
-    """`python -m server` on the tiny model, and its process (to stop or kill)."""
+def server_process() -> Iterator[Tuple[Network, subprocess.Popen]]:
+    """`python -m server` on the tiny model behind a Network (the page's way to it: its `url`),
+    and the server's process (to kill)."""
     port = harness.free_port()
     command = [sys.executable, "-m", "server", "--model", str(TINY_CONFIG), "--voice", str(VOICE_24K)]
     with tempfile.TemporaryFile("w+") as log:
         process = subprocess.Popen(command + ["--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
+        network = None
         try:
             until(lambda: _answers(url + "/health"), "the server answers")
-            yield url, process
+            network = Network(port)
+            yield network, process
         finally:
+            if network is not None:
+                network.close()
             if process.poll() is None:
-                os.kill(process.pid, signal.SIGCONT)
                 process.terminate()
             process.wait(timeout=30)
 
@@ -90,14 +167,14 @@ def blank(page) -> str:
 
 def test_a_server_killed_mid_stream_is_an_error_and_the_next_click_says_the_server_is_gone(browser) -> None:
     page = browser.new_page()
-    with server_process() as (url, process):
-        errors = opened(page, url)
+    with server_process() as (network, process):
+        errors = opened(page, network.url)
         assert errors == []  # a clean load: no 404, no console error
         wave = blank(page)
         under_way(page)
-        os.kill(process.pid, signal.SIGSTOP)  # frozen with its stream under way, then gone
-        process.kill()
+        process.kill()  # gone with its stream under way: its connections drop
         process.wait(timeout=30)
+        network.cut()
         assert "lost mid-stream" in failed_cleanly(page, wave)
         page.click("#generate")
         page.wait_for_function("document.getElementById('status').textContent.includes('not answering')")
@@ -107,13 +184,13 @@ def test_a_server_killed_mid_stream_is_an_error_and_the_next_click_says_the_serv
 
 def test_a_stalled_stream_is_an_error_and_the_server_sees_its_client_go(browser) -> None:
     page = browser.new_page()
-    with server_process() as (url, process):
-        opened(page, url)
+    with server_process() as (network, process):
+        url = f"http://127.0.0.1:{network.port}"
+        opened(page, network.url)
         wave = blank(page)
         under_way(page)
-        os.kill(process.pid, signal.SIGSTOP)
+        network.stall()  # the connection open, nothing more on it
         assert "stopped sending audio" in failed_cleanly(page, wave)
-        os.kill(process.pid, signal.SIGCONT)
         until(lambda: httpx.get(url + "/health").json()["active_generations"] == 0, "the stalled stream's slot is free")
     page.close()
 
