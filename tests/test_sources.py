@@ -96,9 +96,12 @@ def test_catalog_model_is_downloaded_cached_and_speaks(tmp_path, full_model: Pat
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["alba"] == "ok" and hub.requests == []
     listing = run(["-m", "core.cli", "models"], "http://127.0.0.1:9", tmp_path / "hf", tmp_path)
-    assert f"* {MODEL}" in listing.stdout.splitlines() and "  english (default)" in listing.stdout.splitlines()
+    rows = {line[3:].split()[0]: line for line in listing.stdout.splitlines()[1:]}
+    assert rows[MODEL].startswith("*") and rows[MODEL].endswith(" MB")  # cached: its size on disk
+    assert rows["english"].startswith(" ") and rows["english"].endswith("not cached")
     voices = run(["-m", "core.cli", "voices", "--model", MODEL], "http://127.0.0.1:9", tmp_path / "hf", tmp_path)
-    assert "* alba (default)" in voices.stdout.splitlines() and "  george" in voices.stdout.splitlines()
+    listed = {line[3:].split()[0]: line for line in voices.stdout.splitlines()[1:]}
+    assert listed["alba"].startswith("*") and "(default)" in listed["alba"] and listed["george"].startswith(" ")
 
 
 def test_gated_voice_cloning_repo_falls_back_and_refuses_cloning(tmp_path, full_model: Path) -> None:
