@@ -20,9 +20,6 @@ step() { printf '\n== %s\n' "$*" >&2; }
 step "project environment (.venv)"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -e ".[test]"
-# LiveKit's Pocket TTS plugin, whose protocol module drives /tts/ws in the tests (its package's own
-# import of livekit-agents, a framework of its own, is not needed for that).
-.venv/bin/pip install -q --disable-pip-version-check --no-deps livekit-plugins-pocket==0.1.2
 
 step "official reference environment (.venv-ref: torch 2.13.0 CPU, pocket-tts 4.0.1, pocket-tts-timestamped 1.4.0)"
 [ -x .venv-ref/bin/python ] || "$PY" -m venv .venv-ref

@@ -209,3 +209,27 @@ def test_the_api_key_is_asked_before_the_upgrade() -> None:
         assert run(lambda: attempt({})) == 401
         assert run(lambda: attempt(protocol.connect_headers("wrong"))) == 401
         assert run(lambda: attempt(protocol.connect_headers("sesame"))) == {"type": "pong"}
+
+
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="livekit-agents needs Python 3.10")
+def test_livekit_agents_speaks_through_the_plugin(live) -> None:
+    """The plugin's TTS as an agent uses it (livekit-agents): a whole text, and a stream of text
+    pieces, both at the 16 kHz the TTS asks for."""
+    from livekit.plugins import pocket
+
+    async def body() -> Any:
+        async with aiohttp.ClientSession() as http:
+            tts = pocket.TTS(ws_url=ws_url(live), sample_rate=16000, voice="default", http_session=http)
+            whole = [event.frame async for event in tts.synthesize("Hello from LiveKit Agents. And more.")]
+            stream = tts.stream()
+            for piece in ("Hello the", "re. How are", " you?"):
+                stream.push_text(piece)
+            stream.end_input()
+            streamed = [event.frame async for event in stream]
+            await tts.aclose()
+            return whole, streamed
+
+    whole, streamed = run(body)
+    for frames in (whole, streamed):
+        assert frames and all(frame.sample_rate == 16000 and frame.num_channels == 1 for frame in frames)
+        assert sum(frame.samples_per_channel for frame in frames) >= 16000 // 2  # speech: the framework reframes it
