@@ -5,37 +5,34 @@ neither imports the other."""
 
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 PROG = "pocket-tts-numpy"
 
 
-def serve(argv: List[str]) -> int:
-    try:
-        from server.__main__ import main as server_main
+def _handed_to(module: str, name: str) -> Callable[[List[str]], int]:
+    """The command `name`, run by `module`'s main (imported when it runs: a wheel installed without
+    its extra says which one, in one line)."""
 
-        return server_main(argv, prog=f"{PROG} serve")
-    except ModuleNotFoundError as e:  # a wheel installed without its `server` extra
-        from core.extras import install_hint
+    def run(argv: List[str]) -> int:
+        try:
+            main = importlib.import_module(module).main
+        except ModuleNotFoundError as e:
+            from core.extras import install_hint
 
-        print(install_hint(e, "serve"), file=sys.stderr)
-        return 1
+            print(install_hint(e, name), file=sys.stderr)
+            return 1
+        return main(argv, prog=f"{PROG} {name}")
 
-
-def mcp(argv: List[str]) -> int:
-    try:
-        from server.mcp_server import main as mcp_main
-
-        return mcp_main(argv, prog=f"{PROG} mcp")
-    except ModuleNotFoundError as e:  # a wheel installed without its `server` extra
-        from core.extras import install_hint
-
-        print(install_hint(e, "mcp"), file=sys.stderr)
-        return 1
+    return run
 
 
-HANDED = {"serve": ("run the HTTP server (python -m server)", serve), "mcp": ("run an MCP server over stdio", mcp)}
+HANDED = {
+    "serve": ("run the HTTP server (python -m server)", _handed_to("server.__main__", "serve")),
+    "mcp": ("run an MCP server over stdio", _handed_to("server.mcp_server", "mcp")),
+}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
