@@ -5,33 +5,42 @@ neither imports the other."""
 
 from __future__ import annotations
 
-import importlib
 import sys
 from typing import Callable, List, Optional
 
 PROG = "pocket-tts-numpy"
 
 
-def _handed_to(module: str, name: str) -> Callable[[List[str]], int]:
-    """The command `name`, run by `module`'s main (imported when it runs: a wheel installed without
-    its extra says which one, in one line)."""
+def serve(argv: List[str]) -> int:
+    from server.__main__ import main
 
-    def run(argv: List[str]) -> int:
+    return main(argv, prog=f"{PROG} serve")
+
+
+def mcp(argv: List[str]) -> int:
+    from server.mcp_server import main
+
+    return main(argv, prog=f"{PROG} mcp")
+
+
+def _hinting(name: str, run: Callable[[List[str]], int]) -> Callable[[List[str]], int]:
+    """`run`, and one line naming the extra to install where a wheel was installed without it."""
+
+    def hinted(argv: List[str]) -> int:
         try:
-            main = importlib.import_module(module).main
+            return run(argv)
         except ModuleNotFoundError as e:
             from core.extras import install_hint
 
             print(install_hint(e, name), file=sys.stderr)
             return 1
-        return main(argv, prog=f"{PROG} {name}")
 
-    return run
+    return hinted
 
 
 HANDED = {
-    "serve": ("run the HTTP server (python -m server)", _handed_to("server.__main__", "serve")),
-    "mcp": ("run an MCP server over stdio", _handed_to("server.mcp_server", "mcp")),
+    "serve": ("run the HTTP server (python -m server)", _hinting("serve", serve)),
+    "mcp": ("run an MCP server over stdio", _hinting("mcp", mcp)),
 }
 
 

@@ -132,7 +132,7 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
         from server.access import Access
         from server.app import create_app
         from server.engine import load_engine
-        from server.websocket import MAX_FRAME
+        from server.frames import MAX_FRAME
     except ModuleNotFoundError as e:  # installed without the `server` extra
         from core.extras import install_hint
 

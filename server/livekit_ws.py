@@ -20,8 +20,8 @@ A refused frame (out of order, malformed, a voice the server does not know, a la
 does not speak) is an error frame, and the connection goes on; a refusal that ends it (too much
 text or audio, a frame too large, idle, a fault of ours) is an error frame, then a close with its
 kind's code. `voice` is a name the server knows (GET /v1/audio/voices): the plugin also lets a
-client name a server-side file or an hf:// URL, which this server never opens. Pause markup is
-read whatever `pauses` says (text without markup is the same either way). The server listens only
+client name a server-side file or an hf:// URL, which this server never opens. `pauses` (the
+plugin's default: false) says whether pause markup is silence or text. The server listens only
 once its model is loaded, so it never answers 1013 (model loading), which the plugin also knows.
 """
 
@@ -40,10 +40,10 @@ from core.portable.options import GenerationOptions
 from core.portable.voices import FILE_ENDINGS
 from server import errors, reading
 from server.errors import ServiceError
+from server.frames import BadFrame, FrameSocket
 from server.guard import caller_of
 from server.schemas import SampleRate
 from server.session import Audio, Done, Session
-from server.websocket import FrameSocket, _BadFrame
 
 PATH = "/tts/ws"
 FRAMES = ("config", "text", "flush", "cancel", "ping")
@@ -109,7 +109,7 @@ class _Turns(FrameSocket):
             message = await self._receive()
             try:
                 frame = self._parse(message)
-            except _BadFrame as bad:
+            except BadFrame as bad:
                 await self._send_error(bad.error)
                 continue
             try:
@@ -124,11 +124,11 @@ class _Turns(FrameSocket):
         kind = value.get("type") if isinstance(value, dict) else None
         if kind not in FRAMES:
             message_text = f"a frame is a JSON object whose type is one of {', '.join(FRAMES)}"
-            raise _BadFrame(ServiceError(errors.UNKNOWN_TYPE, message_text, "type"))
+            raise BadFrame(ServiceError(errors.UNKNOWN_TYPE, message_text, "type"))
         try:
             return reading.decode(message["text"], Frame, f"{kind} frame")
         except ServiceError as e:
-            raise _BadFrame(e, kind) from None
+            raise BadFrame(e, kind) from None
 
     async def _handle(self, frame: Any) -> None:
         if isinstance(frame, Ping):
@@ -156,7 +156,7 @@ class _Turns(FrameSocket):
         if config.language and not normalization.same_language(config.language, spoken):
             message = f"language {config.language!r}: this model speaks {spoken!r}"
             raise ServiceError(errors.UNSUPPORTED_VALUE, message, "language")
-        options = GenerationOptions(normalize=config.normalize)
+        options = GenerationOptions(normalize=config.normalize, pauses=config.pauses)
         self.session = await Session.open(self.engine, voice, options, self.clock, caller=caller_of(self.socket))
         self.config = config
         self.output = audio_formats.Output("pcm", self.session.sample_rate, config.sample_rate)

@@ -137,7 +137,9 @@ def build(speaker: Speaker) -> Any:
 
 def main(argv: Optional[List[str]] = None, prog: str = "pocket-tts-numpy mcp") -> int:
     parser = argparse.ArgumentParser(prog=prog, description="An MCP server (stdio) that speaks text")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help="catalog name, config .yaml/.json, or bundle folder")
+    parser.add_argument(
+        "--model", dest="source", default=DEFAULT_MODEL, help="catalog name, config .yaml/.json, or bundle folder"
+    )
     parser.add_argument("--voice", help="default voice: predefined name, audio file or .safetensors state")
     parser.add_argument("--max-concurrent", type=int, default=MAX_CONCURRENT, help="calls spoken at once")
     parser.add_argument("--output-dir", help="the folder `speak` may write files to (default: it writes none)")
@@ -152,7 +154,7 @@ def main(argv: Optional[List[str]] = None, prog: str = "pocket-tts-numpy mcp") -
         print(f"error: --output-dir {args.output_dir} is not a folder this server can write to", file=sys.stderr)
         return 1
     try:
-        engine = load_engine(args.model, args.voice, args.max_concurrent)
+        engine = load_engine(args.source, args.voice, args.max_concurrent)
     except PocketTTSError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -36,6 +36,7 @@ MaxTokens = _ranged(int, "max_tokens")
 NoiseClamp = _ranged(float, "noise_clamp", low="gt")
 Speed = Annotated[float, Meta(ge=SPEED_RANGE[0], le=SPEED_RANGE[1], description=_doc("speed"))]
 Normalize = Annotated[bool, Meta(description=_doc("normalize"))]
+Pauses = Annotated[bool, Meta(description=_doc("pauses"))]
 SampleRate = Annotated[
     Literal[8000, 16000, 22050, 24000, 44100, 48000],  # core.audio_formats.RATES
     Meta(description="the audio's sample rate (default: the model's, 24000), resampled with soxr"),
@@ -55,6 +56,7 @@ class OptionFields(msgspec.Struct, forbid_unknown_fields=True):
     noise_clamp: Optional[NoiseClamp] = None
     speed: Optional[Speed] = None
     normalize: Optional[Normalize] = None
+    pauses: Optional[Pauses] = None
 
     def options(self) -> GenerationOptions:
         """The options this request sets (the others keep their defaults)."""

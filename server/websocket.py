@@ -33,17 +33,15 @@ drops it without a close.
 
 from __future__ import annotations
 
-import logging
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any
 
-import anyio
 import msgspec
 from litestar import WebSocket, websocket
 
 from core import audio_formats
 from server import errors, reading
-from server.engine import ServerEngine
-from server.errors import NORMAL, ServiceError
+from server.errors import ServiceError
+from server.frames import BadFrame, Fatal, FrameSocket
 from server.guard import caller_of
 from server.schemas import (
     CLIENT_FRAMES,
@@ -55,32 +53,9 @@ from server.schemas import (
     StreamText,
     error_detail,
 )
-from server.session import Audio, Clock, Done, Session, Started, WordEnd, WordStart
+from server.session import Audio, Done, Session, Started, WordEnd, WordStart
 
 PATH = "/v1/audio/speech/stream"
-# Bytes of one client frame: a piece of text of MAX_TEXT characters, each escaped, fits.
-MAX_FRAME = 64 * 1024
-log = logging.getLogger("pocket_tts.server")
-
-
-class _Gone(Exception):
-    """The client went away, or stopped taking what is sent: nothing more is sent."""
-
-
-class _Fatal(Exception):
-    """A refusal that ends the connection: its error frame, then the close."""
-
-    def __init__(self, error: ServiceError):
-        super().__init__(error.message)
-        self.error = error
-
-
-class _BadFrame(Exception):
-    """A frame that cannot be taken: the connection goes on, unless it was to be the start."""
-
-    def __init__(self, error: ServiceError, kind: Optional[str] = None):
-        super().__init__(error.message)
-        self.error, self.kind = error, kind
 
 
 @websocket(PATH)
@@ -90,142 +65,8 @@ async def speech_stream(socket: WebSocket) -> None:
     await _Connection(socket, state.engine, state.client_timeout).serve()
 
 
-class FrameSocket:
-    """What every WebSocket front of the engine shares: the connection's tasks (the reader, the
-    idle and lifetime clock, the sender of the speech), its outcome (a normal end; a refusal: its
-    error, then a close with its kind's code; the client gone) and sending within the client
-    timeout. A front says how it reads (`_read`), sends its speech (`_send_speech`) and writes an
-    error (`_send_error`)."""
-
-    path = PATH
-
-    def __init__(self, socket: WebSocket, engine: ServerEngine, timeout: float):
-        self.socket = socket
-        self.engine = engine
-        self.timeout = timeout
-        self.clock = Clock(timeout)
-        self.session: Optional[Session] = None
-        self.closing = anyio.Event()
-        self.outcome: Optional[BaseException] = None
-        self.group: Any = None
-        self.sender: Optional[anyio.CancelScope] = None
-        self.sender_ended = anyio.Event()
-
-    async def serve(self) -> None:
-        await self.socket.accept()
-        try:
-            try:
-                async with anyio.create_task_group() as group:
-                    self.group = group
-                    group.start_soon(self._guarded, self._read)
-                    group.start_soon(self._guarded, self._expire)
-                    await self.closing.wait()
-                    group.cancel_scope.cancel()
-            finally:
-                if self.session is not None:
-                    self.session.close()
-            if self.outcome is None:
-                await self._close(NORMAL)
-            elif isinstance(self.outcome, _Fatal):
-                error = self.outcome.error
-                await self._send_error(error)
-                await self._close(error.kind.close, error.message)
-        except _Gone:
-            pass
-
-    async def _guarded(self, work: Callable[[], Awaitable[None]]) -> None:
-        """Run a task of the connection; its end by an error (or a normal end: None) closes it."""
-        try:
-            await work()
-            return
-        except (_Fatal, _Gone) as error:
-            outcome: Optional[BaseException] = error
-        except ServiceError as error:
-            outcome = _Fatal(error)
-        except Exception as error:  # a fault of ours: the operator's log gets the traceback
-            log.error("%s failed", self.path, exc_info=error)
-            outcome = _Fatal(errors.unexpected(error, "stream"))
-        if self.outcome is None:
-            self.outcome = outcome
-        self.closing.set()
-
-    async def _expire(self) -> None:
-        raise _Fatal(await self.clock.expired())
-
-    async def _read(self) -> None:
-        raise NotImplementedError
-
-    async def _send_speech(self) -> None:
-        raise NotImplementedError
-
-    async def _send_error(self, error: ServiceError) -> None:
-        raise NotImplementedError
-
-    async def _receive(self) -> dict:
-        try:
-            message = await self.socket.receive()
-        except Exception:  # the connection is already gone
-            raise _Gone() from None
-        if message["type"] == "websocket.disconnect":
-            raise _Gone()
-        return message
-
-    def _json_of(self, message: dict) -> Any:
-        """A client frame's JSON value: a text frame of at most MAX_FRAME bytes (a _BadFrame
-        otherwise, a _Fatal for one too large)."""
-        text = message.get("text")
-        if text is None:
-            error = ServiceError(errors.BINARY_FRAME, "send JSON text frames; binary frames are the server's audio")
-            raise _BadFrame(error)
-        if len(text) > MAX_FRAME // 4 and len(text.encode()) > MAX_FRAME:
-            raise _Fatal(ServiceError(errors.FRAME_TOO_LARGE, f"a frame may hold at most {MAX_FRAME} bytes"))
-        try:
-            return msgspec.json.decode(text)
-        except msgspec.DecodeError as e:
-            raise _BadFrame(ServiceError(errors.INVALID_JSON, f"malformed JSON: {e}")) from None
-        except RecursionError:
-            raise _BadFrame(ServiceError(errors.INVALID_JSON, "malformed JSON: nested too deeply")) from None
-
-    def _begin_sending(self) -> None:
-        self.sender = anyio.CancelScope()
-        self.sender_ended = anyio.Event()
-        scope, ended = self.sender, self.sender_ended
-
-        async def send() -> None:
-            try:
-                with scope:
-                    await self._send_speech()
-            finally:
-                ended.set()
-
-        self.group.start_soon(self._guarded, send)
-
-    async def _stop_sending(self) -> None:
-        """The sender of the speech stopped: nothing more of it is sent."""
-        if self.sender is not None:
-            self.sender.cancel()
-            await self.sender_ended.wait()
-
-    async def _send_json(self, payload: dict) -> None:
-        await self._send(text=msgspec.json.encode(payload).decode())
-
-    async def _send(self, **data: Any) -> None:
-        """One frame, taken by the client within the timeout, or the client is dropped."""
-        try:
-            with anyio.fail_after(self.timeout):
-                await self.socket.send({"type": "websocket.send", **data})
-        except Exception:  # not taken in time (TimeoutError), or the connection is gone
-            raise _Gone() from None
-
-    async def _close(self, code: int, reason: str = "") -> None:
-        try:
-            with anyio.fail_after(self.timeout):
-                await self.socket.close(code, reason.encode()[:120].decode(errors="ignore"))  # a close's limit: 123
-        except Exception:  # as in _send
-            raise _Gone() from None
-
-
 class _Connection(FrameSocket):
+    path = PATH
     """One session for the whole connection; its audio in the start's format and rate."""
 
     start = StreamStart()
@@ -237,9 +78,9 @@ class _Connection(FrameSocket):
             message = await self._receive()
             try:
                 frame = self._parse(message)
-            except _BadFrame as bad:
+            except BadFrame as bad:
                 if bad.kind == "start" and self.session is None:  # the connection cannot speak as asked
-                    raise _Fatal(bad.error) from None
+                    raise Fatal(bad.error) from None
                 await self._send_error(bad.error)
                 continue
             if self.session is None:
@@ -254,11 +95,11 @@ class _Connection(FrameSocket):
         kind = value.get("type") if isinstance(value, dict) else None
         if kind not in CLIENT_FRAMES:
             message = f"a frame is a JSON object whose type is one of {', '.join(CLIENT_FRAMES)}"
-            raise _BadFrame(ServiceError(errors.UNKNOWN_TYPE, message, "type"))
+            raise BadFrame(ServiceError(errors.UNKNOWN_TYPE, message, "type"))
         try:
             return reading.decode(text, ClientFrame, f"{kind} frame")
         except ServiceError as e:
-            raise _BadFrame(e, kind) from None
+            raise BadFrame(e, kind) from None
 
     async def _open(self, start: StreamStart) -> None:
         """The connection's session (a bad voice or option, or no free slot, ends it), then `started`."""
@@ -268,7 +109,7 @@ class _Connection(FrameSocket):
                 self.engine, start.voice, start.options(), self.clock, caller=caller, words=start.words
             )
         except ServiceError as e:
-            raise _Fatal(e) from None
+            raise Fatal(e) from None
         self.start = start
         self.output = audio_formats.Output(start.format, self.session.sample_rate, start.sample_rate)
         await self._send_json({"type": "started", "sample_rate": self.output.rate, "format": start.format})

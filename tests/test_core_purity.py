@@ -166,7 +166,14 @@ def test_the_checks_see_the_imports() -> None:
 
 # The server's fronts: each drives sessions (server/session.py) and the engine's methods, never the
 # scheduler, the model or another front's internals.
-FRONTS = ("server.routes", "server.openai_routes", "server.websocket", "server.wyoming_tts")
+FRONTS = (
+    "server.routes",
+    "server.openai_routes",
+    "server.websocket",
+    "server.livekit_ws",
+    "server.wyoming_tts",
+    "server.mcp_server",
+)
 FRONT_MAY_NOT_IMPORT = {"server.scheduler", "server.relay", "server.slots", "core.portable.model"}
 
 

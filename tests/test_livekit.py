@@ -15,6 +15,7 @@ from typing import Any, List
 
 import aiohttp
 import httpx
+import numpy as np
 import pytest
 
 from conftest import tiny_server
@@ -233,3 +234,31 @@ def test_livekit_agents_speaks_through_the_plugin(live) -> None:
     for frames in (whole, streamed):
         assert frames and all(frame.sample_rate == 16000 and frame.num_channels == 1 for frame in frames)
         assert sum(frame.samples_per_channel for frame in frames) >= 16000 // 2  # speech: the framework reframes it
+
+
+def test_pauses_in_the_config_says_whether_markup_is_silence(live) -> None:
+    """pauses true: "[pause:2s]" is two seconds of silence (exact zeros); false, the plugin's
+    default: text, spoken."""
+
+    def longest_silence(pauses: bool) -> int:
+        turn = [config(pauses=pauses), {"type": "text", "data": {"text": "Hi [pause:2s] there."}}, {"type": "flush"}]
+
+        async def body() -> bytes:
+            audio = b""
+            async with aiohttp.ClientSession() as http:
+                async with http.ws_connect(ws_url(live)) as ws:
+                    for frame in turn:
+                        await ws.send_str(json.dumps(frame))
+                    while True:
+                        message = await ws.receive(timeout=GUARD)
+                        if message.type == aiohttp.WSMsgType.BINARY:
+                            audio += message.data
+                        elif json.loads(message.data).get("data", {}).get("event_type") == "final":
+                            return audio
+
+        samples = np.frombuffer(run(body), "<i2")
+        zero = np.concatenate([[0], (samples == 0).astype(np.int8), [0]])
+        starts, ends = np.nonzero(np.diff(zero) == 1)[0], np.nonzero(np.diff(zero) == -1)[0]
+        return int((ends - starts).max()) if starts.size else 0
+
+    assert longest_silence(True) >= 2 * 24000 and longest_silence(False) < 24000 // 10

@@ -45,3 +45,19 @@ def test_unknown_options_and_values_out_of_range_are_clear_errors(model, voice) 
     for bad, name in [({"max_tokens": 0}, "max_tokens"), ({"seed": -1}, "seed"), ({"noise_clamp": 0.0}, "noise_clamp")]:
         with pytest.raises(PocketTTSError, match=name):
             GenerationOptions(**bad).check()
+
+
+def test_pause_markup_is_silence_unless_pauses_is_false() -> None:
+    """pauses=False (LiveKit's default): the markup is text like any other, tokenized with the rest."""
+    from core import TTSModel
+    from core.portable import planning
+
+    model = TTSModel.load(str(ROOT / "tests" / "fixtures" / "models" / "tiny_lsd" / "config.yaml"))
+    text = "Hello [pause:1s] there."
+    with_pauses = planning.plan(model, text, 50)
+    as_text = planning.plan(model, text, 50, pauses=False)
+    assert [item for item in with_pauses if isinstance(item, int)] == [model.sample_rate]
+    assert not [item for item in as_text if isinstance(item, int)] and len(as_text) == 1
+    assert len(as_text[0].tokens) > sum(len(item.tokens) for item in with_pauses if not isinstance(item, int))
+    with pytest.raises(PocketTTSError, match="pauses must be true or false"):
+        GenerationOptions(pauses="no").check()

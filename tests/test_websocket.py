@@ -20,7 +20,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from server import session, websocket
+from server import frames, session, websocket
 from server.engine import ServerEngine
 from server.relay import LIMIT
 
@@ -275,7 +275,7 @@ def test_bad_frames_are_error_frames_and_the_connection_goes_on(url) -> None:
 
 
 def test_a_frame_too_large_or_too_much_text_ends_the_connection(url, monkeypatch) -> None:
-    heard, error = refused(url, json.dumps({"type": "text", "text": "x" * websocket.MAX_FRAME}))
+    heard, error = refused(url, json.dumps({"type": "text", "text": "x" * frames.MAX_FRAME}))
     assert error["code"] == "frame_too_large" and error["status"] == 413 and heard.close_code == 1009
     monkeypatch.setattr(session, "MAX_STREAM_TEXT", 25)
     heard, error = refused(url, *[{"type": "text", "text": "ten chars "}] * 3)

@@ -60,6 +60,7 @@ class GenerationOptions:
     normalize: bool = _option(
         True, "read numbers, dates, currency, units and abbreviations as words (false: the text as given, as official)"
     )
+    pauses: bool = _option(True, 'pause markup ([pause:500ms], <break time="1s"/>) is silence (false: read as text)')
 
     @classmethod
     def of(cls, values: Dict[str, Any]) -> GenerationOptions:
@@ -97,8 +98,9 @@ class GenerationOptions:
         if self.noise_clamp is not None and not 0 < number("noise_clamp", self.noise_clamp) < math.inf:
             raise PocketTTSError(f"noise_clamp must be > 0, got {self.noise_clamp!r}")
         check_speed(self.speed)
-        if not isinstance(self.normalize, (bool, np.bool_)):
-            raise PocketTTSError(f"normalize must be true or false, got {self.normalize!r}")
+        for name in ("normalize", "pauses"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise PocketTTSError(f"{name} must be true or false, got {getattr(self, name)!r}")
 
     def check_request(self) -> None:
         """`check`, and the ranges a request may ask for (REQUEST_RANGES)."""

@@ -38,17 +38,23 @@ def estimate_max_frames(token_count: int, frame_rate: float) -> int:
 
 
 def plan(
-    model: Any, text: str, max_tokens: int, normalize_words: bool = True, first_word: Optional[int] = None
+    model: Any,
+    text: str,
+    max_tokens: int,
+    normalize_words: bool = True,
+    first_word: Optional[int] = None,
+    pauses: bool = True,
 ) -> Plan:
     """The text as a generation of `model` (a TTSModel) reads it: normalized (unless
     `normalize_words` is false: the official behaviour), in chunks of at most `max_tokens` tokens,
     prepared and tokenized, and the pauses of its markup as samples of silence. With `first_word`
     (the index its first word gets: word timestamps), each chunk carries its units
-    (core.portable.words), the text's words numbered on from it across its pauses."""
+    (core.portable.words), the text's words numbered on from it across its pauses. Without
+    `pauses`, pause markup is text like any other."""
     check_text(text)
     frame_rate = model.config.mimi.frame_rate
     items: Plan = []
-    for part in split_pauses(text):
+    for part in split_pauses(text) if pauses else [text]:
         if isinstance(part, float):
             items.append(int(round(part * model.sample_rate)))
             continue
@@ -127,7 +133,7 @@ def generation(
     if frames_after_eos is None:
         frames_after_eos = cfg.model_recommended_frames_after_eos
     heads = timed(model) if first_word is not None else None
-    items = plan(model, text, options.max_tokens, options.normalize, first_word)
+    items = plan(model, text, options.max_tokens, options.normalize, first_word, options.pauses)
     if options.max_frames is not None:
         budget.refuse_frames(options.max_frames, f"max_frames {options.max_frames}")
         frames = options.max_frames

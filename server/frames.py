@@ -1,0 +1,176 @@
+"""What every WebSocket front of the engine shares (server/websocket.py, server/livekit_ws.py): a
+connection's tasks, its outcome and its close, reading a client's JSON frames within a size, and
+sending within the client timeout."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Awaitable, Callable, Optional
+
+import anyio
+import msgspec
+from litestar import WebSocket
+
+from server import errors
+from server.engine import ServerEngine
+from server.errors import NORMAL, ServiceError
+from server.session import Clock, Session
+
+# Bytes of one client frame: a piece of text of MAX_TEXT characters, each escaped, fits.
+MAX_FRAME = 64 * 1024
+log = logging.getLogger("pocket_tts.server")
+
+
+class Gone(Exception):
+    """The client went away, or stopped taking what is sent: nothing more is sent."""
+
+
+class Fatal(Exception):
+    """A refusal that ends the connection: its error frame, then the close."""
+
+    def __init__(self, error: ServiceError):
+        super().__init__(error.message)
+        self.error = error
+
+
+class BadFrame(Exception):
+    """A frame that cannot be taken: the connection goes on, unless it was to be the start."""
+
+    def __init__(self, error: ServiceError, kind: Optional[str] = None):
+        super().__init__(error.message)
+        self.error, self.kind = error, kind
+
+
+class FrameSocket:
+    """What every WebSocket front of the engine shares: the connection's tasks (the reader, the
+    idle and lifetime clock, the sender of the speech), its outcome (a normal end; a refusal: its
+    error, then a close with its kind's code; the client gone) and sending within the client
+    timeout. A front says how it reads (`_read`), sends its speech (`_send_speech`) and writes an
+    error (`_send_error`)."""
+
+    path = ""  # the front's route, in the log
+
+    def __init__(self, socket: WebSocket, engine: ServerEngine, timeout: float):
+        self.socket = socket
+        self.engine = engine
+        self.timeout = timeout
+        self.clock = Clock(timeout)
+        self.session: Optional[Session] = None
+        self.closing = anyio.Event()
+        self.outcome: Optional[BaseException] = None
+        self.group: Any = None
+        self.sender: Optional[anyio.CancelScope] = None
+        self.sender_ended = anyio.Event()
+
+    async def serve(self) -> None:
+        await self.socket.accept()
+        try:
+            try:
+                async with anyio.create_task_group() as group:
+                    self.group = group
+                    group.start_soon(self._guarded, self._read)
+                    group.start_soon(self._guarded, self._expire)
+                    await self.closing.wait()
+                    group.cancel_scope.cancel()
+            finally:
+                if self.session is not None:
+                    self.session.close()
+            if self.outcome is None:
+                await self._close(NORMAL)
+            elif isinstance(self.outcome, Fatal):
+                error = self.outcome.error
+                await self._send_error(error)
+                await self._close(error.kind.close, error.message)
+        except Gone:
+            pass
+
+    async def _guarded(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Run a task of the connection; its end by an error (or a normal end: None) closes it."""
+        try:
+            await work()
+            return
+        except (Fatal, Gone) as error:
+            outcome: Optional[BaseException] = error
+        except ServiceError as error:
+            outcome = Fatal(error)
+        except Exception as error:  # a fault of ours: the operator's log gets the traceback
+            log.error("%s failed", self.path, exc_info=error)
+            outcome = Fatal(errors.unexpected(error, "stream"))
+        if self.outcome is None:
+            self.outcome = outcome
+        self.closing.set()
+
+    async def _expire(self) -> None:
+        raise Fatal(await self.clock.expired())
+
+    async def _read(self) -> None:
+        raise NotImplementedError
+
+    async def _send_speech(self) -> None:
+        raise NotImplementedError
+
+    async def _send_error(self, error: ServiceError) -> None:
+        raise NotImplementedError
+
+    async def _receive(self) -> dict:
+        try:
+            message = await self.socket.receive()
+        except Exception:  # the connection is already gone
+            raise Gone() from None
+        if message["type"] == "websocket.disconnect":
+            raise Gone()
+        return message
+
+    def _json_of(self, message: dict) -> Any:
+        """A client frame's JSON value: a text frame of at most MAX_FRAME bytes (a BadFrame
+        otherwise, a Fatal for one too large)."""
+        text = message.get("text")
+        if text is None:
+            error = ServiceError(errors.BINARY_FRAME, "send JSON text frames; binary frames are the server's audio")
+            raise BadFrame(error)
+        if len(text) > MAX_FRAME // 4 and len(text.encode()) > MAX_FRAME:
+            raise Fatal(ServiceError(errors.FRAME_TOO_LARGE, f"a frame may hold at most {MAX_FRAME} bytes"))
+        try:
+            return msgspec.json.decode(text)
+        except msgspec.DecodeError as e:
+            raise BadFrame(ServiceError(errors.INVALID_JSON, f"malformed JSON: {e}")) from None
+        except RecursionError:
+            raise BadFrame(ServiceError(errors.INVALID_JSON, "malformed JSON: nested too deeply")) from None
+
+    def _begin_sending(self) -> None:
+        self.sender = anyio.CancelScope()
+        self.sender_ended = anyio.Event()
+        scope, ended = self.sender, self.sender_ended
+
+        async def send() -> None:
+            try:
+                with scope:
+                    await self._send_speech()
+            finally:
+                ended.set()
+
+        self.group.start_soon(self._guarded, send)
+
+    async def _stop_sending(self) -> None:
+        """The sender of the speech stopped: nothing more of it is sent."""
+        if self.sender is not None:
+            self.sender.cancel()
+            await self.sender_ended.wait()
+
+    async def _send_json(self, payload: dict) -> None:
+        await self._send(text=msgspec.json.encode(payload).decode())
+
+    async def _send(self, **data: Any) -> None:
+        """One frame, taken by the client within the timeout, or the client is dropped."""
+        try:
+            with anyio.fail_after(self.timeout):
+                await self.socket.send({"type": "websocket.send", **data})
+        except Exception:  # not taken in time (TimeoutError), or the connection is gone
+            raise Gone() from None
+
+    async def _close(self, code: int, reason: str = "") -> None:
+        try:
+            with anyio.fail_after(self.timeout):
+                await self.socket.close(code, reason.encode()[:120].decode(errors="ignore"))  # a close's limit: 123
+        except Exception:  # as in _send
+            raise Gone() from None
