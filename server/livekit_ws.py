@@ -166,8 +166,11 @@ class _Turns(FrameSocket):
 
     async def _end_turn(self) -> None:
         """The turn under way, if any, stopped (barge-in, or a new config): nothing more of it is
-        sent, and no `final`."""
+        sent, and no `final`. A turn already over has its `final` sent first (the plugin takes any
+        `final` after its `config_accepted` as its turn's)."""
         if self.session is None:
+            if self.sender is not None:
+                await self.sender_ended.wait()
             return
         self.session.cancel()
         await self._stop_sending()
@@ -175,7 +178,7 @@ class _Turns(FrameSocket):
         self.session = None
 
     async def _send_speech(self) -> None:
-        session, output = self.session, self.output
+        session, output, request_id = self.session, self.output, self.request_id
         assert session is not None and output is not None
         async for event in session.events():
             if isinstance(event, Audio):
@@ -184,7 +187,7 @@ class _Turns(FrameSocket):
                 await self._audio(output.end())
                 session.close()  # its slot is free before the client hears the turn is over
                 self.session = None
-                await self._event("final")
+                await self._event("final", request_id)
 
     async def _audio(self, data: bytes) -> None:
         if not data:
@@ -195,8 +198,9 @@ class _Turns(FrameSocket):
         audio = {"audio": base64.b64encode(data).decode(), "sample_rate": self.output.rate, "format": "pcm"}
         await self._send_json({"type": "audio", "data": audio})
 
-    async def _event(self, kind: str) -> None:
-        await self._send_json({"type": "event", "data": {"event_type": kind, "request_id": self.request_id}})
+    async def _event(self, kind: str, request_id: Optional[str] = None) -> None:
+        data = {"event_type": kind, "request_id": request_id or self.request_id}
+        await self._send_json({"type": "event", "data": data})
 
     async def _send_error(self, error: ServiceError) -> None:
         await self._send_json({"type": "error", "data": {"message": error.message, "code": error.code}})

@@ -262,3 +262,23 @@ def test_pauses_in_the_config_says_whether_markup_is_silence(live) -> None:
         return int((ends - starts).max()) if starts.size else 0
 
     assert longest_silence(True) >= 2 * 24000 and longest_silence(False) < 24000 // 10
+
+
+def test_turns_sent_back_to_back_never_get_another_turns_final(live) -> None:
+    """Configs sent without waiting for the turn before: whatever the timing, each `final` belongs
+    to the turn whose `config_accepted` came last before it (the plugin takes any final after its
+    config_accepted as its own)."""
+    turns = []
+    for n in range(6):
+        turns += [config(), {"type": "text", "data": {"text": f"Turn {n}."}}, {"type": "flush"}]
+    got = run(lambda: frames(live, turns + [{"type": "ping"}], until_type="pong"))
+    current, finals = None, 0
+    for frame in got:
+        if isinstance(frame, dict) and frame["type"] == "event":
+            if frame["data"]["event_type"] == "config_accepted":
+                current = frame["data"]["request_id"]
+            else:
+                assert frame["data"]["request_id"] == current, got
+                finals += 1
+    assert current is not None and codes(got) == []
+    until(lambda: httpx.get(live + "/health").json()["active_generations"] == 0, "every turn's slot is free")
