@@ -199,7 +199,7 @@ def test_stop_stays_while_the_audio_plays(browser) -> None:
     page = browser.new_page()
     with tiny_server() as url:
         opened(page, url)
-        page.fill("#text", "Hello there. This plays for a few seconds. And a little more. " * 2)
+        page.fill("#text", "Hello there. [pause:3s] And a little more.")  # at least 3 s to play, whatever is said
         page.click("#generate")
         page.wait_for_function("window.pocketTTS.runs.length === 1", timeout=60_000)
         # Recorded at its first sound; seconds of it still to play (read together, at one moment).
