@@ -107,8 +107,7 @@ def _generate(args: argparse.Namespace) -> None:
             check_writable(path)  # a missing folder, a folder named as the file: refused before any work
     if args.subtitles is not None:
         subtitle_format(args.subtitles)
-    if args.voice is not None:
-        voices.check(args.voice, sources.voice_names(args.model), args.model)
+    voices.check_before_loading(args.model, [args.voice] if args.voice is not None else [])
     model = _load(args)
     voice = model.voice_state(args.voice)
     options = {name: getattr(args, name) for name in option_names() if getattr(args, name) is not None}
@@ -193,7 +192,7 @@ def _export_voice(args: argparse.Namespace) -> None:
     if not args.out.endswith(".safetensors"):
         raise PocketTTSError(f"the voice state file must end in .safetensors: {args.out}")
     check_writable(args.out)
-    voices.check(args.audio, sources.voice_names(args.model), args.model)
+    voices.check_before_loading(args.model, [args.audio])
     model = _load(args)
     export_voice(model, args.audio, args.out)
     _say(args, f"wrote {args.out}")
@@ -204,9 +203,7 @@ def _export(args: argparse.Namespace) -> None:
 
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise PocketTTSError(f"--out {args.out} is a file: name a folder for the bundle")
-    names = sources.voice_names(args.model)
-    for voice in args.voice or ():
-        voices.check(voice, names, args.model)
+    voices.check_before_loading(args.model, args.voice or [])
     _say(args, f"exporting {args.model} to {args.out}")
     report = export(
         args.model,
@@ -250,7 +247,7 @@ def _models(args: argparse.Namespace) -> None:
     rows = [("", "model", "language", "parameters", "word times", "on disk")]
     for name in catalog.model_names():
         cfg = catalog.config(name)
-        count = sum(int(np.prod(shape)) for shape in params.expected_shapes(cfg).values())
+        count = params.parameter_count(cfg)
         paths = [hub.cached(p) for p in (cfg.weights_path, cfg.weights_path_without_voice_cloning) if p]
         size = sum(os.path.getsize(path) for path in paths if path)
         rows.append(

@@ -20,10 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Protocol, Set, Tuple
 
-import numpy as np
-
 from core import AudioError, PocketTTSError, TTSModel, VoiceError, VoiceState
-from core.portable import audio, catalog
+from core.portable import audio, catalog, normalize, params
 from core.portable.options import GenerationOptions
 from core.portable.text_stream import TextStream
 from core.portable.voice_registry import RECORDING, VoiceRegistry
@@ -148,6 +146,12 @@ class ServerEngine:
         self._cloned: Dict[Tuple[str, int, int], str] = {}  # a folder's recording (path, size, mtime) -> its id
         self.scheduler = Scheduler(model)
         self.loaded_at = int(time.time())
+        # What a listing says of the model: the language it speaks, its parameters, whether it times words.
+        self.description: Dict[str, object] = {
+            "language": normalize.language_of(self.name),
+            "parameters": params.parameter_count(model.config),
+            "word_timestamps": self.word_timestamps,
+        }
 
     # What the app asks
 
@@ -275,14 +279,9 @@ class ServerEngine:
         return list(self.voices_folder.recordings())
 
     @property
-    def description(self) -> Dict[str, object]:
-        """What a listing says of the model: the language it speaks, its parameters, whether it
-        times words."""
-        from core.portable import normalize, params
-
-        count = sum(int(np.prod(shape)) for shape in params.expected_shapes(self.model.config).values())
-        language = normalize.language_of(self.name)
-        return {"language": language, "parameters": count, "word_timestamps": self.word_timestamps}
+    def language_code(self) -> str:
+        """The language the model speaks, as clients name it ("en", "fr", ...)."""
+        return normalize.LANGUAGE_CODES[normalize.language_of(self.name)]
 
     def _unknown(self, name: str) -> VoiceError:
         return self.voices.unknown(name, self.folder_voices())

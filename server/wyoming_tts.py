@@ -69,8 +69,7 @@ PROGRAM = "pocket-tts-numpy"
 VERSION = "0.1.0"
 KYUTAI = Attribution(name="Kyutai (Pocket TTS)", url="https://github.com/kyutai-labs/pocket-tts")
 PROJECT = Attribution(name="Pocket TTS in NumPy", url="https://github.com/kyutai-labs/pocket-tts")
-# Bytes of an event's data or payload (a synthesize of MAX_TEXT characters fits many times), and
-# of a recording in the voices folder.
+# Bytes of an event's data or payload (a synthesize of MAX_TEXT characters fits many times).
 MAX_EVENT = 64 * 1024
 
 
@@ -114,7 +113,7 @@ class Voices:
 
     @property
     def language(self) -> str:
-        return normalize.LANGUAGE_CODES[normalize.language_of(self.engine.name)]
+        return self.engine.language_code
 
 
 class WyomingServer:

@@ -180,9 +180,7 @@ def check(model: str, out: Path, voices: List[str]) -> None:
         ) from None
     if not tarball_cached() and shutil.which("npm") is None:
         raise SystemExit("error: building the site needs npm once, to fetch Pyodide 0.17.1 (then it is cached)")
-    names = sources.voice_names(model)
-    for voice in voices:
-        voice_sources.check(voice, names, model)
+    voice_sources.check_before_loading(model, voices)
     sources.resolve(model)
 
 

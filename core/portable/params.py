@@ -36,6 +36,11 @@ def expected_shapes(cfg: Config) -> Shapes:
     return shapes
 
 
+def parameter_count(cfg: Config) -> int:
+    """How many numbers the official checkpoint for this config holds (every part)."""
+    return sum(int(np.prod(shape)) for shape in expected_shapes(cfg).values())
+
+
 def part_of(key: str) -> str:
     """Which part of the model a checkpoint tensor (or an int8 tensor's scales) belongs to (see PARTS)."""
     if key.endswith(SCALE_SUFFIX):

@@ -35,9 +35,9 @@ def recording_id(samples: np.ndarray, sample_rate: int) -> str:
 
 class VoiceRegistry:
     """Prepared voices by id. `default`: the default voice's source (a name or a file; the model's
-    default when None, if it has one), prepared now, so that one that cannot load fails at once. Requests name
-    voices, never files: `get` takes "default"/None, a predefined name, one of `aliases` (another
-    name for a predefined voice or "default"), or a recording's id.
+    default when None, if it has one), prepared now, so that one that cannot load fails at once.
+    Requests name voices, never files: `get` takes "default"/None, a predefined name, one of
+    `aliases` (another name for a predefined voice or "default"), or a recording's id.
 
     Two caches, each bounded by bytes, not by count, so that many small recordings cannot push a
     large one out: the prepared states (a few MB of KV cache each), and the recordings themselves

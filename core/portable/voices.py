@@ -28,10 +28,11 @@ def check(source: str, names: Sequence[str], model_name: str) -> None:
         raise VoiceError(f"voice {source!r} is a folder: name an audio file or a .safetensors voice state")
     if os.sep in source or "/" in source or source.lower().endswith(FILE_ENDINGS):
         raise VoiceError(f"voice file not found: {source}")
-    if not names and source in catalog.voice_names():
+    ours = f"use one of its voices ({', '.join(sorted(names))}) or" if names else "it has no predefined voices:"
+    if source in catalog.voice_names():
         raise VoiceError(
             f"the predefined voice {source!r} is a state computed with the released weights of a catalog "
-            f"model; {model_name} has no predefined voices: pass an audio file or a .safetensors voice state"
+            f"model; {model_name} cannot use it: {ours} pass an audio file or a .safetensors voice state"
         )
     if not names:
         raise VoiceError(
@@ -41,6 +42,14 @@ def check(source: str, names: Sequence[str], model_name: str) -> None:
     close = difflib.get_close_matches(source.lower(), names, n=3, cutoff=0.6)
     hint = f"did you mean {' or '.join(repr(name) for name in close)}? " if close else ""
     raise VoiceError(f"unknown voice {source!r}: {hint}the voices of {model_name} are {', '.join(sorted(names))}")
+
+
+def check_before_loading(model_source: str, voices: Sequence[str]) -> None:
+    """`check` of each of `voices` for a model not loaded yet: its predefined voices read without
+    fetching anything (core.portable.sources.voice_names)."""
+    names = sources.voice_names(model_source)
+    for voice in voices:
+        check(voice, names, model_source)
 
 
 def resolve(model: Any, source: VoiceSource, sample_rate: Optional[int]) -> VoiceState:
@@ -67,11 +76,6 @@ def resolve(model: Any, source: VoiceSource, sample_rate: Optional[int]) -> Voic
     path = os.fspath(source)
     if path in model.voices:
         path = model.voices[path]
-    elif path in catalog.voice_names() and not os.path.exists(path):
-        raise VoiceError(
-            f"the predefined voice {path!r} is a state computed with the released weights of a catalog "
-            f"model; {model.name} cannot use it: pass an audio file instead"
-        )
     else:
         check(path, list(model.voices), model.name)
     if path.startswith("hf://"):
