@@ -108,25 +108,21 @@ async def sse(
         return event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
 
     samples = 0
-    kept: List[np.ndarray] = []
-    output = audio_formats.Output(fmt, sample_rate, rate) if fmt in audio_formats.STREAMED + ("wav",) else None
-    header = output.header() if output is not None else b""
-    if header:
-        yield delta(header)
-    async for chunk in chunks:
-        samples += chunk.shape[0]
-        if output is not None:
-            data = output.chunk(chunk)
-            if data:
-                yield delta(data)
-        else:
-            kept.append(chunk)
-    tail = output.end() if output is not None else b""
-    if tail:
-        yield delta(tail)
-    if kept:
-        data = await anyio.to_thread.run_sync(audio_formats.encode_chunks, kept, sample_rate, fmt, rate)
-        yield delta(data)
+
+    async def counted() -> AsyncIterator[np.ndarray]:
+        nonlocal samples
+        async for chunk in chunks:
+            samples += chunk.shape[0]
+            yield chunk
+
+    if fmt in audio_formats.STREAMED + ("wav",):
+        async for data in streamed(counted(), audio_formats.Output(fmt, sample_rate, rate)):
+            yield delta(data)
+    else:
+        kept = [chunk async for chunk in counted()]
+        if kept:
+            data = await anyio.to_thread.run_sync(audio_formats.encode_chunks, kept, sample_rate, fmt, rate)
+            yield delta(data)
     frames = -(-samples // frame_size)  # audio of 80 ms frames (at a speed other than 1, not those generated)
     usage = {"input_tokens": 0, "output_tokens": frames, "total_tokens": frames}
     yield event({"type": "speech.audio.done", "usage": usage})

@@ -5,13 +5,13 @@ sending within the client timeout."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional, Sequence
 
 import anyio
 import msgspec
 from litestar import WebSocket
 
-from server import errors
+from server import errors, reading
 from server.engine import ServerEngine
 from server.errors import NORMAL, ServiceError
 from server.session import Clock, Session
@@ -61,6 +61,12 @@ class FrameSocket:
         self.group: Any = None
         self.sender: Optional[anyio.CancelScope] = None
         self.sender_ended = anyio.Event()
+
+    @classmethod
+    async def serving(cls, socket: WebSocket) -> None:
+        """A connection of this front on the app's engine, served until it ends."""
+        state = socket.app.state
+        await cls(socket, state.engine, state.client_timeout).serve()
 
     async def serve(self) -> None:
         await self.socket.accept()
@@ -121,9 +127,10 @@ class FrameSocket:
             raise Gone()
         return message
 
-    def _json_of(self, message: dict) -> Any:
-        """A client frame's JSON value: a text frame of at most MAX_FRAME bytes (a BadFrame
-        otherwise, a Fatal for one too large)."""
+    def _frame(self, message: dict, kinds: Sequence[str], schema: Any) -> Any:
+        """A client frame: a JSON text frame of at most MAX_FRAME bytes (a Fatal for one larger),
+        an object whose `type` is one of `kinds`, decoded strictly as `schema`; a BadFrame (with
+        its kind, where it has one) for anything else."""
         text = message.get("text")
         if text is None:
             error = ServiceError(errors.BINARY_FRAME, "send JSON text frames; binary frames are the server's audio")
@@ -131,11 +138,19 @@ class FrameSocket:
         if len(text) > MAX_FRAME // 4 and len(text.encode()) > MAX_FRAME:
             raise Fatal(ServiceError(errors.FRAME_TOO_LARGE, f"a frame may hold at most {MAX_FRAME} bytes"))
         try:
-            return msgspec.json.decode(text)
+            value = msgspec.json.decode(text)
         except msgspec.DecodeError as e:
             raise BadFrame(ServiceError(errors.INVALID_JSON, f"malformed JSON: {e}")) from None
         except RecursionError:
             raise BadFrame(ServiceError(errors.INVALID_JSON, "malformed JSON: nested too deeply")) from None
+        kind = value.get("type") if isinstance(value, dict) else None
+        if kind not in kinds:
+            message_text = f"a frame is a JSON object whose type is one of {', '.join(kinds)}"
+            raise BadFrame(ServiceError(errors.UNKNOWN_TYPE, message_text, "type"))
+        try:
+            return reading.decode(text, schema, f"{kind} frame")
+        except ServiceError as e:
+            raise BadFrame(e, kind) from None
 
     def _begin_sending(self) -> None:
         self.sender = anyio.CancelScope()

@@ -38,7 +38,7 @@ from core import audio_formats
 from core.portable import normalize as normalization
 from core.portable.options import GenerationOptions
 from core.portable.voices import FILE_ENDINGS
-from server import errors, reading
+from server import errors
 from server.errors import ServiceError
 from server.frames import BadFrame, FrameSocket
 from server.guard import caller_of
@@ -89,8 +89,7 @@ Frame = Union[Config, Text, Flush, Cancel, Ping]
 @websocket(PATH)
 async def livekit_stream(socket: WebSocket) -> None:
     """LiveKit's Pocket TTS protocol (see server/livekit_ws.py for the frames)."""
-    state = socket.app.state
-    await _Turns(socket, state.engine, state.client_timeout).serve()
+    await _Turns.serving(socket)
 
 
 class _Turns(FrameSocket):
@@ -108,7 +107,7 @@ class _Turns(FrameSocket):
         while True:
             message = await self._receive()
             try:
-                frame = self._parse(message)
+                frame = self._frame(message, FRAMES, Frame)
             except BadFrame as bad:
                 await self._send_error(bad.error)
                 continue
@@ -118,17 +117,6 @@ class _Turns(FrameSocket):
                 if error.kind in _ENDING:
                     raise
                 await self._send_error(error)
-
-    def _parse(self, message: dict) -> Any:
-        value = self._json_of(message)
-        kind = value.get("type") if isinstance(value, dict) else None
-        if kind not in FRAMES:
-            message_text = f"a frame is a JSON object whose type is one of {', '.join(FRAMES)}"
-            raise BadFrame(ServiceError(errors.UNKNOWN_TYPE, message_text, "type"))
-        try:
-            return reading.decode(message["text"], Frame, f"{kind} frame")
-        except ServiceError as e:
-            raise BadFrame(e, kind) from None
 
     async def _handle(self, frame: Any) -> None:
         if isinstance(frame, Ping):
@@ -152,7 +140,7 @@ class _Turns(FrameSocket):
         if voice is not None and ("/" in voice or "\\" in voice or voice.lower().endswith(FILE_ENDINGS)):
             message = f"voice {voice!r}: name a voice of this server (GET /v1/audio/voices); files are not opened"
             raise ServiceError(errors.UNKNOWN_VOICE, message, "voice")
-        spoken = normalization.LANGUAGE_CODES[normalization.language_of(self.engine.name)]
+        spoken = self.engine.language_code
         if config.language and not normalization.same_language(config.language, spoken):
             message = f"language {config.language!r}: this model speaks {spoken!r}"
             raise ServiceError(errors.UNSUPPORTED_VALUE, message, "language")

@@ -39,7 +39,7 @@ import msgspec
 from litestar import WebSocket, websocket
 
 from core import audio_formats
-from server import errors, reading
+from server import errors
 from server.errors import ServiceError
 from server.frames import BadFrame, Fatal, FrameSocket
 from server.guard import caller_of
@@ -61,23 +61,23 @@ PATH = "/v1/audio/speech/stream"
 @websocket(PATH)
 async def speech_stream(socket: WebSocket) -> None:
     """Speak text as it arrives (see server/websocket.py for the frames)."""
-    state = socket.app.state
-    await _Connection(socket, state.engine, state.client_timeout).serve()
+    await _Connection.serving(socket)
 
 
 class _Connection(FrameSocket):
-    path = PATH
     """One session for the whole connection; its audio in the start's format and rate."""
 
+    path = PATH
     start = StreamStart()
     output: audio_formats.Output
+
     # Reading the client's frames
 
     async def _read(self) -> None:
         while True:
             message = await self._receive()
             try:
-                frame = self._parse(message)
+                frame = self._frame(message, CLIENT_FRAMES, ClientFrame)
             except BadFrame as bad:
                 if bad.kind == "start" and self.session is None:  # the connection cannot speak as asked
                     raise Fatal(bad.error) from None
@@ -88,18 +88,6 @@ class _Connection(FrameSocket):
                 if isinstance(frame, StreamStart):
                     continue
             await self._handle(frame)
-
-    def _parse(self, message: dict) -> Any:
-        value = self._json_of(message)
-        text = message["text"]
-        kind = value.get("type") if isinstance(value, dict) else None
-        if kind not in CLIENT_FRAMES:
-            message = f"a frame is a JSON object whose type is one of {', '.join(CLIENT_FRAMES)}"
-            raise BadFrame(ServiceError(errors.UNKNOWN_TYPE, message, "type"))
-        try:
-            return reading.decode(text, ClientFrame, f"{kind} frame")
-        except ServiceError as e:
-            raise BadFrame(e, kind) from None
 
     async def _open(self, start: StreamStart) -> None:
         """The connection's session (a bad voice or option, or no free slot, ends it), then `started`."""
