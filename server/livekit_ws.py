@@ -162,7 +162,7 @@ class _Turns(FrameSocket):
             return
         self.session.cancel()
         await self._stop_sending()
-        self.session.close()
+        await self.session.close_and_free()  # the next turn's session, asked for at once, finds the slot
         self.session = None
 
     async def _send_speech(self) -> None:
@@ -173,7 +173,7 @@ class _Turns(FrameSocket):
                 await self._audio(output.chunk(event.pcm))
             elif isinstance(event, Done):
                 await self._audio(output.end())
-                session.close()  # its slot is free before the client hears the turn is over
+                await session.close_and_free()  # its slot is free before the client hears the turn is over
                 self.session = None
                 await self._event("final", request_id)
 

@@ -50,6 +50,8 @@ from server.scheduler import Audio, Said, Words
 MAX_TEXT = 5000  # characters of one whole text (a request)
 MAX_STREAM_TEXT = 2 * MAX_TEXT  # characters a text stream may push in all: about REQUEST_SECONDS of speech
 LIFETIME = 3 * REQUEST_SECONDS  # seconds a connection may stay open, whatever it does
+# Seconds a closed session's slot may take to be free: the scheduler lets go of it within a step.
+FREE_SECONDS = 5.0
 
 
 def text_to_say(text: object, field: str = "text", message: Optional[str] = None) -> str:
@@ -244,6 +246,12 @@ class Session:
         if self.clock is not None:  # what it did not say is not being said: the connection is idle again
             self.clock.ended(self._unsaid)
         self.slot.release()
+
+    async def close_and_free(self) -> None:
+        """`close`, then wait (off the event loop, at most FREE_SECONDS) until the scheduler has let
+        go of the slot: a connection's next session, asked for at once, then finds it free."""
+        self.close()
+        await anyio.to_thread.run_sync(self.slot.freed.wait, FREE_SECONDS)
 
     # Speech out
 

@@ -64,6 +64,7 @@ class Slot:
         self._holders = 0
         self._free = free
         self._cleanups: List[Callable[[], None]] = []
+        self.freed = threading.Event()  # set once every holder has let go
         self._release = self.hold()
 
     def hold(self) -> Callable[[], None]:
@@ -81,6 +82,7 @@ class Slot:
                 last = self._holders == 0
             if last:
                 self._free()
+                self.freed.set()
 
         return let_go
 
