@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import sys
 import time
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional
 
 import numpy as np
 
@@ -36,8 +37,13 @@ from .portable.text import check_text, normalized
 from .portable.timestamps import TimedWord, timed_words
 from .subtitles import cues, subtitle_format, subtitles, words_json
 
-# Commands another main runs (the installed command's `serve`, `mcp`): name -> (help, main(argv)).
-Handed = Dict[str, Tuple[str, Callable[[List[str]], int]]]
+# The commands of `pocket-tts-numpy` that live above core (the server's serve and mcp, the site's
+# build-site): entry points of this group (pyproject.toml), each a function (argv, prog) -> exit
+# status whose docstring's first line is its help. Found in the installed package's metadata, so
+# that core imports none of them.
+COMMANDS = "pocket_tts_numpy.commands"
+PROG = "pocket-tts-numpy"
+Handed = Dict[str, Callable[[List[str], str], int]]
 
 
 class _Timed:
@@ -290,13 +296,38 @@ def _table(rows: List[tuple]) -> None:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
+def handed_commands() -> Handed:
+    """The commands of the parts above core (COMMANDS), by name; none where the package is not
+    installed (a checkout on PYTHONPATH has no metadata)."""
+    from importlib.metadata import entry_points
+
+    found = entry_points()
+    group = found.select(group=COMMANDS) if hasattr(found, "select") else found.get(COMMANDS, ())
+    return {point.name: _hinting(point.load()) for point in group}
+
+
+def _hinting(command: Callable[[List[str], str], int]) -> Callable[[List[str], str], int]:
+    """`command`, with one line naming the extra to install where a wheel was installed without it
+    (instead of a traceback)."""
+
+    @functools.wraps(command)
+    def hinted(argv: List[str], prog: str) -> int:
+        try:
+            return command(argv, prog)
+        except ModuleNotFoundError as e:
+            print(install_hint(e, prog), file=sys.stderr)
+            return 1
+
+    return hinted
+
+
 def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) -> argparse.ArgumentParser:
-    """The command line's parser; with `handed` (name -> (help, main): the server's commands,
-    given by the installed command, which sits above both), those commands too, listed in the help
-    (the installed command hands `serve ...` and `mcp ...` to them before parsing)."""
+    """The command line's parser; with `handed` (handed_commands), those commands too, listed in the
+    help (main hands `serve ...` to them before parsing). Its `commands` are the names it parses."""
     top = argparse.ArgumentParser(prog=prog, description="Pocket TTS in NumPy")
     top.add_argument("--version", action="version", version=f"pocket-tts-numpy {__version__}")
     commands = top.add_subparsers(dest="command", required=True)
+    top.commands = commands.choices  # type: ignore[attr-defined]
 
     def command(name: str, run, help: str) -> argparse.ArgumentParser:  # noqa: A002, ANN001
         sub = commands.add_parser(name, help=help, description=help)
@@ -401,18 +432,24 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
         "--words", action="store_true", help="also write each line's word times to ID.words.json (as generate --words)"
     )
 
-    for name, (what, run) in (handed or {}).items():
-        handed_on = commands.add_parser(name, help=what, add_help=False)
+    for name, run in (handed or {}).items():
+        handed_on = commands.add_parser(name, help=(run.__doc__ or "").strip().splitlines()[0], add_help=False)
         handed_on.add_argument("arguments", nargs=argparse.REMAINDER, help=f"{name}'s options")
-        handed_on.set_defaults(run=lambda args, run=run: run(args.arguments), quiet=False)
+        handed_on.set_defaults(run=lambda args, run=run, name=name: run(args.arguments, f"{prog} {name}"), quiet=False)
     command("models", _models, "list the catalog models: language, size, word times, cached (*)")
     vo = command("voices", _voices, "list a model's predefined voices: the language of each, cached (*)")
     model_option(vo)
     return top
 
 
-def main(argv: Optional[List[str]] = None, prog: str = "python -m core.cli", handed: Optional[Handed] = None) -> int:
-    top = parser(prog, handed)
+def main(argv: Optional[List[str]] = None, prog: str = "python -m core.cli") -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    top = parser(prog)
+    if not (argv[:1] and argv[0] in top.commands):  # type: ignore[attr-defined]
+        handed = handed_commands()  # only then: reading the installed packages' metadata takes a while
+        if argv[:1] and argv[0] in handed:  # before argparse, which would take their options for its own
+            return handed[argv[0]](argv[1:], f"{prog} {argv[0]}")
+        top = parser(prog, handed)
     args, unknown = top.parse_known_args(argv)
     if unknown:  # the command's own usage, not the list of every command
         getattr(args, "usage", top).error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -437,6 +474,11 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m core.cli", han
         print("interrupted", file=sys.stderr)
         return 130
     return status or 0
+
+
+def command() -> int:
+    """`pocket-tts-numpy`, the command pip installs."""
+    return main(prog=PROG)
 
 
 if __name__ == "__main__":

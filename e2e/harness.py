@@ -20,6 +20,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "build" / "reference"
 SITES = ROOT / "build" / "e2e"
+PYTHON38 = ROOT / ".venv-py38" / "bin" / "python"  # scripts/test.sh makes it: the sites' modules compiled ahead
 CHROMIUM = shutil.which("chromium")
 # Without the networking flags Chromium floods this machine's closed network with connections.
 CHROMIUM_ARGS = [
@@ -59,17 +60,17 @@ def voiceless_site() -> Path:
 
 def _built(out: Path, config: Path, voices: List[Path], inputs: List[Path]) -> Path:
     sources = [ROOT / "pyproject.toml", config, *inputs, *voices]
-    for folder in ("core", "server/web", "tools"):
+    for folder in ("core", "browser", "web"):
         sources += sorted(p for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     digest = hashlib.sha256()
     for path in sources:
         digest.update(str(path.relative_to(ROOT)).encode() + path.read_bytes())
     stamp = out / ".sources"
     if not (out / "site.json").exists() or not stamp.exists() or stamp.read_text() != digest.hexdigest():
-        from tools.site import build
+        from core.browser.site.build import build
 
         shutil.rmtree(out, ignore_errors=True)
-        build(str(config), out, [str(voice) for voice in voices], int8=True)
+        build(str(config), out, [str(voice) for voice in voices], int8=True, python38=PYTHON38)
         stamp.write_text(digest.hexdigest())
     return out
 

@@ -8,8 +8,8 @@ opened again: everything cached, as a visitor coming back the next day), each se
 
 Per visit: page opened -> model ready, -> first audio (ready, then the first click's time to first
 audio), the bytes that came over the network, each worker's start-up phase by phase
-(core/browser/worker.js), and how many of the modules compiled ahead of time it ran
-(tools/compiled.py). Reports medians (min-max) of the visits; writes build/e2e/startup.json
+(browser/worker.js), and how many of the modules compiled ahead of time it ran
+(browser/site/compiled.py). Reports medians (min-max) of the visits; writes build/e2e/startup.json
 and startup.md, and each model's tables into docs/measurements/startup.md (a run under a CPU quota
 beside the full machine's), with the site's bytes by part.
 """
@@ -23,12 +23,12 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List
 
-from e2e import harness
-from tools import compiled, measured
-from tools.site import PACKAGES, download_bytes
+from core.browser.site import compiled
+from core.browser.site.build import PACKAGES, download_bytes
+from e2e import harness, measured
 
 KINDS = ("first", "returning")
-# Each worker's start-up, in the order it runs (core/browser/worker.js). The model's download runs
+# Each worker's start-up, in the order it runs (browser/worker.js). The model's download runs
 # alongside from the start (download_ms: until its last byte).
 PHASES = [
     ("pyodide_js_ms", "pyodide.js"),
@@ -54,7 +54,7 @@ def visit(profile: Path, url: str) -> Dict[str, Any]:
         ready_ms = page.page.evaluate("window.pocketTTS.load.ready_at_ms")
         run = page.run()  # at once: the decoder worker may still be starting
         load = page.all_workers()
-        modules = page.page.evaluate("import('./browser-engine.js').then((e) => e.compiledModules())")
+        modules = page.page.evaluate("import('./browser/browser-engine.js').then((e) => e.compiledModules())")
         return {
             "ready_ms": ready_ms,
             "first_audio_ms": ready_ms + run["ttfa_ms"],
@@ -71,8 +71,8 @@ def visit(profile: Path, url: str) -> Dict[str, Any]:
 
 def site_parts(site: Path) -> Dict[str, int]:
     """What a first visit's service worker downloads of the site, by part: Pyodide's runtime and
-    packages, the model's files, our packages (tools/site.PACKAGES), the modules compiled ahead of time
-    (tools/compiled.py), the rest; each file as its gzip twin where it has one (tools/site.py)."""
+    packages, the model's files, our packages (browser/site/build.PACKAGES), the modules compiled ahead of time
+    (browser/site/compiled.py), the rest; each file as its gzip twin where it has one (browser/site/build.py)."""
     parts: Dict[str, int] = {}
     for name, size in download_bytes(site).items():
         relative = Path(name).parts

@@ -30,9 +30,7 @@ from core.portable import sources
 from core.portable.segmenter import Segmenter
 from core.portable.text import TextOptions
 from core.portable.tokenizer import Tokenizer
-from e2e import harness
-from e2e.ttfa import stats
-from tools import measured
+from e2e import harness, measured
 
 REPLY = (
     "Sure, here is a short summary of the plan. The meeting moved to Thursday morning, in the small room "
@@ -134,7 +132,7 @@ def measure_page(page: harness.Page, model: str, rates: List[int], runs: int, pr
 
 def summary(results: List[Dict[str, Any]]) -> Dict[str, Any]:
     keys = ("first_audio_ms", "stalls", "stalls_with_text", "stalled_ms", "audio_ms")
-    return {key: stats([r[key] for r in results]) for key in keys}
+    return {key: measured.summary([r[key] for r in results]) for key in keys}
 
 
 def measure(model: str, rates: List[int], runs: int, progress: Any = print) -> Dict[str, Any]:

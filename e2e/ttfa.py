@@ -13,13 +13,10 @@ into docs/measurements/ttfa.md (a run under a CPU quota beside the others), and 
 from __future__ import annotations
 
 import argparse
-import math
-import statistics
 import sys
 from typing import Any, Dict, List
 
-from e2e import harness
-from tools import measured
+from e2e import harness, measured
 
 METRICS = [
     ("ttfc_ms", "TTFC (ms)"),
@@ -30,17 +27,11 @@ METRICS = [
 ]
 
 
-def stats(values: List[float]) -> Dict[str, float]:
-    ordered = sorted(values)
-    p90 = ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)]
-    return {"median": statistics.median(ordered), "p90": p90, "min": ordered[0], "max": ordered[-1]}
-
-
 def summarize(runs: List[Dict[str, Any]]) -> Dict[str, Dict[str, float]]:
     for run in runs:
         run["rtf"] = run["total_ms"] / run["audio_ms"]
         run["stalls"] = run["played"]["stalls"]
-    return {key: stats([run[key] for run in runs]) for key, _ in METRICS}
+    return {key: measured.summary([run[key] for run in runs]) for key, _ in METRICS}
 
 
 def measure(model: str, runs: int, progress: Any = print) -> Dict[str, Any]:
@@ -77,7 +68,7 @@ def measure(model: str, runs: int, progress: Any = print) -> Dict[str, Any]:
                 warm.append(page.run())
                 progress(f"  {model} browser: run {i + 1}/{runs}")
             voice = page.clone_voice(harness.VOICE_RECORDING)  # the first upload: it fetches the cloning part
-            load["heap_bytes"] = page.page.evaluate("import('./browser-engine.js').then((e) => e.heapBytes())")
+            load["heap_bytes"] = page.page.evaluate("import('./browser/browser-engine.js').then((e) => e.heapBytes())")
             result["browser"] = {
                 "cold": cold,
                 "runs": warm,

@@ -24,8 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, List
 
-from e2e import harness
-from tools import measured
+from e2e import harness, measured
 
 # Chromium's trace categories: V8's WebAssembly compiles, and the code cache's events (Blink's).
 CATEGORIES = "v8.wasm,disabled-by-default-devtools.timeline"

@@ -25,8 +25,9 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from tools import capacity, measured
-from tools.bundles import OUT, REFERENCE, ROOT, int8_bundle
+from e2e import measured
+from scripts import capacity
+from scripts.bundles import OUT, REFERENCE, ROOT, int8_bundle
 
 VOICE_WAV = ROOT / "tests" / "fixtures" / "voice" / "voice_24000.wav"
 TEXTS = {

@@ -18,9 +18,8 @@ import base64
 from pathlib import Path
 from typing import Dict, List
 
-from e2e import harness
+from e2e import harness, measured
 from scripts.build_kernels import BUILDS
-from tools import measured
 
 # (kernel, label, shape): conv (M, C, T, N) at stride 1, dilation 1; linear (M, N, K); int8 linear
 # (M, N, K, G) with one scale per G columns of a row.

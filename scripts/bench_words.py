@@ -18,7 +18,7 @@ import numpy as np
 
 from core import TTSModel
 from core.portable import timestamps
-from tools import measured
+from e2e import measured
 
 REFERENCE = Path(__file__).resolve().parent.parent / "build" / "reference"
 TEXT = "The first sentence is short. The second one, which has a comma, is a bit longer; it goes on."

@@ -13,8 +13,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tools import measured
-from tools.bundles import ROOT
+from e2e import measured
+from scripts.bundles import ROOT
 
 REPORT = ROOT / "build" / "parity-report.md"
 INT8_HEADING = "int8 against the official float32 audio"

@@ -32,17 +32,11 @@ from typing import Any, Dict, List
 
 import httpx
 
-from e2e import harness
-from tools import measured
+from e2e import harness, measured
 
 OUT = harness.ROOT / "build" / "bench"
 FRAMES = 40
 TEXT = "A request among many, each asking for a few seconds of speech from a cluster."
-
-
-def _p90(values: List[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)]
 
 
 async def _load(url: str, clients: int, seconds: float) -> Dict[str, Any]:
@@ -77,7 +71,7 @@ async def _load(url: str, clients: int, seconds: float) -> Dict[str, Any]:
         "failures": failures,
         "requests_per_s": len(ttfb) / elapsed,
         "ttfb_median_ms": statistics.median(ttfb),
-        "ttfb_p90_ms": _p90(ttfb),
+        "ttfb_p90_ms": measured.p90(ttfb),
     }
 
 

@@ -56,7 +56,7 @@ step "the committed WebAssembly kernels (SIMD, relaxed SIMD) are the builds of c
 step "core/ runs on Python 3.8 (vermin), lint and format (ruff)"
 .venv/bin/vermin -t=3.8- --no-tips --violations core
 .venv/bin/ruff check .
-.venv/bin/ruff format --check core server scripts e2e tools tests setup.py pocket_tts_numpy.py
+.venv/bin/ruff format --check core browser server scripts e2e tests setup.py
 
 step "the documentation site builds with no broken link or anchor (mkdocs build --strict)"
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
@@ -74,8 +74,9 @@ if [ -n "$py38" ]; then
     [ -x .venv-py38/bin/python ] || "$py38" -m venv .venv-py38
     .venv-py38/bin/pip install -q --disable-pip-version-check numpy==1.17.5 num2words==0.5.14 pyyaml pytest
     PYTHONPATH=. .venv-py38/bin/python -m pytest -q -p no:cacheprovider --reference-dir /nonexistent \
-        tests/test_parity.py tests/test_streaming.py tests/test_generation.py tests/test_kernels.py \
-        tests/test_tsm.py tests/test_segmenter.py tests/test_normalize.py tests/test_text_stream.py tests/test_ssml.py \
+        tests/core/test_parity.py tests/core/test_streaming.py tests/core/test_generation.py tests/core/test_kernels.py \
+        tests/core/test_tsm.py tests/core/test_segmenter.py tests/core/test_normalize.py tests/core/test_text_stream.py \
+        tests/core/test_ssml.py \
         -k "tiny or streaming or generation or kernels or tsm or segmenter or normalize or text_stream or ssml"
 else
     echo "SKIPPED: no Python 3.8 on this machine (pyenv install 3.8 to run this check)" >&2

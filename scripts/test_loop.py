@@ -17,8 +17,8 @@ import sys
 import time
 from typing import List, Tuple
 
-from tools import measured
-from tools.bundles import ROOT
+from e2e import measured
+from scripts.bundles import ROOT
 
 SLOWEST = 8
 

@@ -29,7 +29,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List
 
-from tools import measured
+from e2e import measured
 
 REPLY = (
     "Sure, here is a quick summary of your day. You have three meetings, the first one at ten with "

@@ -1,5 +1,5 @@
 """Vendor Pyodide for the static site: the files it needs, from the npm registry, offline after
-(tools/pyodide.py says which).
+(browser/site/pyodide.py says which).
 
     .venv/bin/python -m scripts.vendor_pyodide --out build/site/pyodide
 """
@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tools.pyodide import FILES, vendor
+from core.browser.site.pyodide import FILES, vendor
 
 
 def main() -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
-import statistics
 import sys
 import time
 from typing import Dict, List
@@ -31,9 +30,8 @@ import httpx
 from wyoming.client import AsyncTcpClient
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
-from e2e import harness
+from e2e import harness, measured
 from scripts.text_stream_latency import REPLY, analyse, completing_piece, pieces, speak
-from tools import measured
 
 MODELS = ("english", "english_2m_2026-10")
 TEXT = "The first chunk plays after one frame, and the rest follows as it is made."
@@ -93,9 +91,8 @@ async def streamed(port: int, size: int, rate: float) -> float:
 
 
 def summary(values: List[float]) -> str:
-    ordered = sorted(values)
-    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
-    return f"{statistics.median(ordered):.0f} / {p90:.0f}"
+    figures = measured.summary(values)
+    return f"{figures['median']:.0f} / {figures['p90']:.0f}"
 
 
 def measure(model: str, runs: int, size: int, rate: float) -> Dict[str, List[float]]:

@@ -1,7 +1,7 @@
 """The Litestar app: the API over one loaded model, and the web UI at /.
 
-    python -m server --model english --voice alba           # see server/__main__.py
-    POCKET_TTS_MODEL=english uvicorn server.app:app         # the same app for uvicorn directly
+    python -m server --model english --voice alba                       # see server/__main__.py
+    POCKET_TTS_MODEL=english uvicorn --factory server.app:create_app   # the same app, for uvicorn directly
 
 Routes: GET /health, GET /voices, POST /voices (upload), POST /generate (WAV), POST /stream
 (raw 16-bit PCM as it is generated), POST /tts (the official server's form): server/routes.py;
@@ -13,22 +13,22 @@ shape from one vocabulary (server/errors.py, server/http_errors.py).
 
 from __future__ import annotations
 
-import os
 from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any, AsyncIterator, List, Optional, Sequence
+from typing import Any, AsyncIterator, List, Optional
 
+import anyio
 from litestar import Litestar
 from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 from litestar.static_files import create_static_files_router
 
+from core.ui import web_folder
 from server import guard, http_errors, livekit_ws, openai_routes, routes, websocket
-from server.access import Access
-from server.engine import CLIENT_TIMEOUT, DEFAULT_MODEL, MAX_CONCURRENT, ServerEngine, load_engine, serving_threads
+from server.engine import ServerEngine, load_engine, serving_threads
+from server.settings import Settings
 
-WEB = Path(__file__).resolve().parent / "web"
+WEB = web_folder()
 HANDLERS = [
     routes.health,
     routes.voices,
@@ -48,29 +48,23 @@ HANDLERS = [
 ]
 
 
-def create_app(
-    engine: Optional[ServerEngine] = None,
-    web: Path = WEB,
-    allowed_origins: Sequence[str] = (),
-    client_timeout: float = CLIENT_TIMEOUT,
-    hosts: Sequence[str] = (),
-    body_seconds: float = guard.BODY_SECONDS,
-) -> Litestar:
-    """The app over `engine`, serving the page from `web` (server/web/, or a site from scripts.build_site);
-    without an engine, the lifespan loads the model the environment names (POCKET_TTS_MODEL,
-    POCKET_TTS_VOICE, POCKET_TTS_MAX_CONCURRENT, POCKET_TTS_API_KEY, POCKET_TTS_SITE), as
-    `uvicorn server.app:app` does. `allowed_origins`: web pages of other origins that may use the
-    API (CORS headers for them), beside the server's own page; `hosts`: the names it answers to
-    beside localhost; the API key every API request must bear is the engine's (server/access.py);
-    `body_seconds`: the time a request's body may take
-    (server/guard.py). `client_timeout`: the seconds a WebSocket may speak nothing, or leave a
-    frame untaken (server/session.py; python -m server gives the HTTP connections the same,
-    server/connections.py)."""
+def create_app(engine: Optional[ServerEngine] = None, settings: Optional[Settings] = None) -> Litestar:
+    """The app over `engine`, with `settings` (default: the environment's, server/settings.py):
+    the page from `settings.site` (a site from pocket-tts-numpy build-site) or the UI's own files
+    (web/); web pages of `settings.allow_origins` may use the API beside the server's own page
+    (CORS headers for them); it answers to localhost and `settings.hosts`; a request's body must
+    arrive within `settings.body_timeout` (server/guard.py), and a WebSocket may speak nothing, or
+    leave a frame untaken, for `settings.client_timeout` (server/session.py; python -m server gives
+    the HTTP connections the same, server/connections.py). The API key every route but the public
+    ones needs is the engine's (server/access.py). Without an engine, the lifespan loads the
+    settings' model: `uvicorn --factory server.app:create_app`."""
+    settings = settings if settings is not None else Settings.from_environment()
+    web = settings.site if settings.site is not None else WEB
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         with serving_threads():
-            app.state.engine = engine or engine_from_environment()
+            app.state.engine = engine or await anyio.to_thread.run_sync(load_engine, settings)
             try:
                 yield
             finally:
@@ -79,37 +73,17 @@ def create_app(
 
     handlers: List[Any] = list(HANDLERS)
     if (web / "index.html").exists():  # the built site (both engines), or the UI's sources (server mode)
-        handlers.append(create_static_files_router(path="/", directories=[web], html_mode=True, name="web"))
+        page = create_static_files_router(path="/", directories=[web], html_mode=True, name="web", opt=guard.PUBLIC)
+        handlers.append(page)
+    origins = list(settings.allow_origins)
     return Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],
-        state=State({"client_timeout": client_timeout, "site": routes.describe_site(web)}),
+        state=State({"client_timeout": settings.client_timeout, "site": routes.describe_site(web)}),
         openapi_config=OpenAPIConfig(title="Pocket TTS in NumPy", version="0.1.0", path="/schema"),
         request_max_body_size=routes.MAX_UPLOAD,
-        middleware=[guard.middleware(allowed_origins, hosts, body_seconds)],
+        middleware=[guard.middleware(origins, settings.hosts, settings.body_timeout)],
         logging_config=None,  # the host's logging (python -m server sets it up; uvicorn's own otherwise)
-        cors_config=CORSConfig(allow_origins=list(allowed_origins), expose_headers=list(routes.STREAM_HEADERS))
-        if allowed_origins
-        else None,
+        cors_config=CORSConfig(allow_origins=origins, expose_headers=list(routes.STREAM_HEADERS)) if origins else None,
         exception_handlers=http_errors.HANDLERS,
     )
-
-
-def _listed(variable: str) -> List[str]:
-    return [item.strip() for item in os.environ.get(variable, "").split(",") if item.strip()]
-
-
-def engine_from_environment() -> ServerEngine:
-    model = os.environ.get("POCKET_TTS_MODEL", DEFAULT_MODEL)
-    slots = int(os.environ.get("POCKET_TTS_MAX_CONCURRENT", MAX_CONCURRENT))
-    access = Access(os.environ.get("POCKET_TTS_API_KEY") or None)
-    return load_engine(model, os.environ.get("POCKET_TTS_VOICE"), slots, access=access)
-
-
-# `uvicorn server.app:app`: the environment's settings (POCKET_TTS_ALLOW_ORIGINS and
-# POCKET_TTS_ALLOW_HOSTS, comma-separated; POCKET_TTS_API_KEY: engine_from_environment).
-app = create_app(
-    web=Path(os.environ.get("POCKET_TTS_SITE", str(WEB))),
-    allowed_origins=_listed("POCKET_TTS_ALLOW_ORIGINS"),
-    hosts=_listed("POCKET_TTS_ALLOW_HOSTS"),
-)

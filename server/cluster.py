@@ -22,7 +22,7 @@ file for `serve deploy`). Every node of the cluster needs this package installed
 from __future__ import annotations
 
 import argparse
-import os
+import dataclasses
 import sys
 import tempfile
 from pathlib import Path
@@ -32,18 +32,23 @@ import yaml
 from ray import serve
 
 from core.portable.voice_registry import SizedCache
-from server.access import Access
 from server.app import create_app
-from server.engine import DEFAULT_MODEL, MAX_CONCURRENT, load_engine
+from server.engine import load_engine
+from server.settings import Settings, SettingsError
 
 CONFIG = Path(__file__).with_name("serve.yaml")
 DEPLOYMENT = "PocketTTS"
-# The application's, as config files give them (`args`): `hosts`, the names the proxy is reached
-# under (a list: the command line adds http_options.host and --allow-host); `api_key` (server/access.py).
-ARGUMENTS = ("model", "voice", "max_concurrent", "hosts", "api_key")
-# The arguments that may name a file here, made absolute for the replicas (never the key: a secret
+# The settings a replica takes (server/settings.py), by name, as config files give them (`args`;
+# allow_hosts: a list, to which the command line adds http_options.host and --allow-host): all but
+# where to listen and Wyoming's, which are Serve's proxy's and python -m server's.
+REPLICA = tuple(
+    f.name for f in dataclasses.fields(Settings) if f.name not in ("host", "port", "wyoming", "no_http", "zeroconf")
+)
+# The settings of the command line here, beside its own options.
+FLAGS = ("model", "voice", "max_concurrent", "allow_hosts", "api_key")
+# The settings that may name a file here, made absolute for the replicas (never the key: a secret
 # that happens to be a file's name stays the secret).
-PATHS = ("model", "voice")
+PATHS = ("model", "voice", "site", "voices_dir")
 # The recordings kept for the replicas, at most (the least recently used go first); an upload is at
 # most server.routes.MAX_UPLOAD (20 MB), a typical 5-10 s recording well under 1 MB.
 RECORDINGS_BYTES = 256 * 1024 * 1024
@@ -83,20 +88,12 @@ class SharedRecordings:
 class PocketTTS:
     """One replica: a model, its engine, and the app over them."""
 
-    def __init__(
-        self,
-        model: str,
-        voice: Optional[str],
-        max_concurrent: int,
-        recordings: Any,
-        hosts: List[str],
-        api_key: Optional[str],
-    ):
-        self.engine = load_engine(model, voice, max_concurrent, SharedRecordings(recordings), Access(api_key))
-        self.hosts = hosts
+    def __init__(self, settings: Settings, recordings: Any):
+        self.engine = load_engine(settings, SharedRecordings(recordings))
+        self.settings = settings
 
     def __serve_build_asgi_app__(self) -> Any:
-        return create_app(self.engine, hosts=self.hosts)
+        return create_app(self.engine, self.settings)
 
     def check_health(self) -> None:
         if not self.engine.running:
@@ -108,16 +105,14 @@ class PocketTTS:
 
 def app(args: Dict[str, Any]) -> serve.Application:
     """The application builder that config files name (`import_path: server.cluster:app`); `args`:
-    any of ARGUMENTS, the others taking python -m server's defaults. Serve sends a replica no more
+    any of the REPLICA settings, the others taking their defaults. Serve sends a replica no more
     requests than it runs at once."""
-    unknown = sorted(set(args) - set(ARGUMENTS))
+    unknown = sorted(set(args) - set(REPLICA))
     if unknown:
-        raise ValueError(f"unknown application argument {unknown[0]!r} ({', '.join(ARGUMENTS)})")
-    slots = int(args.get("max_concurrent", MAX_CONCURRENT))
-    deployment = PocketTTS.options(max_ongoing_requests=slots)
-    hosts = [str(host) for host in args.get("hosts") or []]
-    model, voice = str(args.get("model", DEFAULT_MODEL)), args.get("voice")
-    return deployment.bind(model, voice, slots, Recordings.bind(), hosts, args.get("api_key") or None)
+        raise SettingsError(f"unknown application argument {unknown[0]!r} ({', '.join(REPLICA)})")
+    settings = Settings().updated(args, "the application's arguments")
+    deployment = PocketTTS.options(max_ongoing_requests=settings.max_concurrent)
+    return deployment.bind(settings, Recordings.bind())
 
 
 def configure(config: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any]:
@@ -125,12 +120,11 @@ def configure(config: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any
     config = yaml.safe_load(yaml.safe_dump(config))
     application = config["applications"][0]
     arguments = application.setdefault("args", {})
-    for name in ("model", "voice", "max_concurrent", "api_key"):
-        value = getattr(args, name)
+    given = {name: getattr(args, name) for name in FLAGS if name != "allow_hosts" and hasattr(args, name)}
+    for name, value in given.items():
         if name in PATHS and isinstance(value, str) and Path(value).exists():
             value = str(Path(value).resolve())  # replicas do not run in this folder
-        if value is not None:
-            arguments[name] = value
+        arguments[name] = value
     deployments = application.setdefault("deployments", [])
     deployment = next((d for d in deployments if d.get("name") == DEPLOYMENT), None)
     if deployment is None:
@@ -151,8 +145,9 @@ def configure(config: Dict[str, Any], args: argparse.Namespace) -> Dict[str, Any
     for key in ("host", "port"):
         if getattr(args, key) is not None:
             http[key] = getattr(args, key)
-    hosts = [str(host) for host in arguments.get("hosts") or []]
-    arguments["hosts"] = list(dict.fromkeys(hosts + [str(http.get("host", "127.0.0.1"))] + args.allow_host))
+    hosts = [str(host) for host in arguments.get("allow_hosts") or []]
+    extra = list(getattr(args, "allow_hosts", []))
+    arguments["allow_hosts"] = list(dict.fromkeys(hosts + [str(http.get("host", "127.0.0.1"))] + extra))
     return config
 
 
@@ -160,32 +155,26 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m server.cluster", description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=CONFIG, help="Serve config file (default: %(default)s)")
     parser.add_argument("--address", help="Ray cluster to join (auto, or host:port; default: a new local one)")
-    parser.add_argument("--model", help="catalog name, config .yaml/.json, or bundle folder (on every node)")
-    parser.add_argument("--voice", help="default voice: predefined name, audio file or .safetensors state")
-    parser.add_argument("--max-concurrent", type=int, help="generations a replica runs at once")
+    Settings.add_arguments(parser, FLAGS)
     parser.add_argument("--replicas", type=int, help="a fixed number of replicas")
     parser.add_argument("--min-replicas", type=int, help="autoscaling: the fewest replicas")
     parser.add_argument("--max-replicas", type=int, help="autoscaling: the most replicas")
     parser.add_argument("--cpus-per-replica", type=float, help="CPUs Ray reserves for each replica")
     parser.add_argument("--host", help="where Serve's HTTP proxy listens")
     parser.add_argument("--port", type=int, help="the proxy's port")
-    parser.add_argument(
-        "--allow-host",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="a host name clients reach the proxy under, beside localhost and --host (repeatable)",
-    )
-    parser.add_argument(
-        "--api-key",
-        default=os.environ.get("POCKET_TTS_API_KEY"),
-        help="require Authorization: Bearer KEY (default: the POCKET_TTS_API_KEY environment variable)",
-    )
     parser.add_argument("--print-config", action="store_true", help="print the resulting config and exit")
     args = parser.parse_args(argv)
-    for name in ("max_concurrent", "replicas", "min_replicas", "max_replicas"):
+    for name in ("replicas", "min_replicas", "max_replicas"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    try:  # the environment's settings (POCKET_TTS_API_KEY, ...), then the flags: checked now, not on a replica
+        environment = Settings.from_environment()
+        for name in FLAGS:
+            if not hasattr(args, name) and getattr(environment, name) != getattr(Settings(), name):
+                setattr(args, name, getattr(environment, name))
+        environment.updated({name: getattr(args, name) for name in FLAGS if hasattr(args, name)}, "the command line")
+    except SettingsError as e:
+        parser.error(str(e))
     try:
         config = configure(yaml.safe_load(args.config.read_text()), args)
     except (OSError, yaml.YAMLError, KeyError, IndexError, TypeError, AttributeError) as e:

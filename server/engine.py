@@ -25,20 +25,15 @@ from core.portable import audio, catalog, normalize, params
 from core.portable.options import GenerationOptions
 from core.portable.text_stream import TextStream
 from core.portable.voice_registry import RECORDING, VoiceRegistry
-from server import errors
+from server import errors, voice_folder
 from server.access import KEY_HOLDER, Access, Caller
 from server.pool import ConnectionPool
 from server.relay import Relay
 from server.scheduler import Scheduler, Stream
+from server.settings import MAX_CONNECTIONS, Settings
 from server.slots import Busy, Slot, Slots
 from server.voice_folder import MAX_RECORDING, VoiceFolder
 
-# What a server starts with unless told otherwise, whichever way it starts (load_engine's callers).
-DEFAULT_MODEL = catalog.default_model()
-MAX_CONCURRENT = 4  # requests served at once (each a generation, or an upload); more get 503
-MAX_CONNECTIONS = 64  # connections open at once, every front's (server/pool.py)
-# Seconds a client may leave the server waiting (server/connections.py; a connection's silence: server/session.py).
-CLIENT_TIMEOUT = 30.0
 # How long a predefined voice that could not be prepared (a failed download) is not tried again.
 FAILURE_SECONDS = 30.0
 # OpenAI's voice names, each mapped to a predefined voice of the same register when the model has
@@ -80,19 +75,18 @@ def serving_threads() -> Iterator[None]:
         yield
 
 
-def load_engine(
-    model: str = DEFAULT_MODEL,
-    voice: Optional[str] = None,
-    max_concurrent: int = MAX_CONCURRENT,
-    recordings: Optional[Recordings] = None,
-    access: Optional[Access] = None,
-    max_connections: int = MAX_CONNECTIONS,
-    voices_dir: Optional[Path] = None,
-) -> ServerEngine:
-    """The engine of every way the server starts (python -m server, uvicorn server.app:app, a Ray
-    Serve replica): `model` (a catalog name, a config file or a bundle folder) loaded, with `voice`
-    as its default voice (None: the model's). A PocketTTSError when either cannot load."""
-    return ServerEngine(TTSModel.load(model), voice, max_concurrent, recordings, access, max_connections, voices_dir)
+def load_engine(settings: Settings, recordings: Optional[Recordings] = None) -> ServerEngine:
+    """The engine of every way the server starts (python -m server, uvicorn's factory, a Ray Serve
+    replica), from its settings (server/settings.py): the model (a catalog name, a config file or a
+    bundle folder) loaded, with its default voice (None: the model's), its slots, its API key and
+    guests' share, its connections and its voices folder. A PocketTTSError when the model or the
+    voice cannot load."""
+    folder = voice_folder.checked(settings.voices_dir)  # before the model: an error at once
+    access = Access(settings.api_key or None, settings.guest_slots)
+    model = TTSModel.load(settings.model)
+    return ServerEngine(
+        model, settings.voice, settings.max_concurrent, recordings, access, settings.max_connections, folder
+    )
 
 
 class Voice(NamedTuple):

@@ -79,8 +79,8 @@ class FrameSocket:
                     await self.closing.wait()
                     group.cancel_scope.cancel()
             finally:
-                if self.session is not None:
-                    self.session.close()
+                if self.session is not None:  # its slot is free before the client hears the end
+                    await self.session.close_and_free()
             if self.outcome is None:
                 await self._close(NORMAL)
             elif isinstance(self.outcome, Fatal):

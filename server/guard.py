@@ -9,10 +9,11 @@ trusts, and a body that arrives in time.
   localhost, 127.0.0.1, [::1], the names the server was started with (`--host`, `--allow-host`) and
   the hosts of the allowed origins are answered; any other is a 421. A server bound to every
   interface (0.0.0.0, ::) also answers to an IP address (a page cannot rebind an address).
-- API key (`--api-key`): `Authorization: Bearer KEY` on every route of the API and the WebSocket,
-  as OpenAI's clients send it; 401 otherwise. The page's files (`/site.json` among them) and
-  `/health` stay open. The key is the engine's (server/access.py decides who the caller is, for
-  every front); the caller is left in the request's state (`caller_of`) for the session it opens.
+- API key (`--api-key`): `Authorization: Bearer KEY` on every route and WebSocket, as OpenAI's
+  clients send it; 401 otherwise. Only a route marked public (`opt=PUBLIC` on its handler or its
+  router: the page's files, `/site.json` and `/health`) is open, so a route added without the
+  mark is closed. The key is the engine's (server/access.py decides who the caller is, for every
+  front); the caller is left in the request's state (`caller_of`) for the session it opens.
 - Origin: a request that changes something (any method but GET, HEAD and OPTIONS), or opens a
   WebSocket, from a web page of another site than the server's own (the `Host` it was asked under)
   or one of `allowed_origins`, is a 403. Clients that are not browsers send no `Origin` and pass.
@@ -37,9 +38,9 @@ from server.schemas import error_json
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
 WILDCARD_BINDS = {"0.0.0.0", "::", ""}
-# The routes the API key guards (every route but the page's files and /health).
-API_PATHS = ("/voices", "/generate", "/stream", "/tts", "/v1/", "/schema")
-BODY_SECONDS = 120.0  # a request's body, however it trickles in
+# The mark of a route open without the API key: `opt=PUBLIC` on its handler or its router (Litestar
+# merges a router's opt into its handlers'). Every other route needs the key.
+PUBLIC = {"public": True}
 
 
 def host_name(value: str) -> Optional[str]:
@@ -64,11 +65,7 @@ def caller_of(connection: Any) -> Caller:
     return connection.scope["state"]["caller"]
 
 
-def middleware(
-    allowed_origins: Sequence[str] = (),
-    hosts: Sequence[str] = (),
-    body_seconds: float = BODY_SECONDS,
-) -> Callable[[Any], Any]:
+def middleware(allowed_origins: Sequence[str], hosts: Sequence[str], body_seconds: float) -> Callable[[Any], Any]:
     """The ASGI middleware factory. `allowed_origins`: other web pages' origins that may use the API
     ("https://app.example"), or "*"; `hosts`: names the server answers to beside localhost (its
     `--host`, `--allow-host`). The API key is the engine's (`access`), read at each request."""
@@ -98,7 +95,7 @@ def middleware(
         method = scope.get("method", "GET")
         caller = scope["litestar_app"].state.engine.access.caller(headers.get("authorization"))
         scope["state"]["caller"] = caller
-        if not caller.trusted and _needs_key(scope["type"], method, scope["path"]):
+        if not caller.trusted and _needs_key(scope, method):
             error = ServiceError(errors.UNAUTHORIZED, "send the server's API key as Authorization: Bearer KEY")
             return error, {"www-authenticate": "Bearer"}
         if scope["type"] == "http" and method in SAFE_METHODS:
@@ -128,12 +125,12 @@ def middleware(
     return wrap
 
 
-def _needs_key(kind: str, method: str, path: str) -> bool:
-    if kind == "websocket":
-        return True
-    if method == "OPTIONS":  # a browser's CORS preflight carries no credentials
+def _needs_key(scope: Dict[str, Any], method: str) -> bool:
+    """Every route but those marked PUBLIC, and not a browser's CORS preflight (which carries no
+    credentials; the request it asks for does)."""
+    if scope["type"] == "http" and method == "OPTIONS":
         return False
-    return method not in SAFE_METHODS or path.startswith(API_PATHS)
+    return not scope["route_handler"].opt.get("public", False)
 
 
 def _in_time(receive: Any, deadline: float, seconds: float) -> Any:

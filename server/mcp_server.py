@@ -29,9 +29,10 @@ from core.portable import catalog
 from core.portable.options import GenerationOptions
 from server import errors
 from server.access import KEY_HOLDER
-from server.engine import DEFAULT_MODEL, MAX_CONCURRENT, ServerEngine, load_engine, serving_threads
+from server.engine import ServerEngine, load_engine, serving_threads
 from server.errors import ServiceError
 from server.session import Session
+from server.settings import Settings, SettingsError
 
 FORMATS = ("wav", "mp3", "flac", "opus")
 
@@ -135,26 +136,31 @@ def build(speaker: Speaker) -> Any:
     return server
 
 
+# The server's settings the MCP server takes (server/settings.py): the engine's.
+SETTINGS = ("model", "voice", "max_concurrent", "voices_dir")
+
+
 def main(argv: Optional[List[str]] = None, prog: str = "pocket-tts-numpy mcp") -> int:
     parser = argparse.ArgumentParser(prog=prog, description="An MCP server (stdio) that speaks text")
-    parser.add_argument(
-        "--model", dest="source", default=DEFAULT_MODEL, help="catalog name, config .yaml/.json, or bundle folder"
-    )
-    parser.add_argument("--voice", help="default voice: predefined name, audio file or .safetensors state")
-    parser.add_argument("--max-concurrent", type=int, default=MAX_CONCURRENT, help="calls spoken at once")
+    Settings.add_arguments(parser, SETTINGS)
     parser.add_argument("--output-dir", help="the folder `speak` may write files to (default: it writes none)")
-    args = parser.parse_args(argv)
+    args = vars(parser.parse_args(argv))
+    output = args.pop("output_dir", None)
+    try:
+        settings = Settings.from_environment().updated(args, "the command line")
+    except SettingsError as e:
+        parser.error(str(e))
     try:
         import mcp  # noqa: F401
     except ModuleNotFoundError:
         print("error: the MCP server needs the `mcp` package: pip install 'pocket-tts-numpy[mcp]'", file=sys.stderr)
         return 1
-    output_dir = Path(args.output_dir).expanduser() if args.output_dir else None
+    output_dir = Path(output).expanduser() if output else None
     if output_dir is not None and not (output_dir.is_dir() and os.access(output_dir, os.W_OK)):
-        print(f"error: --output-dir {args.output_dir} is not a folder this server can write to", file=sys.stderr)
+        print(f"error: --output-dir {output} is not a folder this server can write to", file=sys.stderr)
         return 1
     try:
-        engine = load_engine(args.source, args.voice, args.max_concurrent)
+        engine = load_engine(settings)
     except PocketTTSError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -25,7 +25,7 @@ from core.portable.audio import MAX_PROMPT_SECONDS, MAX_SAMPLE_RATE, MIN_SAMPLE_
 from server import bodies, errors, reading
 from server.engine import ServerEngine
 from server.errors import ServiceError
-from server.guard import caller_of
+from server.guard import PUBLIC, caller_of
 from server.schemas import GenerateRequest, Health, StreamRequest, UploadedVoice, Voices
 from server.session import MAX_TEXT, Session, text_to_say
 
@@ -50,7 +50,7 @@ async def cloned(engine: ServerEngine, upload: UploadFile) -> str:
         raise errors.from_core(e) from None
 
 
-@get("/health", summary="Server status and the loaded model")
+@get("/health", summary="Server status and the loaded model", opt=PUBLIC)
 async def health(request: Request) -> Health:
     engine = engine_of(request)
     return Health(
@@ -71,13 +71,14 @@ async def health(request: Request) -> Health:
     summary="What the page may use here: this server, and the in-browser engine where a built site is served",
     media_type="application/json",
     cache_control=CacheControlHeader(no_cache=True),
+    opt=PUBLIC,
 )
 async def site_description(request: Request) -> Response:
     return Response(request.app.state.site, media_type="application/json")
 
 
 def describe_site(web: Path) -> bytes:
-    """GET /site.json of a server serving `web`: its site's site.json (scripts.build_site) where it
+    """GET /site.json of a server serving `web`: its site's site.json (pocket-tts-numpy build-site) where it
     is a built site, with `server: true`; else only that. The page reads this one file to learn
     which engines it has (a static host's site.json says no server): no request of it is a 404."""
     path = web / "site.json"

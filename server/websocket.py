@@ -157,7 +157,7 @@ class _Connection(FrameSocket):
                 tail = out.end()
                 if tail:
                     await self._send(bytes=tail)
-                self.session.close()  # its slot is free before the client hears it is over
+                await self.session.close_and_free()  # its slot is free before the client hears it is over
                 await self._send_json({"type": "done", "samples": at(event.samples)})
                 self.closing.set()
 

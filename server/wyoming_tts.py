@@ -1,6 +1,8 @@
-"""Home Assistant's Wyoming protocol (the `wyoming` package: its events and its server), on the
-engine every front shares: one model, one scheduler, so Wyoming's syntheses step together with the
-HTTP routes' and the WebSocket's.
+"""Home Assistant's Wyoming protocol (the `wyoming` package's events), one connection at a time, on
+the engine every front shares: one model, one scheduler, so Wyoming's syntheses step together with
+the HTTP routes' and the WebSocket's. The listener that accepts the connections, beside the HTTP
+app or alone, is server/wyoming_server.py; the voices and the `info` answer,
+server/wyoming_voices.py; discovery by multicast DNS, server/wyoming_discovery.py.
 
     describe                                   -> info: one TTS program, its voices, streaming
     synthesize {text, voice?, text_format?}    -> audio-start, audio-chunk (16-bit mono PCM, as each
@@ -22,28 +24,24 @@ connection goes on after a refused synthesis or an event out of order (which lea
 synthesis under way as it was), and is closed after one that ends it (idle, lifetime, an event
 too large or malformed). Events out of order: a `synthesize-chunk` or `synthesize-stop` after
 `synthesize-stop` (`after_end`), outside a stream, or a synthesis asked for while one is under
-way (`unexpected_event`). A voice is asked for by name (a predefined voice, an uploaded one
-still kept that the caller may use, or a recording in the voices folder) or by language (the
-model's: its default voice). `text_format: ssml` reads <break> as a pause and drops other tags
-(core.portable.ssml). While a stream is under way, the `synthesize` event Home Assistant sends
-beside it (the whole text, for servers without streaming) is not said again.
+way (`unexpected_event`). A voice is asked for by name or by language (server/wyoming_voices.py).
+`text_format: ssml` reads <break> as a pause and drops other tags (core.portable.ssml). While a
+stream is under way, the `synthesize` event Home Assistant sends beside it (the whole text, for
+servers without streaming) is not said again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import signal
-from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
-from urllib.parse import urlparse
+from typing import Any, Optional, Protocol
 
 import anyio
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
 from wyoming.event import Event, async_read_event, async_write_event
-from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
-from wyoming.server import AsyncEventHandler, AsyncServer
+from wyoming.info import Describe
+from wyoming.server import AsyncEventHandler
 from wyoming.tts import (
     Synthesize,
     SynthesizeChunk,
@@ -54,121 +52,30 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
-from core.portable import normalize
 from core.portable.audio import pcm16
 from core.portable.options import GenerationOptions
 from server import errors
 from server.access import Caller
-from server.engine import ServerEngine, serving_threads
+from server.engine import ServerEngine
 from server.errors import ServiceError
 from server.session import Audio, Clock, Done, Said, Session, Started, text_to_say
+from server.wyoming_voices import Voices
 
 log = logging.getLogger("pocket_tts.server")
 
-PROGRAM = "pocket-tts-numpy"
-VERSION = "0.1.0"
-KYUTAI = Attribution(name="Kyutai (Pocket TTS)", url="https://github.com/kyutai-labs/pocket-tts")
-PROJECT = Attribution(name="Pocket TTS in NumPy", url="https://github.com/kyutai-labs/pocket-tts")
 # Bytes of an event's data or payload (a synthesize of MAX_TEXT characters fits many times).
 MAX_EVENT = 64 * 1024
 
 
-class Voices:
-    """The voices Wyoming offers: the engine's, for a caller (the voices folder's among them), by
-    name; and the language of the model."""
+class Listener(Protocol):
+    """What a connection reads of the listener that accepted it (server/wyoming_server.py's
+    WyomingServer): named here, so that the listener imports its handler and not the reverse."""
 
-    DESCRIPTIONS = {
-        "default": "the server's default voice",
-        "predefined": "a predefined voice of the model",
-        "folder": "a recording in the voices folder",
-        "uploaded": "an uploaded voice",
-    }
-
-    def __init__(self, engine: ServerEngine):
-        self.engine = engine
-
-    def names(self, caller: Caller) -> List[Tuple[str, str]]:
-        """(name, description) of every voice `caller` may use, the default first (blocking: the
-        engine's lock, the folder)."""
-        seen: Dict[str, str] = {}
-        for voice in self.engine.voice_list(caller):
-            if voice.kind in self.DESCRIPTIONS:
-                name = voice.voice if voice.kind == "default" else voice.id
-                seen.setdefault(str(name), self.DESCRIPTIONS[voice.kind])
-        return list(seen.items())
-
-    def key(self, voice: Optional[SynthesizeVoice]) -> Optional[str]:
-        """The engine's name for a requested voice (None: the default), which the engine resolves
-        for the session's caller; a language the model does not speak is a ServiceError."""
-        if voice is None or voice.name is None:
-            if (
-                voice is not None
-                and voice.language is not None
-                and not normalize.same_language(voice.language, self.language)
-            ):
-                message = f"no voice for language {voice.language!r}: this model speaks {self.language!r}"
-                raise ServiceError(errors.UNKNOWN_VOICE, message, "voice")
-            return None
-        return None if voice.name == self.engine.default_voice_name else voice.name
-
-    @property
-    def language(self) -> str:
-        return self.engine.language_code
-
-
-class WyomingServer:
-    """The Wyoming listener of an engine: `start` and `stop` inside the event loop that serves it.
-    `options`: the generation options of every synthesis (the protocol carries none). Its callers
-    are the engine's callers without credentials (guests, on a server with an API key)."""
-
-    def __init__(
-        self,
-        engine: ServerEngine,
-        uri: str,
-        voices: Voices,
-        timeout: float,
-        options: Optional[GenerationOptions] = None,
-    ):
-        self.engine = engine
-        self.uri = uri
-        self.voices = voices
-        self.timeout = timeout
-        self.options = options if options is not None else GenerationOptions()
-        self.caller = engine.access.caller(None)
-        self._server: Optional[AsyncServer] = None
-
-    async def start(self) -> None:
-        self._server = AsyncServer.from_uri(self.uri)
-        await self._server.start(lambda reader, writer: _Handler(self, reader, writer))
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            await self._server.stop()
-
-    async def info(self) -> Info:
-        named = await anyio.to_thread.run_sync(self.voices.names, self.caller)  # the engine's lock, the folder
-        language = self.voices.language
-        voices = [
-            TtsVoice(
-                name=name,
-                description=description,
-                attribution=KYUTAI,
-                installed=True,
-                version=None,
-                languages=[language],
-            )
-            for name, description in named
-        ]
-        program = TtsProgram(
-            name=PROGRAM,
-            description=f"Kyutai's Pocket TTS ({self.engine.name}) in NumPy: streaming speech on a CPU",
-            attribution=PROJECT,
-            installed=True,
-            version=VERSION,
-            voices=voices,
-            supports_synthesize_streaming=True,
-        )
-        return Info(tts=[program])
+    engine: ServerEngine
+    caller: Caller
+    voices: Voices
+    timeout: float
+    options: GenerationOptions
 
 
 class _Bounded:
@@ -211,10 +118,10 @@ class _OutOfOrder(Exception):
         self.error = ServiceError(kind, message)
 
 
-class _Handler(AsyncEventHandler):
+class Handler(AsyncEventHandler):
     """One connection: its events in order, at most one synthesis at a time."""
 
-    def __init__(self, server: WyomingServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+    def __init__(self, server: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
         super().__init__(_Bounded(reader), writer)  # type: ignore[arg-type]
         self.server = server
         self.clock = Clock(server.timeout)
@@ -263,7 +170,7 @@ class _Handler(AsyncEventHandler):
         it was, any other ends it; the connection goes on either way."""
         try:
             if Describe.is_type(event.type):
-                await self._write((await self.server.info()).event())
+                await self._write((await self.server.voices.info(self.server.caller)).event())
             elif Synthesize.is_type(event.type):
                 if not self.streaming:  # in a stream, the whole text again for servers without streaming
                     await self._synthesize(Synthesize.from_event(event))
@@ -349,7 +256,8 @@ class _Handler(AsyncEventHandler):
                     await self._write(AudioStop().event())
                     started = False
                 elif isinstance(event, Done):
-                    self._finished(session)  # its slot is free before the client hears it is over
+                    await session.close_and_free()  # its slot is free before the client hears it is over
+                    self._finished(session)
                     await self._write((SynthesizeStopped() if per_sentence else AudioStop()).event())
         except ServiceError as error:
             await self._say_error(error)
@@ -367,11 +275,12 @@ class _Handler(AsyncEventHandler):
             self.session, self.streaming = None, False
 
     async def _end_synthesis(self) -> None:
-        """Stop the synthesis under way (a refusal, or the client gone): its slot is free at once."""
+        """Stop the synthesis under way (a refusal, or the client gone): its slot is free before the
+        client hears of the refusal."""
         sender, self.sender = self.sender, None
         if self.session is not None:
-            self.session.close()
-            self.session, self.streaming = None, False
+            session, self.session, self.streaming = self.session, None, False
+            await session.close_and_free()
         if sender is not None and sender is not asyncio.current_task():
             sender.cancel()
             await asyncio.gather(sender, return_exceptions=True)
@@ -408,61 +317,3 @@ class _Handler(AsyncEventHandler):
         await self._say_error(error)
         self.writer.close()
         self.reader.feed_eof()
-
-
-@asynccontextmanager
-async def serving(
-    engine: ServerEngine,
-    uri: str,
-    timeout: float,
-    zeroconf: Optional[str] = None,
-) -> AsyncIterator[WyomingServer]:
-    """The Wyoming server of `engine` at `uri` while the block runs (beside the HTTP app: its
-    lifespan enters it), announced by multicast DNS when `zeroconf` is given ("" for the package's
-    default name, the machine's MAC address), as Home Assistant discovers Wyoming servers."""
-    server = WyomingServer(engine, uri, Voices(engine), timeout)
-    await server.start()
-    try:
-        if zeroconf is not None:
-            host, port = announced_address(uri)
-            await announce(port, zeroconf or None, host)
-        yield server
-    finally:
-        await server.stop()
-
-
-def announced_address(uri: str) -> Tuple[Optional[str], int]:
-    """The address to announce for a tcp:// URI: its host (None, to find this machine's own, when it
-    listens on every interface) and its port."""
-    parsed = urlparse(uri)
-    if parsed.scheme != "tcp" or parsed.port is None:
-        raise ValueError(f"--zeroconf announces a tcp:// server with a port, not {uri}")
-    host = parsed.hostname
-    return (None if host in ("0.0.0.0", "::", "") else host), parsed.port
-
-
-async def announce(port: int, name: Optional[str], host: Optional[str]) -> Any:
-    """Register the service as the `wyoming` package's zeroconf extra does for Piper (service
-    `_wyoming._tcp.local.`, NAME._wyoming._tcp.local., the port); returns the announcer."""
-    from wyoming.zeroconf import HomeAssistantZeroconf
-
-    announcer = HomeAssistantZeroconf(port=port, name=name, host=host)
-    await announcer.register_server()
-    log.warning("announced %s on port %d by multicast DNS", announcer.name, port)
-    return announcer
-
-
-async def run_alone(
-    engine: ServerEngine,
-    uri: str,
-    timeout: float,
-    zeroconf: Optional[str] = None,
-) -> None:
-    """The Wyoming server alone (no HTTP listener: a Home Assistant add-on), until SIGTERM or SIGINT."""
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signal_number in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signal_number, stopping.set)
-    with serving_threads():
-        async with serving(engine, uri, timeout, zeroconf):
-            await stopping.wait()

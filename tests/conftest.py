@@ -1,53 +1,29 @@
-"""Shared test setup: the parity models, their references, and the parity report.
+"""The tests' options, markers and fixtures (the helpers they share are tests/support/).
 
 Parity models are the tiny architectures committed under tests/fixtures/models and, when
-`scripts/make_reference` has written them (see scripts/test.sh), the full-size `english` and
-`english_2m_2026-10` fixtures under build/reference. `--require-full-reference` turns a missing
-full fixture into a failure instead of fewer tests (CI passes it).
+`scripts/make_reference` has written them (see scripts/test.sh), the full-size fixtures under
+build/reference. `--require-full-reference` turns a missing full fixture into a failure instead of
+fewer tests (CI passes it). The parity report is printed at the end of the run.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
-import numpy as np
 import pytest
 
 from core import TTSModel
-
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures"
-TINY_DIR = FIXTURES / "models"
-VOICE_24K = FIXTURES / "voice" / "voice_24000.wav"
-VOICE_22K = FIXTURES / "voice" / "voice_22050.wav"
-FULL_MODELS = (
-    "english",
-    "english_2m_2026-10",
-    "english_7m_2026-10",
-    "english_18m_2026-10",
-    "english_2026-01",
-    "english_drifting_26-09",
-)
-REFERENCE_PYTHON = ROOT / ".venv-ref" / "bin" / "python"
-TINY_CONFIG = TINY_DIR / "tiny_lsd" / "config.yaml"
-# The model of the browser tests: the small full-size fixture (scripts/test.sh makes it).
-SMALL = "english_2m_2026-10"
-# The address in-process test clients name (the server answers to localhost's names only).
-LOCAL = "http://127.0.0.1"
-
-_report: list = []
-_int8_report: list = []
+from tests.support.needs import require_browser
+from tests.support.parity import Loaded, model_dir, tiny_models
+from tests.support.paths import FULL_MODELS, REFERENCE, REFERENCE_PYTHON, ROOT, TINY_DIR
+from tests.support.reference import INT8_REPORT, REPORT
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--reference-dir",
-        default=str(ROOT / "build" / "reference"),
+        default=str(REFERENCE),
         help="folder with full-size parity fixtures (scripts/make_reference output)",
     )
     parser.addoption(
@@ -91,15 +67,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
             item.add_marker(pytest.mark.slow)
 
 
-def tiny_models() -> list:
-    return sorted(p.name for p in TINY_DIR.iterdir() if (p / "reference.npz").exists())
-
-
-def model_dir(config: pytest.Config, name: str) -> Path:
-    tiny = TINY_DIR / name
-    return tiny if tiny.exists() else Path(config.getoption("--reference-dir")) / name
-
-
 def parity_models(config: pytest.Config) -> list:
     names = tiny_models()
     reference_dir = Path(config.getoption("--reference-dir"))
@@ -116,18 +83,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("parity_model", parity_models(metafunc.config), scope="module")
 
 
-class Loaded:
-    def __init__(self, name: str, directory: Path):
-        self.name = name
-        self.dir = directory
-        self.model = TTSModel.load(str(directory / "config.yaml"))
-        self.ref = dict(np.load(directory / "reference.npz"))
-        self.is_tiny = directory.parent == TINY_DIR
-
-    def official_voice(self):
-        return self.model.voice_state(str(self.dir / "voice_state.safetensors"))
-
-
 _loaded: dict = {}
 
 
@@ -135,7 +90,8 @@ _loaded: dict = {}
 def loaded(request: pytest.FixtureRequest, parity_model: str) -> Loaded:
     if parity_model not in _loaded:
         _loaded.clear()  # one full-size model in memory at a time
-        _loaded[parity_model] = Loaded(parity_model, model_dir(request.config, parity_model))
+        reference_dir = Path(request.config.getoption("--reference-dir"))
+        _loaded[parity_model] = Loaded(parity_model, model_dir(reference_dir, parity_model))
     return _loaded[parity_model]
 
 
@@ -160,49 +116,17 @@ def reference_python(request: pytest.FixtureRequest) -> Path:
     return REFERENCE_PYTHON
 
 
-def run_reference(python: Path, code: str, *args: str) -> str:
-    """Run a snippet with the official package; returns its stdout."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    done = subprocess.run([str(python), "-c", code, *args], capture_output=True, text=True, env=env, cwd=ROOT)
-    if done.returncode != 0:
-        raise AssertionError(f"reference snippet failed:\n{done.stderr[-3000:]}")
-    return done.stdout
-
-
-def pcm_close(got: bytes, expected: bytes, steps: int = 1) -> bool:
-    """16-bit PCM that is the same audio to the rounding of BLAS products: the same length, and no
-    sample more than `steps` apart. For audio made in two processes whose BLAS threading may differ
-    (a product's rounding depends on its thread count and kernels, so bytes need not match)."""
-    a, b = np.frombuffer(got, "<i2").astype(np.int32), np.frombuffer(expected, "<i2").astype(np.int32)
-    return a.shape == b.shape and (a.size == 0 or int(np.abs(a - b).max()) <= steps)
-
-
-def error_of(response) -> dict:
-    """The error of a server response, checked to be in OpenAI's shape."""
-    body = response.json()
-    assert set(body) == {"error"} and {"message", "type", "param", "code"} <= set(body["error"]), body
-    return body["error"]
-
-
-def record(model: str, stage: str, nmse: float, max_abs: float, bar: float) -> None:
-    _report.append((model, stage, nmse, max_abs, bar))
-
-
-def record_int8(model: str, ours_nmse: float, official_nmse: float, int8_bytes: int, float_bytes: int) -> None:
-    _int8_report.append((model, ours_nmse, official_nmse, int8_bytes, float_bytes))
-
-
 def _fmt(value: float) -> str:
     return "-inf" if value == -math.inf else f"{value:.1f}"
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ANN001
-    if not _report and not _int8_report:
+    if not REPORT and not INT8_REPORT:
         return
     lines = ["| model | stage | NMSE (dB) | max abs | bar (dB) |", "|---|---|---|---|---|"]
-    for model, stage, nmse, max_abs, bar in _report:
+    for model, stage, nmse, max_abs, bar in REPORT:
         lines.append(f"| {model} | {stage} | {_fmt(nmse)} | {max_abs:.2e} | {bar:.0f} |")
-    if _int8_report:
+    if INT8_REPORT:
         lines += [
             "",
             "int8 against the official float32 audio (same weights, text and voice, 60 frames, temperature 0):",
@@ -211,7 +135,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
             "| int8 bundle weights (MB) | float32 weights (MB) |",
             "|---|---|---|---|---|",
         ]
-        for model, ours, official, small, big in _int8_report:
+        for model, ours, official, small, big in INT8_REPORT:
             lines.append(f"| {model} | {ours:.1f} | {official:.1f} | {small / 1e6:.1f} | {big / 1e6:.1f} |")
     text = "\n".join(lines)
     out = ROOT / "build" / "parity-report.md"
@@ -250,36 +174,6 @@ def relays(monkeypatch: pytest.MonkeyPatch) -> list:
 
     monkeypatch.setattr(server.session, "Relay", Recorded)
     return made
-
-
-def require_ray(request: pytest.FixtureRequest) -> None:
-    """Skip without Ray (the `cluster` extra), or fail under --require-full-reference (CI)."""
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        if request.config.getoption("--require-full-reference"):
-            pytest.fail('Ray is not installed: pip install -e ".[cluster]"')
-        pytest.skip("Ray is not installed (the cluster extra)")
-
-
-@contextmanager
-def tiny_server(*args: str) -> Iterator[str]:
-    """`python -m server` on the tiny model with the test voice (and these arguments); yields its URL."""
-    from e2e import harness  # here, not above: the Python 3.8 core run has no HTTP client
-
-    with harness.server(["--model", str(TINY_CONFIG), "--voice", str(VOICE_24K), *args]) as url:
-        yield url
-
-
-def require_browser(request: pytest.FixtureRequest, model: str = "") -> None:
-    """Skip (fail under --require-full-reference) without Chromium, or without the model's fixture."""
-    from e2e import harness
-
-    missing = harness.CHROMIUM is None or bool(model) and not (harness.REFERENCE / model / "model.safetensors").exists()
-    if missing:
-        if request.config.getoption("--require-full-reference"):
-            pytest.fail("the browser tests need chromium and the full-size fixtures (scripts/test.sh)")
-        pytest.skip("needs chromium and the full-size fixtures")
 
 
 @pytest.fixture(scope="module")

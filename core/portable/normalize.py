@@ -2,8 +2,9 @@
 that are spoken, before the text is chunked and tokenized.
 
 The models read digits and symbols badly ("$5.20 on 3/4 at 10:30"); every user wrote the same
-preprocessing. The number words come from `num2words` (pure Python, runs in Pyodide), never from
-tables here; this module finds the numbers and knows how each kind is read. Every rule is one
+preprocessing. The number words come from `num2words` (pure Python, runs in Pyodide); the words
+around them, names, abbreviations and units of each language are tables in normalize_tables.py.
+This module finds the numbers and knows how each kind is read. Every rule is one
 regular expression applied once over the text, in a fixed order (URLs and e-mail addresses,
 phone numbers, dates, times, currency, percentages, units, ordinals, fractions, plain numbers,
 abbreviations, symbols), so the cost is linear in the text; each expression starts only at a token
@@ -33,310 +34,33 @@ from typing import Callable, Dict, List, Optional, Pattern, Tuple
 from num2words import num2words
 
 from .errors import TextError
+from .normalize_tables import (
+    ABBREVIATIONS,
+    CURRENCIES,
+    CURRENCY_SYMBOLS,
+    EN_CURRENCY,
+    EN_MONTH_ABBREVIATIONS,
+    EN_SCALES,
+    EN_UNITS,
+    FEMININE,
+    GERMAN_E,
+    GERMAN_N,
+    LANGUAGE_CODES,
+    LANGUAGES,
+    MONTHS,
+    NUMBER_SIGNS,
+    ON_WORDS,
+    ORDINAL_SUFFIXES,
+    TIME_FORMS,
+    WORDS,
+    YEAR_WORDS,
+    YEN,
+)
 
-LANGUAGES = ("english", "french", "german", "spanish", "italian", "portuguese", "dutch")
 # Longer numbers are read digit by digit: num2words is slow or raises on huge values, and nobody
 # says a sixteen-digit number as a cardinal.
 MAX_DIGITS = 15
 
-# Each language's ISO 639-1 code: num2words' name for it, and Home Assistant's (server/wyoming_tts.py).
-LANGUAGE_CODES = {
-    "english": "en",
-    "french": "fr",
-    "german": "de",
-    "spanish": "es",
-    "italian": "it",
-    "portuguese": "pt",
-    "dutch": "nl",
-}
-
-# The words around numbers (not number words: those all come from num2words), per language.
-_WORDS: Dict[str, Dict[str, str]] = {
-    "english": {
-        "point": "point",
-        "minus": "minus",
-        "to": "to",
-        "percent": "percent",
-        "plus": "plus",
-        "equals": "equals",
-        "and": "and",
-        "at": "at",
-        "number": "number",
-        "dot": "dot",
-        "slash": "slash",
-        "dash": "dash",
-        "underscore": "underscore",
-        "cents_and": "and",
-        "seconds": "seconds",
-    },
-    "french": {
-        "point": "virgule",
-        "minus": "moins",
-        "to": "à",
-        "percent": "pour cent",
-        "plus": "plus",
-        "equals": "égal",
-        "and": "et",
-        "at": "arobase",
-        "number": "numéro",
-        "dot": "point",
-        "slash": "slash",
-        "dash": "tiret",
-        "underscore": "tiret bas",
-        "cents_and": "et",
-        "seconds": "secondes",
-    },
-    "german": {
-        "point": "Komma",
-        "minus": "minus",
-        "to": "bis",
-        "percent": "Prozent",
-        "plus": "plus",
-        "equals": "gleich",
-        "and": "und",
-        "at": "at",
-        "number": "Nummer",
-        "dot": "Punkt",
-        "slash": "Schrägstrich",
-        "dash": "Bindestrich",
-        "underscore": "Unterstrich",
-        "cents_and": "und",
-        "seconds": "Sekunden",
-    },
-    "spanish": {
-        "point": "coma",
-        "minus": "menos",
-        "to": "a",
-        "percent": "por ciento",
-        "plus": "más",
-        "equals": "igual a",
-        "and": "y",
-        "at": "arroba",
-        "number": "número",
-        "dot": "punto",
-        "slash": "barra",
-        "dash": "guion",
-        "underscore": "guion bajo",
-        "cents_and": "con",
-        "seconds": "segundos",
-    },
-    "italian": {
-        "point": "virgola",
-        "minus": "meno",
-        "to": "a",
-        "percent": "per cento",
-        "plus": "più",
-        "equals": "uguale a",
-        "and": "e",
-        "at": "chiocciola",
-        "number": "numero",
-        "dot": "punto",
-        "slash": "barra",
-        "dash": "trattino",
-        "underscore": "trattino basso",
-        "cents_and": "e",
-        "seconds": "secondi",
-    },
-    "portuguese": {
-        "point": "vírgula",
-        "minus": "menos",
-        "to": "a",
-        "percent": "por cento",
-        "plus": "mais",
-        "equals": "igual a",
-        "and": "e",
-        "at": "arroba",
-        "number": "número",
-        "dot": "ponto",
-        "slash": "barra",
-        "dash": "hífen",
-        "underscore": "sublinhado",
-        "cents_and": "e",
-        "seconds": "segundos",
-    },
-    "dutch": {
-        "point": "komma",
-        "minus": "min",
-        "to": "tot",
-        "percent": "procent",
-        "plus": "plus",
-        "equals": "is gelijk aan",
-        "and": "en",
-        "at": "apenstaartje",
-        "number": "nummer",
-        "dot": "punt",
-        "slash": "slash",
-        "dash": "streepje",
-        "underscore": "underscore",
-        "cents_and": "en",
-        "seconds": "seconden",
-    },
-}
-
-_MONTHS: Dict[str, Tuple[str, ...]] = {
-    "english": ("January February March April May June July August September October November December").split(),
-    "french": "janvier février mars avril mai juin juillet août septembre octobre novembre décembre".split(),
-    "german": "Januar Februar März April Mai Juni Juli August September Oktober November Dezember".split(),
-    "spanish": "enero febrero marzo abril mayo junio julio agosto septiembre octubre noviembre diciembre".split(),
-    "italian": "gennaio febbraio marzo aprile maggio giugno luglio agosto settembre ottobre novembre dicembre".split(),
-    "portuguese": "janeiro fevereiro março abril maio junho julho agosto setembro outubro novembro dezembro".split(),
-    "dutch": "januari februari maart april mei juni juli augustus september oktober november december".split(),
-}
-_EN_MONTH_ABBREVIATIONS = {
-    "Jan": 1,
-    "Feb": 2,
-    "Mar": 3,
-    "Apr": 4,
-    "Jun": 6,
-    "Jul": 7,
-    "Aug": 8,
-    "Sep": 9,
-    "Sept": 9,
-    "Oct": 10,
-    "Nov": 11,
-    "Dec": 12,
-}
-
-# A four-digit number after one of these words is a year.
-_YEAR_WORDS: Dict[str, Tuple[str, ...]] = {
-    "english": tuple(
-        "in since from until till to by of year circa before after during around early late mid "
-        "between through spring summer autumn fall winter".split()
-    ),
-    "french": tuple("en depuis de année jusqu'en vers avant après dès".split()),
-    "german": tuple("im in seit von bis ab jahr jahre jahres um vor nach anno".split()),
-    "spanish": tuple("en de desde hasta año antes después hacia".split()),
-    "italian": tuple("nel dal al del anno fino prima dopo".split()),
-    "portuguese": tuple("em de desde até ano antes depois".split()),
-    "dutch": tuple("in sinds van tot jaar voor na rond".split()),
-}
-
-# Currency: symbol -> ISO code; English names (num2words' English forms say "five euro");
-# other languages take their names from num2words where it has them.
-_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY"}
-_CURRENCIES = ("USD", "EUR", "GBP", "JPY")
-_EN_CURRENCY: Dict[str, Tuple[str, str, str, str]] = {
-    "USD": ("dollar", "dollars", "cent", "cents"),
-    "EUR": ("euro", "euros", "cent", "cents"),
-    "GBP": ("pound", "pounds", "penny", "pence"),
-    "JPY": ("yen", "yen", "", ""),
-}
-# num2words has no yen outside English.
-_YEN = {"french": "yens", "german": "Yen", "spanish": "yenes", "italian": "yen", "portuguese": "ienes", "dutch": "yen"}
-_EN_SCALES = {"k": 3, "thousand": 3, "m": 6, "mn": 6, "million": 6, "b": 9, "bn": 9, "billion": 9, "trillion": 12}
-
-_EN_UNITS: Dict[str, Tuple[str, str]] = {
-    "mm": ("millimeter", "millimeters"),
-    "cm": ("centimeter", "centimeters"),
-    "m": ("meter", "meters"),
-    "km": ("kilometer", "kilometers"),
-    "mg": ("milligram", "milligrams"),
-    "g": ("gram", "grams"),
-    "kg": ("kilogram", "kilograms"),
-    "lb": ("pound", "pounds"),
-    "lbs": ("pound", "pounds"),
-    "oz": ("ounce", "ounces"),
-    "ml": ("milliliter", "milliliters"),
-    "mL": ("milliliter", "milliliters"),
-    "l": ("liter", "liters"),
-    "ft": ("foot", "feet"),
-    "mi": ("mile", "miles"),
-    "mph": ("mile per hour", "miles per hour"),
-    "km/h": ("kilometer per hour", "kilometers per hour"),
-    "kph": ("kilometer per hour", "kilometers per hour"),
-    "°C": ("degree Celsius", "degrees Celsius"),
-    "°F": ("degree Fahrenheit", "degrees Fahrenheit"),
-    "°": ("degree", "degrees"),
-    "ms": ("millisecond", "milliseconds"),
-    "sec": ("second", "seconds"),
-    "min": ("minute", "minutes"),
-    "h": ("hour", "hours"),
-    "hr": ("hour", "hours"),
-    "hrs": ("hour", "hours"),
-    "Hz": ("hertz", "hertz"),
-    "kHz": ("kilohertz", "kilohertz"),
-    "MHz": ("megahertz", "megahertz"),
-    "GHz": ("gigahertz", "gigahertz"),
-    "KB": ("kilobyte", "kilobytes"),
-    "kB": ("kilobyte", "kilobytes"),
-    "MB": ("megabyte", "megabytes"),
-    "GB": ("gigabyte", "gigabytes"),
-    "TB": ("terabyte", "terabytes"),
-    "kW": ("kilowatt", "kilowatts"),
-    "kWh": ("kilowatt hour", "kilowatt hours"),
-    "mAh": ("milliamp hour", "milliamp hours"),
-}
-
-# Abbreviations: (pattern, spoken, may end a sentence). A sentence-ending one keeps its period
-# when the text ends or a capital letter follows, so chunking still sees the sentence end.
-_ABBREVIATIONS: Dict[str, List[Tuple[str, str, bool]]] = {
-    "english": [
-        (r"Mrs\.|Mrs(?=\s+[A-Z])", "Missus", False),
-        (r"Mr\.|Mr(?=\s+[A-Z])", "Mister", False),
-        (r"Ms\.|Ms(?=\s+[A-Z])", "Miz", False),
-        (r"Dr\.|Dr(?=\s+[A-Z])", "Doctor", False),
-        (r"Prof\.", "Professor", False),
-        (r"Jr\.", "Junior", True),
-        (r"Sr\.", "Senior", True),
-        (r"Mt\.", "Mount", False),
-        (r"vs\.?", "versus", False),
-        (r"etc\.", "et cetera", True),
-        (r"e\.g\.", "for example", False),
-        (r"i\.e\.", "that is", False),
-        (r"approx\.", "approximately", False),
-    ],
-    "french": [
-        (r"M\.(?=\s+[A-Z])", "Monsieur", False),
-        (r"Mme", "Madame", False),
-        (r"Mlle", "Mademoiselle", False),
-        (r"Dr\.?(?=\s+[A-Z])", "Docteur", False),
-        (r"etc\.", "et cetera", True),
-    ],
-    "german": [
-        (r"Dr\.", "Doktor", False),
-        (r"Prof\.", "Professor", False),
-        (r"[zZ]\.\s?B\.", "zum Beispiel", False),
-        (r"usw\.", "und so weiter", True),
-        (r"bzw\.", "beziehungsweise", False),
-        (r"ca\.", "circa", False),
-    ],
-    "spanish": [
-        (r"Sra\.", "señora", False),
-        (r"Sr\.", "señor", False),
-        (r"Dra\.", "doctora", False),
-        (r"Dr\.", "doctor", False),
-        (r"etc\.", "etcétera", True),
-    ],
-    "italian": [
-        (r"Sig\.ra", "signora", False),
-        (r"Sig\.", "signor", False),
-        (r"Dott\.", "dottor", False),
-        (r"ecc\.", "eccetera", True),
-    ],
-    "portuguese": [
-        (r"Sra\.", "senhora", False),
-        (r"Sr\.", "senhor", False),
-        (r"Dr\.", "doutor", False),
-        (r"etc\.", "etcétera", True),
-    ],
-    "dutch": [
-        (r"[dD]hr\.", "de heer", False),
-        (r"[mM]evr\.", "mevrouw", False),
-        (r"[bB]ijv\.", "bijvoorbeeld", False),
-        (r"[eE]nz\.", "enzovoort", True),
-    ],
-}
-
-# Written before a number for "number": "#5", "No. 5".
-_NUMBER_SIGNS = {
-    "english": r"No\.",
-    "french": r"[nN]°|[nN]o\.",
-    "german": r"Nr\.",
-    "spanish": r"[nN]\.?º|[nN]úm\.",
-    "italian": r"[nN]\.?º|[nN]um\.",
-    "portuguese": r"[nN]\.?º",
-    "dutch": r"[nN]r\.",
-}
 _TIME_END = r"(?!\w|:\d|[.,]\d)"
 _TLDS = "com|org|net|edu|gov|info|io|ai|dev|app|co|uk|eu|de|fr|es|it|nl|pt|be|ch|at"
 _SENTENCE_GOES_ON = re.compile(r"\s+[^\W\d_]")
@@ -461,7 +185,7 @@ def _number(integer: str, fraction: Optional[str], language: str) -> str:
     else:  # ".5"
         spoken = ""
     if fraction:
-        spoken += " " + _WORDS[language]["point"] + " " + _digit_by_digit(fraction, language)
+        spoken += " " + WORDS[language]["point"] + " " + _digit_by_digit(fraction, language)
     return spoken.strip()
 
 
@@ -548,11 +272,11 @@ _RULES: Dict[str, List[Tuple[Pattern[str], Callable[[re.Match, str], str]]]] = {
 def _build_rules(language: str) -> List[Tuple[Pattern[str], Callable[[re.Match, str], str]]]:
     num = _number_pattern(language)
     start = _number_start(language)
-    months = _MONTHS[language]
-    month_names = "|".join(list(months) + (list(_EN_MONTH_ABBREVIATIONS) if language == "english" else []))
+    months = MONTHS[language]
+    month_names = "|".join(list(months) + (list(EN_MONTH_ABBREVIATIONS) if language == "english" else []))
     flags = 0 if language in ("english", "german") else re.IGNORECASE
-    currency_codes = "|".join(_CURRENCIES)
-    symbols = re.escape("".join(_SYMBOLS))
+    currency_codes = "|".join(CURRENCIES)
+    symbols = re.escape("".join(CURRENCY_SYMBOLS))
     # "1.2.25" is a version in English, a date in the other languages.
     date_separators = "[/-]" if language == "english" else "[/.-]"
     rules: List[Tuple[str, Callable[[re.Match, str], str], int]] = [
@@ -630,7 +354,7 @@ def _build_rules(language: str) -> List[Tuple[Pattern[str], Callable[[re.Match, 
         (rf"{start}(?P<neg>(?<![^\s(\[])[-−])?(?P<num>{num})(?:\s?[-–]\s?(?P<num2>{num}))?\s?%", _percent, 0),
     ]
     if language == "english":
-        units = "|".join(re.escape(u) for u in sorted(_EN_UNITS, key=len, reverse=True))
+        units = "|".join(re.escape(u) for u in sorted(EN_UNITS, key=len, reverse=True))
         rules.append(
             (
                 rf"{start}(?P<neg>(?<![^\s(\[])[-−])?(?P<num>{num})(?:[-–](?P<num2>{num}))?\s?(?P<unit>{units})(?![\w/])",
@@ -639,15 +363,8 @@ def _build_rules(language: str) -> List[Tuple[Pattern[str], Callable[[re.Match, 
             )
         )
     # Number signs, ordinals, fractions.
-    rules.append((r"(?<![\w#])(?:#|" + _NUMBER_SIGNS[language] + r")\s?(?=\d)", _number_sign, 0))
-    ordinal_suffix = {
-        "english": r"(?:st|nd|rd|th|ST|ND|RD|TH)",
-        "french": r"(?:er|re|ère|e|ème|eme|ᵉ|ᵉʳ)",
-        "spanish": r"(?:\.?º|\.?ª|er|ra|ro|do|to)",
-        "italian": r"(?:\.?º|\.?ª)",
-        "portuguese": r"(?:\.?º|\.?ª)",
-        "dutch": r"(?:ste|de|e)",
-    }.get(language)
+    rules.append((r"(?<![\w#])(?:#|" + NUMBER_SIGNS[language] + r")\s?(?=\d)", _number_sign, 0))
+    ordinal_suffix = ORDINAL_SUFFIXES.get(language)
     if ordinal_suffix:
         rules.append((rf"(?<!\w)(?P<num>\d+)(?P<suffix>{ordinal_suffix})(?!\w)", _ordinal_rule, 0))
     else:  # German: "3." is an ordinal after an article or preposition.
@@ -666,7 +383,7 @@ def _build_rules(language: str) -> List[Tuple[Pattern[str], Callable[[re.Match, 
         )
     )
     # Words.
-    for pattern, spoken, ends in _ABBREVIATIONS[language]:
+    for pattern, spoken, ends in ABBREVIATIONS[language]:
         rules.append((rf"(?<![\w.]){pattern}(?!\w)", _abbreviation(spoken, ends), 0))
     if language == "english":
         rules.append((r"(?<![\w.])St\.(?!\w)", _saint_or_street, 0))
@@ -686,7 +403,7 @@ def _build_rules(language: str) -> List[Tuple[Pattern[str], Callable[[re.Match, 
 
 def _spell(part: str, language: str) -> str:
     """A URL or address component: dots, dashes and underscores as words."""
-    words = _WORDS[language]
+    words = WORDS[language]
     part = part.replace(".", " " + words["dot"] + " ").replace("_", " " + words["underscore"] + " ")
     part = part.replace("-", " " + words["dash"] + " ")
     return re.sub(r"\s+", " ", part).strip()
@@ -696,7 +413,7 @@ def _email(match: re.Match, language: str) -> str:
     return (
         _spell(match.group("local"), language)
         + " "
-        + _WORDS[language]["at"]
+        + WORDS[language]["at"]
         + " "
         + _spell(match.group("domain"), language)
     )
@@ -708,14 +425,14 @@ def _url(match: re.Match, language: str) -> str:
     host, _, path = url.partition("/")
     words = [_spell(host.replace("www.", "w w w.", 1) if host.lower().startswith("www.") else host, language)]
     words += [_spell(part, language) for part in path.split("/") if part]
-    return (" " + _WORDS[language]["slash"] + " ").join(w for w in words if w)
+    return (" " + WORDS[language]["slash"] + " ").join(w for w in words if w)
 
 
 def _phone(match: re.Match, language: str) -> str:
     written = match.group(0)
     groups = re.findall(r"\d+", written)
     spoken = ", ".join(_digit_by_digit(g, language) for g in groups)
-    return (_WORDS[language]["plus"] + " " + spoken) if written.startswith("+") else spoken
+    return (WORDS[language]["plus"] + " " + spoken) if written.startswith("+") else spoken
 
 
 def _full_year(written: str) -> int:
@@ -729,7 +446,7 @@ def _date(day: int, month: int, year: Optional[int], language: str, before: Opti
     """A date in words; `before` is the word before it (German declines the day after it)."""
     if not (1 <= month <= 12 and 1 <= day <= 31):
         raise ValueError("not a date")
-    name = _MONTHS[language][month - 1]
+    name = MONTHS[language][month - 1]
     if language == "english":
         spoken = name + " " + _n2w(day, language, "ordinal")
         return spoken + (", " + _year(year, language) if year is not None else "")
@@ -748,32 +465,12 @@ def _day(day: int, language: str, before: Optional[str]) -> str:
     return _n2w(day, language)
 
 
-_GERMAN_N = {
-    "am",
-    "im",
-    "zum",
-    "vom",
-    "beim",
-    "den",
-    "dem",
-    "des",
-    "zur",
-    "einem",
-    "einen",
-    "einer",
-    "seit",
-    "ab",
-    "bis",
-}
-_GERMAN_E = {"der", "die", "das", "eine"}
-
-
 def _german_ending(before: Optional[str]) -> str:
     # "am dritten März", "der dritte März", "dritter März" (a date standing alone).
     word = (before or "").lower()
-    if word in _GERMAN_N:
+    if word in GERMAN_N:
         return "n"
-    if word in _GERMAN_E:
+    if word in GERMAN_E:
         return ""
     return "r"
 
@@ -798,9 +495,9 @@ def _numeric_date(match: re.Match, language: str) -> str:
 
 
 def _month_number(name: str, language: str) -> int:
-    if name in _EN_MONTH_ABBREVIATIONS:
-        return _EN_MONTH_ABBREVIATIONS[name]
-    lowered = [m.lower() for m in _MONTHS[language]]
+    if name in EN_MONTH_ABBREVIATIONS:
+        return EN_MONTH_ABBREVIATIONS[name]
+    lowered = [m.lower() for m in MONTHS[language]]
     return lowered.index(name.lower()) + 1
 
 
@@ -809,7 +506,7 @@ def _en_month_day(match: re.Match, language: str) -> str:
     day = int(match.group("d"))
     if not 1 <= day <= 31:
         raise ValueError("not a day")
-    spoken = _MONTHS[language][month - 1] + " " + _n2w(day, language, "ordinal")
+    spoken = MONTHS[language][month - 1] + " " + _n2w(day, language, "ordinal")
     if match.group("y"):
         spoken += match.group("comma") + _year(int(match.group("y")), language)
     return spoken
@@ -821,7 +518,7 @@ def _en_day_month(match: re.Match, language: str) -> str:
     if not 1 <= day <= 31:
         raise ValueError("not a day")
     the = "" if (_previous_word(match) or "").lower() == "the" else "the "
-    spoken = the + _n2w(day, language, "ordinal") + " of " + _MONTHS[language][month - 1]
+    spoken = the + _n2w(day, language, "ordinal") + " of " + MONTHS[language][month - 1]
     if match.group("y"):
         spoken += match.group("comma") + _year(int(match.group("y")), language)
     if the and _starts_sentence(match):
@@ -855,17 +552,6 @@ def _day_month(match: re.Match, language: str) -> str:
     return spoken
 
 
-_TIME_FORMS = {
-    # (hours word, hours word for one, minutes joiner, on-the-hour form)
-    "french": "{h} heures {m}|{h} heure {m}|{h} heures|{h} heure",
-    "german": "{h} Uhr {m}|ein Uhr {m}|{h} Uhr|ein Uhr",
-    "spanish": "{h} y {m}|{h} y {m}|{h} en punto|{h} en punto",
-    "italian": "{h} e {m}|{h} e {m}|{h} in punto|{h} in punto",
-    "portuguese": "{h} horas e {m}|{h} hora e {m}|{h} horas|{h} hora",
-    "dutch": "{h} uur {m}|{h} uur {m}|{h} uur|{h} uur",
-}
-
-
 def _time(match: re.Match, language: str) -> str:
     hours = int(match.group("h"))
     minutes = int(match.group("m")) if match.groupdict().get("m") else 0
@@ -880,11 +566,11 @@ def _time(match: re.Match, language: str) -> str:
         elif minutes:
             spoken += " " + _n2w(minutes, language)
     else:
-        forms = _TIME_FORMS[language].split("|")
+        forms = TIME_FORMS[language].split("|")
         form = forms[(0 if minutes else 2) + (1 if hours == 1 else 0)]
         spoken = form.format(h=_feminine_cardinal(_n2w(hours, language), language), m=_n2w(minutes, language))
     if seconds:
-        spoken += " " + _WORDS[language]["and"] + " " + _n2w(int(seconds), language) + " " + _WORDS[language]["seconds"]
+        spoken += " " + WORDS[language]["and"] + " " + _n2w(int(seconds), language) + " " + WORDS[language]["seconds"]
     if ampm:
         letters = [c for c in ampm.lower() if c.isalpha()]
         spoken += " " + " ".join(letters)
@@ -903,10 +589,10 @@ def _ends_sentence(match: re.Match) -> bool:
 def _currency_words(code: str, language: str) -> Tuple[str, str]:
     """(singular, plural) of a currency's name."""
     if language == "english":
-        names = _EN_CURRENCY[code]
+        names = EN_CURRENCY[code]
         return names[0], names[1]
     if code == "JPY":
-        return _YEN[language], _YEN[language]
+        return YEN[language], YEN[language]
     from num2words import CONVERTER_CLASSES
 
     singular, plural = CONVERTER_CLASSES[LANGUAGE_CODES[language]].CURRENCY_FORMS[code][0][:2]
@@ -915,13 +601,13 @@ def _currency_words(code: str, language: str) -> Tuple[str, str]:
 
 def _money(match: re.Match, language: str) -> str:
     written = match.group("cur")
-    code = _SYMBOLS.get(written, written)
+    code = CURRENCY_SYMBOLS.get(written, written)
     integer, fraction = _split_number(match.group("num"), language)
     scale = match.groupdict().get("scale")
-    minus = _WORDS[language]["minus"] + " " if match.group("neg") else ""
+    minus = WORDS[language]["minus"] + " " if match.group("neg") else ""
     singular, plural = _currency_words(code, language)
     if scale:
-        exponent = _EN_SCALES[scale.lower()]
+        exponent = EN_SCALES[scale.lower()]
         scale_word = _n2w(10**exponent, language).split()[-1]
         return minus + _number(integer, fraction, language) + " " + scale_word + " " + plural
     if (
@@ -934,7 +620,7 @@ def _money(match: re.Match, language: str) -> str:
     units = int(integer or "0")
     cents = int((fraction or "0").ljust(2, "0"))
     if language == "english":
-        names = _EN_CURRENCY[code]
+        names = EN_CURRENCY[code]
         unit_words = _n2w(units, language) + " " + (singular if units == 1 else plural)
         cent_words = _n2w(cents, language) + " " + (names[2] if cents == 1 else names[3])
     else:
@@ -949,33 +635,33 @@ def _money(match: re.Match, language: str) -> str:
         return minus + unit_words
     if units == 0:
         return minus + cent_words
-    return minus + unit_words + " " + _WORDS[language]["cents_and"] + " " + cent_words
+    return minus + unit_words + " " + WORDS[language]["cents_and"] + " " + cent_words
 
 
 def _signed(match: re.Match, language: str) -> str:
-    minus = _WORDS[language]["minus"] + " " if match.groupdict().get("neg") else ""
+    minus = WORDS[language]["minus"] + " " if match.groupdict().get("neg") else ""
     return minus + _speak_number(match.group("num"), language)
 
 
 def _percent(match: re.Match, language: str) -> str:
     spoken = _signed(match, language)
     if match.group("num2"):
-        spoken += " " + _WORDS[language]["to"] + " " + _speak_number(match.group("num2"), language)
-    return spoken + " " + _WORDS[language]["percent"]
+        spoken += " " + WORDS[language]["to"] + " " + _speak_number(match.group("num2"), language)
+    return spoken + " " + WORDS[language]["percent"]
 
 
 def _unit(match: re.Match, language: str) -> str:
-    singular, plural = _EN_UNITS[match.group("unit")]
+    singular, plural = EN_UNITS[match.group("unit")]
     spoken = _signed(match, language)
     last = match.group("num")
     if match.group("num2"):
-        spoken += " " + _WORDS[language]["to"] + " " + _speak_number(match.group("num2"), language)
+        spoken += " " + WORDS[language]["to"] + " " + _speak_number(match.group("num2"), language)
         last = match.group("num2")
     return spoken + " " + (singular if _is_one(last, language) and not match.group("num2") else plural)
 
 
 def _number_sign(match: re.Match, language: str) -> str:
-    return _capitalized_like(match, _WORDS[language]["number"]) + " "
+    return _capitalized_like(match, WORDS[language]["number"]) + " "
 
 
 def _capitalized_like(match: re.Match, spoken: str) -> str:
@@ -983,19 +669,9 @@ def _capitalized_like(match: re.Match, spoken: str) -> str:
     return spoken[:1].upper() + spoken[1:] if match.group(0)[:1].isupper() else spoken
 
 
-# The feminine of a cardinal's last word (hours, "livre", "libra" are feminine); num2words gives the
-# masculine.
-_FEMININE = {
-    "french": {"un": "une"},
-    "spanish": {"uno": "una", "veintiuno": "veintiuna"},
-    "italian": {"uno": "una"},
-    "portuguese": {"um": "uma", "dois": "duas"},
-}
-
-
 def _feminine_cardinal(words: str, language: str) -> str:
     head, _, last = words.rpartition(" ")
-    last = _FEMININE.get(language, {}).get(last, last)
+    last = FEMININE.get(language, {}).get(last, last)
     return (head + " " + last) if head else last
 
 
@@ -1022,21 +698,18 @@ def _noun_follows(match: re.Match) -> bool:
 
 def _german_ordinal(match: re.Match, language: str) -> str:
     before = _previous_word(match)
-    if (before or "").lower() not in _GERMAN_N | _GERMAN_E | {"ein"}:
+    if (before or "").lower() not in GERMAN_N | GERMAN_E | {"ein"}:
         raise ValueError("a number ending a sentence")
     ending = "r" if before.lower() == "ein" else _german_ending(before)
     return _n2w(int(match.group("num")), language, "ordinal") + ending
-
-
-_ON_WORDS = {"on", "by", "until", "till", "from", "since", "before", "after", "due"}
 
 
 def _slash_pair(match: re.Match, language: str) -> str:
     """3/4: a date after "on", "by", ... (month/day); a fraction otherwise, when the denominator
     is 2 to 10."""
     a, b = int(match.group("a")), int(match.group("b"))
-    if (_previous_word(match) or "").lower() in _ON_WORDS and 1 <= a <= 12 and 1 <= b <= 31:
-        return _MONTHS[language][a - 1] + " " + _n2w(b, language, "ordinal")
+    if (_previous_word(match) or "").lower() in ON_WORDS and 1 <= a <= 12 and 1 <= b <= 31:
+        return MONTHS[language][a - 1] + " " + _n2w(b, language, "ordinal")
     if not 2 <= b <= 10 or a == 0:
         raise ValueError("not a fraction")
     if b == 2:
@@ -1050,7 +723,7 @@ def _slash_pair(match: re.Match, language: str) -> str:
 
 def _dotted(match: re.Match, language: str) -> str:
     """1.2.3 (versions, addresses): each part, joined by "dot"."""
-    return (" " + _WORDS[language]["dot"] + " ").join(_cardinal(p, language) for p in match.group("parts").split("."))
+    return (" " + WORDS[language]["dot"] + " ").join(_cardinal(p, language) for p in match.group("parts").split("."))
 
 
 def _year_value(written: str) -> Optional[int]:
@@ -1063,7 +736,7 @@ def _is_year_context(match: re.Match, language: str) -> bool:
     before = (_previous_word(match) or "").lower()
     if _year_value(before) is not None:  # "in 1999 and 2005"
         return True
-    if before in _YEAR_WORDS[language] or before in (m.lower() for m in _MONTHS[language]):
+    if before in YEAR_WORDS[language] or before in (m.lower() for m in MONTHS[language]):
         return True
     rest = match.string[match.end() : match.end() + 2].lstrip()
     return not rest[:1].isalnum()
@@ -1080,18 +753,13 @@ def _plain(match: re.Match, language: str) -> str:
             raise ValueError("decades are English")
         spoken = _year(year, language) if year is not None else _n2w(int(first), language)
         return (spoken[:-1] + "ies") if spoken.endswith("y") else spoken + "s"
-    minus = _WORDS[language]["minus"] + " " if match.group("neg") else ""
+    minus = WORDS[language]["minus"] + " " if match.group("neg") else ""
     if second is not None:
         if year is not None and (year2 is not None or len(second) == 2):
             spoken2 = _year(year2, language) if year2 is not None else _speak_number(second, language)
-            return _year(year, language) + " " + _WORDS[language]["to"] + " " + spoken2
+            return _year(year, language) + " " + WORDS[language]["to"] + " " + spoken2
         return (
-            minus
-            + _speak_number(first, language)
-            + " "
-            + _WORDS[language]["to"]
-            + " "
-            + _speak_number(second, language)
+            minus + _speak_number(first, language) + " " + WORDS[language]["to"] + " " + _speak_number(second, language)
         )
     if year is not None and not minus and _is_year_context(match, language):
         return _year(year, language)
@@ -1120,6 +788,6 @@ def _symbol(key: str) -> Callable[[re.Match, str], str]:
         # One space on each side that has text ("R&D" -> "R and D").
         left = " " if match.start() > 0 else ""
         right = " " if match.end() < len(match.string) else ""
-        return left + _WORDS[language][key] + right
+        return left + WORDS[language][key] + right
 
     return speak

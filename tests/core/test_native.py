@@ -1,0 +1,194 @@
+"""The kernels pip compiles for this machine (core/_kernels, loaded by core/native.py): every kernel
+against NumPy, whole models on them, core choosing them on import (NumPy where none were built), and
+every entry reporting what runs its products."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import core
+from core import TTSModel, native
+from core.browser import kernel_check
+from core.portable import ops
+from core.portable.quantize import Int8Matrix
+from tests.support.metrics import nmse_db
+from tests.support.paths import TINY_DIR
+
+
+@pytest.fixture(scope="module")
+def backend(request):
+    backend = native.backend()
+    if not isinstance(backend, native.NativeKernels):
+        if request.config.getoption("--require-full-reference"):
+            pytest.fail(f"the native kernels were not built: {backend.description}")
+        pytest.skip(backend.description)
+    return backend
+
+
+def test_core_runs_on_the_compiled_kernels_where_they_were_built(backend) -> None:
+    assert isinstance(ops.current(), native.NativeKernels)
+    best = native.instruction_sets()[0]
+    assert core.backend().startswith(f"compiled kernels ({best}, _kernels")
+
+
+def test_one_build_holds_every_instruction_set_of_its_architecture_and_binds_the_best(backend) -> None:
+    """The library is built once for every machine of its architecture: it holds each instruction
+    set's kernels, says which this processor runs, and the best of those is bound."""
+    import platform
+
+    library = native._library()
+    compiled = library.pk_sets().decode().split(",")
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    assert compiled == (["avx512", "avx2", "baseline"] if x86 else ["baseline"])
+    runs = native.instruction_sets()
+    assert runs[-1] == "baseline" and runs == [name for name in compiled if name in runs]
+    assert not library.pk_supports(b"sse9")
+    with open("/proc/cpuinfo") as cpuinfo:
+        flags = set(cpuinfo.read().split())
+    if x86:
+        assert ("avx2" in runs) == ({"avx2", "fma"} <= flags)
+        avx512 = {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx2", "fma"}
+        assert ("avx512" in runs) == (avx512 <= flags)
+    missing = [name for name in compiled if name not in runs]
+    for name in missing:
+        with pytest.raises(ValueError, match="does not run"):
+            native.backend(name)
+
+
+@pytest.mark.parametrize("instruction_set", ["avx512", "avx2", "baseline"])
+def test_every_instruction_set_this_machine_runs_equals_numpy(backend, instruction_set) -> None:
+    """Each path, forced: the same results within the kernel checks' bounds."""
+    if instruction_set not in native.instruction_sets():
+        pytest.skip(f"this processor does not run {instruction_set}")
+    forced = native.backend(instruction_set)
+    assert instruction_set in forced.description
+    report = kernel_check.run(forced)
+    assert report["failures"] == [] and report["worst"] < 1 and report["refused"] == report["refusals"]
+
+
+def test_without_the_extension_core_runs_on_numpy_and_says_why(monkeypatch) -> None:
+    monkeypatch.setattr(native, "EXTENSION", "core._not_built")
+    fallback = native.backend()
+    assert fallback.name == "numpy" and "no compiled kernels" in fallback.description
+
+
+def test_the_command_line_says_what_runs_its_products(backend, tmp_path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "core.cli", "generate", "--model", str(TINY_DIR / "tiny_lsd" / "config.yaml")]
+        + ["--voice", str(TINY_DIR / "tiny_lsd" / "voice_state.safetensors"), "--text", "Hi.", "--max-frames", "2"]
+        + ["-o", str(tmp_path / "out.wav")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"products on {core.backend()}" in done.stderr
+
+
+def test_the_native_kernels_equal_numpy_and_refuse_bad_calls(backend) -> None:
+    report = kernel_check.run(backend)
+    assert report["failures"] == [] and report["worst"] < 1 and report["refused"] == report["refusals"]
+
+
+def test_int8_bundles_run_int8_on_the_server_backend(backend, tmp_path, monkeypatch) -> None:
+    from core.export import export
+    from core.portable import quantize
+
+    monkeypatch.setattr(quantize, "MIN_ELEMENTS", 1024)  # the tiny model's matrices are all small
+    monkeypatch.setattr(backend, "SMALL", 0)
+    export(
+        str(TINY_DIR / "tiny_lsd" / "config.yaml"),
+        str(tmp_path / "b"),
+        [str(TINY_DIR / "tiny_lsd" / "voice_state.safetensors")],
+    )
+    options = {"temperature": 0.0, "max_frames": 8, "eos_threshold": 1e9}
+    with ops.using(ops.NUMPY):
+        want = TTSModel.load(str(tmp_path / "b")).generate("Hello there.", None, **options)
+    with ops.using(backend):
+        model = TTSModel.load(str(tmp_path / "b"))
+        assert isinstance(model.params["flow_lm"]["transformer"]["layers"][0]["linear1"]["weight"], Int8Matrix)
+        got = model.generate("Hello there.", None, **options)
+    # int8 activations here (kernels.c: within 1/252 of a row's scale), float ones on NumPy.
+    assert got.shape == want.shape and -120 < nmse_db(got, want) < -70
+
+
+def test_large_float_products_and_convolutions_stay_with_numpy(backend, monkeypatch) -> None:
+    monkeypatch.setattr(native, "SPLIT_ROWS", 10**9)  # the routing alone (many rows: two threads, below)
+    calls = []
+    for name in ("linear", "conv"):
+        original = getattr(ops.NUMPY, name)
+        monkeypatch.setattr(ops.NUMPY, name, lambda *a, n=name, f=original: (calls.append(n), f(*a))[1])
+    x, w = np.ones((native.SMALL_BATCH + 1, 64), np.float32), np.ones((256, 64), np.float32)
+    backend.linear(x, w, None)
+    backend.linear(x[: native.SMALL_BATCH], w, None)
+    backend.conv(np.ones((3, 9), np.float32), np.ones((4, 3, 2), np.float32), 8, 1, 1, None)
+    assert calls == ["linear", "conv"]
+    # Few output channels over many steps (the decoder's last layers) run on the kernels.
+    x, w = np.ones((2, 3, native.CONV_STEPS + 2), np.float32), np.ones((4, 3, 3), np.float32)
+    np.testing.assert_array_equal(
+        backend.conv(x, w, native.CONV_STEPS, 1, 1, None), np.full((2, 4, native.CONV_STEPS), 9)
+    )
+    assert calls == ["linear", "conv"]
+
+
+def test_the_backend_is_safe_on_two_threads(backend) -> None:
+    """The server's scheduler runs the flow LM and the decoder on two threads, which call the
+    kernels at once (ctypes lets go of the GIL): no call may share a buffer with another."""
+    rng = np.random.default_rng(3)
+
+    def case(keys: int):
+        q = rng.standard_normal((1, 8, 64)).astype(np.float32)
+        k = rng.standard_normal((8, keys, 64)).astype(np.float32)
+        v = rng.standard_normal((8, keys, 64)).astype(np.float32)
+        return q, k, v, ops.NUMPY.attention(q, k, v, keys - 1, None)
+
+    cases = [case(n) for n in (300, 700)]
+    values = rng.integers(-127, 128, (512, 384)).astype(np.int8)
+    weight = Int8Matrix(values, rng.random((512, 1)).astype(np.float32) / 127)
+    rows = [rng.standard_normal((r, 384)).astype(np.float32) for r in (1, 5)]
+    expected = [backend.linear(x, weight, None) for x in rows]  # one thread: what two must give too
+    failures = []
+
+    def work(i: int) -> None:
+        q, k, v, reference = cases[i]
+        for _ in range(150):
+            if np.abs(backend.attention(q, k, v, k.shape[1] - 1, None) - reference).max() > 1e-4:
+                failures.append(f"attention {i}")
+            if not np.array_equal(backend.linear(rows[i], weight, None), expected[i]):
+                failures.append(f"int8 linear {i}")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
+def test_a_product_of_many_rows_runs_on_two_threads_with_the_same_result(backend, monkeypatch) -> None:
+    """A text prompt's products: two halves of the weight's rows on two threads, each column as the
+    whole product computes it (int8: the same integers; float32: OpenBLAS's rounding)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((native.SPLIT_ROWS + 3, 64)).astype(np.float32)
+    values = rng.integers(-127, 128, (96, 64), dtype=np.int8)
+    matrix = Int8Matrix(values, rng.random((96, 1), dtype=np.float32))
+    floats = rng.standard_normal((96, 64)).astype(np.float32)
+    bias = rng.standard_normal(96).astype(np.float32)
+    threads = []
+    executor = native.second_thread()  # made at its first use, once
+    assert native.second_thread() is executor
+    submit = executor.submit
+    monkeypatch.setattr(executor, "submit", lambda *a: threads.append(1) or submit(*a))
+    backend.linear(x, matrix, bias)
+    assert threads == []  # a small matrix stays on the caller's thread
+    monkeypatch.setattr(native, "SPLIT_WEIGHTS", values.size)
+    split_int8, split_float = backend.linear(x, matrix, bias), backend.linear(x, floats, bias)
+    assert len(threads) == 2
+    monkeypatch.setattr(native, "SPLIT_ROWS", 10**9)
+    assert np.array_equal(split_int8, backend.linear(x, matrix, bias))
+    assert np.allclose(split_float, backend.linear(x, floats, bias), rtol=1e-5, atol=1e-5)
+    assert np.allclose(split_float, x @ floats.T + bias, rtol=1e-4, atol=1e-4)

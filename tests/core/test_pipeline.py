@@ -1,0 +1,98 @@
+"""The flow LM on a thread of its own (core/pipeline.py), the runner of every Python caller on
+CPython: the one-thread runner's audio, sample for sample, letting go of its thread and its BLAS
+limit however it ends; and what every entry of the API runs."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from core import LimitError, TTSModel, native, pipeline
+from core.portable import model as portable_model
+from core.portable import ops
+from tests.support.paths import TINY_CONFIG, VOICE_24K
+
+OPTIONS = {"temperature": 0.7, "seed": 5, "max_frames": 12, "eos_threshold": 1e9}
+TEXT = "Two halves. Then a second sentence."
+
+
+@pytest.fixture(scope="module")
+def model():
+    return TTSModel.load(str(TINY_CONFIG))
+
+
+def _blas_threads():
+    return [pool["num_threads"] for pool in threadpool_info()]
+
+
+@pytest.fixture
+def pays(monkeypatch):
+    """The tiny model as if a thread of its own paid for its flow LM."""
+    monkeypatch.setattr(pipeline, "pays", lambda model: True)
+
+
+def test_every_python_caller_runs_the_flow_lm_on_a_thread_of_its_own(model, pays) -> None:
+    """On CPython with two cores or more, core plugs the pipeline into TTSModel.audio: generate,
+    stream and stream_text run it (a second thread while the stream runs), with the one-thread
+    runner's audio."""
+    assert portable_model._runner[0] is pipeline.run
+    voice = model.voice_state(str(VOICE_24K))
+    with threadpool_limits(1):
+        want = list(portable_model.one_thread(model, model.generation(TEXT, voice, **OPTIONS)))
+    threads = threading.active_count()
+    chunks = model.stream(TEXT, voice, **OPTIONS)
+    got = [next(chunks)]
+    assert threading.active_count() == threads + 1
+    got += list(chunks)
+    assert len(got) == len(want) == 12 and all(np.array_equal(a, b) for a, b in zip(got, want))
+    assert np.array_equal(model.generate(TEXT, voice, **OPTIONS), np.concatenate(want))
+    assert threading.active_count() == threads
+
+
+def test_the_thread_pays_for_a_large_flow_lm_on_the_compiled_kernels(model, monkeypatch) -> None:
+    """Where the flow LM is small, or the products run on NumPy alone (whose BLAS threads itself),
+    handing each frame over costs more than it saves."""
+    assert not pipeline.pays(model)
+    monkeypatch.setattr(pipeline, "PAYS_FROM", 0)
+    with ops.using(ops.NUMPY):
+        assert not pipeline.pays(model)
+    kernels = native.backend()
+    if isinstance(kernels, native.NativeKernels):
+        with ops.using(kernels):
+            assert pipeline.pays(model)
+
+
+def test_a_small_model_runs_on_the_callers_thread(model) -> None:
+    """Where the flow LM is small, handing each frame over costs more than it saves."""
+    assert not pipeline.pays(model)
+    threads = threading.active_count()
+    chunks = model.stream(TEXT, str(VOICE_24K), **OPTIONS)
+    next(chunks)
+    assert threading.active_count() == threads
+    chunks.close()
+
+
+def test_closing_early_stops_the_flow_thread_and_restores_blas(model, pays) -> None:
+    before, threads = _blas_threads(), threading.active_count()
+    chunks = model.stream("Stop me early.", str(VOICE_24K), **dict(OPTIONS, max_frames=200))
+    next(chunks)
+    chunks.close()
+    assert threading.active_count() == threads and _blas_threads() == before
+
+
+def test_bad_input_fails_before_any_thread_and_errors_reach_the_caller(model, monkeypatch, pays) -> None:
+    threads = threading.active_count()
+    with pytest.raises(LimitError):
+        model.stream("Hi.", str(VOICE_24K), max_frames=10**9)
+    assert threading.active_count() == threads
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a fault in the flow LM")
+
+    monkeypatch.setattr("core.portable.model.advance", broken)
+    with pytest.raises(RuntimeError, match="a fault in the flow LM"):
+        list(model.stream("Hi.", str(VOICE_24K), **OPTIONS))
+    assert threading.active_count() == threads

@@ -1,0 +1,160 @@
+"""Streaming equals batch: every step function, run chunk by chunk, gives its one-call result."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from core import TTSModel
+from core.portable import conv, mimi, ops, transformer
+from tests.support.metrics import nmse_db
+from tests.support.parity import tiny_models
+from tests.support.paths import TINY_DIR
+
+rng = np.random.default_rng(0)
+
+
+def random(*shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def in_chunks(total: int, sizes: list) -> list:
+    """Split range(total) into consecutive chunks whose sizes cycle through `sizes`."""
+    bounds, start, i = [], 0, 0
+    while start < total:
+        stop = min(total, start + sizes[i % len(sizes)])
+        bounds.append((start, stop))
+        start, i = stop, i + 1
+    return bounds
+
+
+@pytest.mark.parametrize("stride, dilation, pad_mode", [(1, 1, "constant"), (1, 4, "constant"), (4, 1, "replicate")])
+def test_conv1d_step_equals_batch(stride: int, dilation: int, pad_mode: str) -> None:
+    p = {"weight": random(6, 5, 7), "bias": random(6)}
+    x = random(5, 96)
+    batch = conv.conv1d(p, x, stride, dilation, pad_mode)
+    state = conv.conv1d_init_state(p, stride, dilation)
+    state[...] = x[:, :1] if pad_mode == "replicate" else 0
+    parts = [conv.conv1d_step(p, x[:, a:b], state, stride, dilation) for a, b in in_chunks(96, [stride, 3 * stride, 8])]
+    assert np.allclose(np.concatenate(parts, axis=1), batch, atol=1e-5)
+    assert batch.shape == (6, 96 // stride)
+
+
+def test_conv1d_matches_direct_formula() -> None:
+    """The im2col convolution against the definition, with left zero padding (causal)."""
+    weight, bias = random(3, 2, 4), random(3)
+    x = random(2, 20)
+    stride, dilation = 2, 3
+    y = conv.conv1d({"weight": weight, "bias": bias}, x, stride, dilation)
+    pad = (4 - 1) * dilation + 1 - stride
+    padded = np.concatenate([np.zeros((2, pad), np.float32), x], axis=1)
+    expected = np.array(
+        [
+            [
+                bias[o]
+                + sum(weight[o, i, k] * padded[i, t * stride + k * dilation] for i in range(2) for k in range(4))
+                for t in range(10)
+            ]
+            for o in range(3)
+        ]
+    )
+    assert np.allclose(y, expected, atol=1e-5)
+
+
+def test_conv1d_long_input_in_blocks_equals_one_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = {"weight": random(4, 3, 5), "bias": random(4)}
+    x = random(3, 1000)
+    whole = conv.conv1d(p, x)
+    monkeypatch.setattr(ops, "_IM2COL_BLOCK", 3 * 5 * 7)
+    assert np.allclose(conv.conv1d(p, x), whole, atol=1e-6)
+
+
+@pytest.mark.parametrize("groups", [1, 4])
+@pytest.mark.parametrize("stride, k", [(5, 10), (3, 7), (4, 4)])
+def test_conv_transpose1d_step_equals_batch(groups: int, stride: int, k: int) -> None:
+    c_in, c_out = 4, 8
+    p = conv.prepare_transposed({"weight": random(c_in, c_out // groups, k), "bias": random(c_out)}, stride, groups)
+    x = random(c_in, 30)
+    whole = conv.conv_transpose1d_step(p, x, conv.conv_transpose1d_init_state(p, stride), stride)
+    state = conv.conv_transpose1d_init_state(p, stride)
+    parts = [conv.conv_transpose1d_step(p, x[:, a:b], state, stride) for a, b in in_chunks(30, [1, 2, 7])]
+    assert np.allclose(np.concatenate(parts, axis=1), whole, atol=1e-5)
+    # Against the definition: y[o, t*S + k] += w[i, o, k] x[i, t], cut to T*S samples.
+    full = np.zeros((c_out, 29 * stride + k), np.float32)
+    per = c_in // groups
+    for i in range(c_in):
+        g = i // per
+        for o in range(c_out // groups):
+            for t in range(30):
+                full[g * (c_out // groups) + o, t * stride : t * stride + k] += p["weight"][i, o] * x[i, t]
+    assert np.allclose(whole, (full + p["bias"][:, None])[:, : 30 * stride], atol=1e-4)
+
+
+@pytest.mark.parametrize("context", [None, 7])
+def test_transformer_step_equals_forward(context) -> None:
+    spec = transformer.TransformerSpec(
+        num_layers=2,
+        d_model=16,
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=6,
+        max_period=10000.0,
+        context=context,
+        layer_scale=context is not None,
+    )
+    layers = []
+    for _ in range(2):
+        layer = {
+            "self_attn": {
+                "in_proj": {"weight": random(4 * 6 + 2 * 2 * 6, 16) * 0.3},
+                "out_proj": {"weight": random(16, 24) * 0.3},
+            },
+            "norm1": {"weight": 1 + 0.1 * random(16), "bias": 0.1 * random(16)},
+            "norm2": {"weight": 1 + 0.1 * random(16), "bias": 0.1 * random(16)},
+            "linear1": {"weight": random(32, 16) * 0.3},
+            "linear2": {"weight": random(16, 32) * 0.3},
+            "layer_scale_1": {"scale": random(16)},
+            "layer_scale_2": {"scale": random(16)},
+        }
+        layers.append(layer)
+    x = random(40, 16)
+    whole = transformer.forward(spec, layers, x)
+    state = transformer.init_state(spec)
+    parts = [transformer.step(spec, layers, x[a:b], state) for a, b in in_chunks(40, [1, 3, 9])]
+    assert state.offset == 40
+    assert np.allclose(np.concatenate(parts), whole, atol=1e-5)
+    blocked = transformer.forward(spec, layers, x, block=5)
+    assert np.allclose(blocked, whole, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", tiny_models())
+@pytest.mark.parametrize("frames_per_call", [1, 2, 8])
+def test_mimi_decoder_in_chunks_equals_one_call(name: str, frames_per_call: int) -> None:
+    model = TTSModel.load(str(TINY_DIR / name / "config.yaml"))
+    latents = np.load(TINY_DIR / name / "reference.npz")["latents"]
+    whole = mimi.decode(model.mimi_spec, model.params["mimi"], latents)
+    state = mimi.init_decoder_state(model.mimi_spec, model.params["mimi"])
+    parts = [
+        mimi.decode_step(model.mimi_spec, model.params["mimi"], latents[a:b], state)
+        for a, b in in_chunks(latents.shape[0], [frames_per_call])
+    ]
+    streamed = np.concatenate(parts)
+    assert streamed.shape == (latents.shape[0] * model.frame_size,)
+    assert nmse_db(streamed, whole) < -110
+
+
+@pytest.mark.parametrize("name", tiny_models())
+def test_mimi_encoder_in_pieces_equals_one_call(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The encoder's SEANet streams over pieces of the prompt (bounded memory): any piece length
+    gives the latents of the whole prompt at once (replicate padding included)."""
+    model = TTSModel.load(str(TINY_DIR / name / "config.yaml"))
+    audio = np.random.default_rng(3).standard_normal(5 * model.frame_size + 700).astype(np.float32) * 0.1
+    for pad_mode in ("constant", "replicate"):
+        spec = dataclasses.replace(model.mimi_spec, encoder_pad_mode=pad_mode)
+        monkeypatch.setattr(mimi, "ENCODER_CHUNK_FRAMES", 1000)
+        whole = mimi.encode(spec, model.params["mimi"], audio)
+        for frames in (1, 2, 5):
+            monkeypatch.setattr(mimi, "ENCODER_CHUNK_FRAMES", frames)
+            assert nmse_db(mimi.encode(spec, model.params["mimi"], audio), whole) < -110

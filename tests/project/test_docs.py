@@ -1,0 +1,78 @@
+"""The docs (docs/, built by `mkdocs build --strict` in scripts/test.sh): every measured table is
+written by its run between its markers (e2e/measured.py), never by hand, and the README stays the
+short way in."""
+
+from __future__ import annotations
+
+import datetime
+import re
+import sys
+
+import pytest
+
+from e2e import measured
+from tests.support.paths import ROOT
+
+DOCS = ROOT / "docs"
+BLOCK = re.compile(r"<!-- measured: (.+?) -->\n(.*?)<!-- /measured: \1 -->", re.DOTALL)
+STAMP = re.compile(r"^\*Measured \d{4}-\d{2}-\d{2} on .+, \d+ cores.*: `python -m [\w.]+.*`\.\*$")
+
+
+def pages():
+    return sorted(DOCS.rglob("*.md"))
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(DOCS)))
+def test_every_measured_block_is_closed_and_says_when_where_and_how(page) -> None:
+    text = page.read_text()
+    blocks = BLOCK.findall(text)
+    assert text.count("<!-- measured: ") == text.count("<!-- /measured: ") == len(blocks)
+    for key, body in blocks:
+        stamp = body.strip().splitlines()[0] if body.strip() else ""
+        assert STAMP.match(stamp), f"{page.name}, {key}: not written by a run: {stamp!r}"
+        assert "|---" in body, f"{page.name}, {key}: no table"
+
+
+@pytest.mark.parametrize("page", sorted((DOCS / "measurements").glob("*.md")), ids=lambda p: p.name)
+def test_a_measurement_page_holds_no_table_written_by_hand(page) -> None:
+    """Outside its measured blocks, a measurement page has prose and commands, no table of results
+    (the index's list of pages aside)."""
+    if page.name == "index.md":
+        return
+    outside = BLOCK.sub("", page.read_text())
+    assert not [line for line in outside.splitlines() if line.startswith("|")]
+
+
+def test_the_readme_is_the_short_way_in() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    for link in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (ROOT / link).is_file(), link
+
+
+def test_a_run_replaces_its_own_block_and_nothing_else(tmp_path, monkeypatch) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Speed\n\nProse before.\n\n<!-- measured: a -->\nold a\n<!-- /measured: a -->\n\n"
+        "Between.\n\n<!-- measured: b -->\nold b\n<!-- /measured: b -->\n\nProse after.\n"
+    )
+    monkeypatch.setattr(sys, "argv", ["/x/scripts/bench.py", "--repeats", "3"])
+    monkeypatch.setattr(measured, "command", lambda: "python -m scripts.bench --repeats 3")
+    measured.record("page.md", "a", "| x |\n|---|\n| 1 |", docs=tmp_path)
+    text = page.read_text()
+    assert text.startswith("# Speed\n\nProse before.\n\n<!-- measured: a -->\n*Measured ")
+    assert f"*Measured {datetime.date.today()} on " in text and "`python -m scripts.bench --repeats 3`.*" in text
+    assert "old a" not in text and "| 1 |" in text
+    assert "Between.\n\n<!-- measured: b -->\nold b\n<!-- /measured: b -->\n\nProse after.\n" in text
+    measured.record("page.md", "c", "| y |\n|---|\n| 2 |", docs=tmp_path)  # a key the page lacks: at its end
+    text = page.read_text()
+    assert text.index("Prose after.") < text.index("<!-- measured: c -->") and text.endswith("<!-- /measured: c -->\n")
+    assert STAMP.match(BLOCK.findall(text)[0][1].splitlines()[0])
+
+
+def test_the_command_is_the_one_typed(monkeypatch) -> None:
+    main = type(sys)("__main__")
+    main.__spec__ = type("Spec", (), {"name": "e2e.ttfa"})()
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setattr(sys, "argv", ["/repo/e2e/ttfa.py", "--models", "english", "--note", "two words"])
+    assert measured.command() == "python -m e2e.ttfa --models english --note 'two words'"

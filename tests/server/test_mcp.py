@@ -1,0 +1,81 @@
+"""`pocket-tts-numpy mcp` in a real MCP session: the `mcp` SDK's own client starts it over stdio,
+initializes, lists the tools and calls each; refusals are MCP tool errors naming their code."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import sys
+from typing import Any
+
+import pytest
+import soundfile
+
+from tests.support.paths import ROOT, TINY_CONFIG, VOICE_24K
+from tests.support.serving import GUARD
+
+mcp = pytest.importorskip("mcp", reason="the MCP SDK needs Python 3.10")
+
+
+async def session_of(work: Any, *options: str) -> Any:
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    command = ["-m", "core.cli", "mcp", "--model", str(TINY_CONFIG), "--voice", str(VOICE_24K), *options]
+    parameters = StdioServerParameters(command=sys.executable, args=command, cwd=str(ROOT))
+    async with stdio_client(parameters) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            return await work(session)
+
+
+def run(work: Any, *options: str) -> Any:
+    return asyncio.run(asyncio.wait_for(session_of(work, *options), GUARD * 2))
+
+
+def test_the_tools_speak_list_and_refuse(tmp_path) -> None:
+    async def work(session: Any) -> Any:
+        tools = sorted(tool.name for tool in (await session.list_tools()).tools)
+        spoken = await session.call_tool("speak", {"text": "Hello from an agent.", "speed": 1.5})
+        written = await session.call_tool("speak", {"text": "Into a file.", "format": "flac", "file": "said.flac"})
+        voices = await session.call_tool("list_voices", {})
+        models = await session.call_tool("list_models", {})
+        refused = [
+            await session.call_tool("speak", arguments)
+            for arguments in (
+                {"text": "Hi.", "voice": "nobody"},
+                {"text": "Hi.", "file": "../escape.wav"},
+                {"text": "   "},
+                {"text": "x" * 6000},
+                {"text": "Hi.", "speed": 9},
+            )
+        ]
+        return tools, spoken, written, voices, models, refused
+
+    tools, spoken, written, voices, models, refused = run(work, "--output-dir", str(tmp_path))
+    assert tools == ["list_models", "list_voices", "speak"]
+    [audio] = spoken.content
+    assert not spoken.is_error and audio.type == "audio" and audio.mime_type == "audio/wav"
+    samples, rate = soundfile.read(io.BytesIO(base64.b64decode(audio.data)))
+    assert rate == 24000 and samples.size > 0
+    assert not written.is_error and "said.flac" in written.content[0].text
+    assert soundfile.info(str(tmp_path / "said.flac")).format == "FLAC"
+    listed = json.loads(voices.content[0].text)
+    assert listed[0]["kind"] == "default" and listed[0]["voice"] == VOICE_24K.stem
+    described = json.loads(models.content[0].text)
+    assert described["loaded"]["name"] == TINY_CONFIG.parent.name and "english" in described["catalog"]
+    said = [result.content[0].text for result in refused]
+    assert all(result.is_error for result in refused), said
+    for text, code in zip(said, ("unknown_voice", "bad_path", "empty_text", "text_too_long", "invalid_value")):
+        assert text.startswith(code + ":") or code in text, (code, text)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["said.flac"]
+
+
+def test_without_an_output_folder_no_file_is_written(tmp_path) -> None:
+    async def work(session: Any) -> Any:
+        return await session.call_tool("speak", {"text": "Hi.", "file": "a.wav"})
+
+    result = run(work)
+    assert result.is_error and "writes no files" in result.content[0].text

@@ -1,0 +1,80 @@
+"""`pocket-tts-numpy build-site` as a newcomer runs it: its inputs checked before any work, one line
+for each mistake, and never a half-built folder (it builds beside the output and swaps it in when
+whole)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.browser.site import build as site
+from tests.support.paths import ROOT, TINY_CONFIG, VOICE_24K
+
+
+def build_site(*args: str, env: dict = None, blocked: str = "") -> subprocess.CompletedProcess:
+    """The command as the README gives it (`pocket-tts-numpy build-site`); `blocked`: a module made
+    impossible to import (an extra not installed)."""
+    code = f"import sys; sys.modules[{blocked!r}] = None\n" if blocked else "import sys\n"
+    code += "from core.cli import command\nsys.argv[0] = 'pocket-tts-numpy'\nsys.exit(command())"
+    return subprocess.run(
+        [sys.executable, "-c", code, "build-site", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
+
+
+def one_error(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+def test_mistakes_are_one_line_before_any_work(tmp_path) -> None:
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    said = one_error(build_site("--model", str(TINY_CONFIG), "--out", str(other)))
+    assert "is not a site built here" in said and (other / "notes.txt").read_text() == "keep me"
+    said = one_error(build_site("--model", str(TINY_CONFIG), "--voice", "nope.wav", "--out", str(tmp_path / "a")))
+    assert said == "error: voice file not found: nope.wav"
+    said = one_error(build_site("--model", str(TINY_CONFIG), "--out", str(tmp_path / "b"), blocked="lz4"))
+    assert "build-site needs lz4" in said and "pip install 'pocket-tts-numpy[site]'" in said
+    offline = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
+    said = one_error(build_site("--model", "english_2m_2026-10", "--out", str(tmp_path / "c"), env=offline))
+    assert "could not fetch hf://kyutai/" in said and "bundle folder" in said
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "hf") == ["mine"]
+
+
+def test_a_build_that_fails_leaves_the_last_site_and_one_that_works_replaces_it(tmp_path, monkeypatch) -> None:
+    out = tmp_path / "site"
+    out.mkdir()
+    (out / "site.json").write_text("{}")
+    (out / "old.txt").write_text("the last build")
+
+    def failing(model: str, folder: Path, voices, int8: bool, python38):
+        (folder / "half.txt").write_text("half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(site, "_build", failing)
+    with pytest.raises(KeyboardInterrupt):
+        site.build(str(TINY_CONFIG), out, [str(VOICE_24K)], True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
+    assert sorted(p.name for p in out.iterdir()) == ["old.txt", "site.json"]
+
+    def working(model: str, folder: Path, voices, int8: bool, python38):
+        (folder / "site.json").write_text('{"new": true}')
+        return {"bytes": 1}
+
+    monkeypatch.setattr(site, "_build", working)
+    report = site.build(str(TINY_CONFIG), out, [str(VOICE_24K)], True)
+    assert report == {"bytes": 1, "site": str(out.resolve())}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"] and [p.name for p in out.iterdir()] == ["site.json"]
+    assert (out.stat().st_mode & 0o777) == 0o755
