@@ -23,11 +23,11 @@ from typing import Any, Deque, Dict, Iterator, List, Optional
 
 import numpy as np
 
-from core import TTSModel
-from core.portable import kernels, ops, params, sources
+from core.portable import kernels, params, sources
 from core.portable.decoding import FrameDecoder
 from core.portable.errors import PocketTTSError
 from core.portable.generation import Frame
+from core.portable.model import Runtime, TTSModel
 from core.portable.options import GenerationOptions
 from core.portable.text_stream import Segment, TextStream
 from core.portable.timestamps import WordStart
@@ -44,12 +44,23 @@ ROLES = {
 }
 
 
-def install_kernels() -> None:
-    """Run the model's products on the WebAssembly kernels the worker registered as `pocket_kernels`."""
+def linked_kernels() -> kernels.CompiledKernels:
+    """The WebAssembly kernels the worker linked and registered as the JS module `pocket_kernels`
+    (an ImportError where it linked none, an error of the binding where one is missing): the
+    backend of the worker's model (runtime)."""
     import pocket_kernels  # a JS module: the kernels' exports, on Pyodide's own memory
 
     functions = {name: getattr(pocket_kernels, name) for name in kernels.NAMES}
-    ops.use(kernels.CompiledKernels(functions, "WebAssembly SIMD", "WebAssembly SIMD kernels with NumPy"))
+    return kernels.CompiledKernels(functions, "WebAssembly SIMD", "WebAssembly SIMD kernels with NumPy")
+
+
+def runtime() -> Runtime:
+    """The worker's runtime: its model's products on the kernels it linked (NumPy where it linked
+    none), on the worker's one thread, nothing downloaded (the site's files are the worker's to fetch)."""
+    try:
+        return Runtime(backend=linked_kernels())
+    except ImportError:
+        return Runtime()
 
 
 # The weights files the worker copied straight into this Python's memory (path -> their bytes), for
@@ -70,7 +81,7 @@ class BrowserEngine:
         self.role = role
         files = sources.resolve(bundle_dir)
         in_memory = {path: _reserved.pop(path) for path in list(_reserved)}
-        self.model = TTSModel.from_files(files, parts=ROLES[role], in_memory=in_memory)
+        self.model = TTSModel.from_files(files, parts=ROLES[role], in_memory=in_memory, runtime=runtime())
         speaks = params.FLOW_LM in self.model.parts
         # Whether the flow side can clone, from the bundle's manifest (the part itself comes later).
         self.can_clone = bool(speaks and files.voice_cloning and params.VOICE_CLONING in files.weights)
@@ -98,13 +109,13 @@ class BrowserEngine:
                 "default_voice": self.model.default_voice,
                 "can_clone_voices": self.can_clone,
                 "word_timestamps": self.model.config.timestamp_heads is not None,
-                "backend": ops.current().name,
+                "backend": self.model.runtime.backend.name,
             }
         )
 
     def check_kernels(self) -> str:
         """JSON of browser/kernel_check.py's report on the kernels this worker runs, or {error}."""
-        backend = ops.current()
+        backend = self.model.runtime.backend
         if not isinstance(backend, kernels.CompiledKernels):
             return json.dumps({"error": f"no kernels: the products run on {backend.name}"})
         from core.browser import kernel_check

@@ -1,6 +1,6 @@
 """The compiled kernels against NumPy where they run: random shapes with odd tails, and the binding's
 refusals. The browser tests run it in the worker on the WebAssembly module (worker.js "check"),
-tests/test_kernels.py on the same source compiled natively.
+tests/core/test_kernels.py on the same source compiled natively.
 """
 
 from __future__ import annotations

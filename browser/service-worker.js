@@ -90,7 +90,7 @@ function serve(event, url) {
     try {
       // Looked up and stored without caches.open, which would create this version's cache again
       // after a newer worker dropped it (a request still under way when the new version activates:
-      // that left an old version's files behind, and made tests/test_e2e.py's new-version test flaky).
+      // that left an old version's files behind, and made tests/browser/test_e2e.py's new-version test flaky).
       const hit = await caches.match(url, { cacheName: CACHE });
       if (hit) {
         release();

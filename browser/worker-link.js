@@ -127,7 +127,7 @@ function chooseKernels(site, build, url) {
     : { url: url(site.kernels), name: "WebAssembly SIMD" };
 }
 
-// Instantiates the kernels on Pyodide's memory and installs them under core.portable.ops; returns what runs
+// Instantiates the kernels on Pyodide's memory for the worker's model (core.browser.engine.runtime); returns what runs
 // the products (the build's name, or why NumPy runs them alone: the page says so).
 async function linkKernels(memory, build) {
   try {
@@ -135,7 +135,7 @@ async function linkKernels(memory, build) {
     const bytes = await (await cachedResponse(build.url)).arrayBuffer();
     const { instance } = await WebAssembly.instantiate(bytes, { env: { memory } });
     pyodide.registerJsModule("pocket_kernels", Object.fromEntries(Object.entries(instance.exports)));
-    pythonModule("core.browser.engine").install_kernels();
+    pythonModule("core.browser.engine").linked_kernels(); // bound and checked now: its error is the page's to show
     return build.name;
   } catch (error) {
     return "NumPy only, without acceleration: " + String((error && error.message) || error);

@@ -8,27 +8,24 @@ core.backend()                                        # what runs the products, 
 
 Two floors. core/portable/ is the model: everything the browser's Pyodide runs too (NumPy and the
 standard library, Python 3.8). The modules here are its CPython host: the command line (cli.py),
-batch jobs (batch.py), bundle export (export.py), downloads (hub.py), atomic files (files.py) and
-the compiled kernels (native.py). The host imports the model, never the other way round.
+batch jobs (batch.py), bundle export (export.py), downloads (hub.py), atomic files (files.py), the
+compiled kernels (native.py) and the threads (pipeline.py, threads.py). The host imports the
+model, never the other way round.
 
-This file plugs the host into the model's three seams: downloads of hf:// files
-(sources.use_fetcher), the fastest backend for the products (ops.use: the kernels pip compiled,
-else NumPy), and how a generation runs alone (model.use_runner: on a machine of two cores or more,
-the flow LM on a thread of its own, core/pipeline.py: every Python caller gets the fast path). All
-are inert in the browser, which has no threads, installs its own kernels and loads bundles from its
-site.
+Whoever loads a model chooses what runs it (core.portable.model.Runtime: the backend of its
+products, how a generation runs alone, how hf:// files are fetched). `TTSModel.load` here gives
+CPython's unless told otherwise (core/host.py: the kernels pip compiled, else NumPy; the flow LM
+on a thread of its own where it pays; downloads). Importing core changes nothing in the process.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"  # the package's (pyproject.toml reads it here)
 
-import os
-import sys
+from typing import Optional, Sequence
 
-from . import hub, native, pipeline
+from . import host
 from .portable import model as portable_model
-from .portable import ops, sources
 from .portable.errors import (
     AudioError,
     ConfigError,
@@ -41,23 +38,29 @@ from .portable.errors import (
     VoiceError,
     WeightsError,
 )
-from .portable.model import TTSModel
+from .portable.model import Runtime
 from .portable.voice_state import VoiceState
 
-sources.use_fetcher(hub.fetch)
-ops.use(native.backend())
-if sys.platform != "emscripten" and (os.cpu_count() or 1) > 1:  # Pyodide has no threads
-    portable_model.use_runner(pipeline.run)
+
+class TTSModel(portable_model.TTSModel):
+    """The model on CPython: `load` gives it this host's runtime (core/host.py) unless it is given
+    another (Runtime(): NumPy on the caller's thread, no downloads)."""
+
+    @classmethod
+    def load(cls, source: str, parts: Optional[Sequence[str]] = None, runtime: Optional[Runtime] = None) -> TTSModel:
+        return super().load(source, parts, runtime or host.runtime())
 
 
 def backend() -> str:
-    """What runs the model's products now (the compiled kernels, NumPy, or a runtime's own)."""
-    return str(ops.current().description)
+    """What runs the products of the models `TTSModel.load` loads here (the compiled kernels, or
+    NumPy and why)."""
+    return str(host.runtime().backend.description)
 
 
 __all__ = [
     "TTSModel",
     "VoiceState",
+    "Runtime",
     "backend",
     "PocketTTSError",
     "ConfigError",

@@ -230,15 +230,16 @@ _workers: Dict[str, Any] = {}
 
 def synthesize(model_source: str, line: Line, words: bool = False) -> Outcome:
     """One line, in a worker process (of the pool, or a Ray task); with `words`, its word times too."""
-    from .portable.model import TTSModel, one_thread, use_runner
+    from . import host, threads
+    from .portable.model import TTSModel, one_thread
     from .portable.voice_registry import VoiceRegistry
 
     try:
         if _workers.get("source") != model_source:
-            _one_blas_thread()
-            use_runner(one_thread)  # a worker per core already: no second thread of its own
+            threads.one_blas_thread_for_good()
+            runtime = dataclasses.replace(host.runtime(), runner=one_thread)  # a worker per core already
             _workers.clear()
-            _workers.update(source=model_source, model=TTSModel.load(model_source))
+            _workers.update(source=model_source, model=TTSModel.load(model_source, runtime=runtime))
         model = _workers["model"]
         if "voices" not in _workers:
             _workers["voices"] = VoiceRegistry(model, default=line.voice)
@@ -253,14 +254,6 @@ def synthesize(model_source: str, line: Line, words: bool = False) -> Outcome:
         return Outcome(line.id, None, 0.0, str(e))
     timing = words_json(timed) if timed is not None else None
     return Outcome(line.id, wav_bytes(pcm, model.sample_rate), pcm.shape[0] / model.sample_rate, None, timing)
-
-
-def _one_blas_thread() -> None:
-    """Workers share the cores (a process per core, or a Ray task per CPU): each does its products
-    on one thread."""
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(1)
 
 
 def local_outcomes(model_source: str, lines: List[Line], workers: int, words: bool = False) -> Iterator[Outcome]:

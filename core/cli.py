@@ -25,10 +25,10 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional
 
 import numpy as np
 
-from . import __version__, audio_formats, hub
+from . import __version__, audio_formats, host, hub
 from .extras import install_hint
 from .files import check_writable, write_atomically
-from .portable import catalog, normalize, ops, sources, voices
+from .portable import catalog, normalize, sources, voices
 from .portable.errors import PocketTTSError
 from .portable.model import TTSModel
 from .portable.options import GenerationOptions
@@ -79,8 +79,8 @@ def _say(args: argparse.Namespace, message: str) -> None:
 
 
 def _load(args: argparse.Namespace) -> TTSModel:
-    _say(args, f"loading {args.model} (products on {ops.current().description})")
-    return TTSModel.load(args.model)
+    _say(args, f"loading {args.model} (products on {host.runtime().backend.description})")
+    return TTSModel.load(args.model, runtime=host.runtime())
 
 
 def _text(value: str) -> str:
@@ -279,7 +279,7 @@ def _voices(args: argparse.Namespace) -> None:
             rows.append((mark, name + (" (default)" if name == default else ""), catalog.voice_language(name)))
         _table(rows)
         return
-    files = sources.resolve(args.model)
+    files = sources.resolve(args.model, hub.fetch)
     rows = [("", "voice")]  # a bundle's or a config's voices: recordings of any language
     for name in files.voices:
         rows.append(("*", name + (" (default)" if name == files.default_voice else "")))

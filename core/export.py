@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from . import host
 from .files import save_tensors, write_atomically
 from .portable import bundle, params, quantize, sources, voice_state
 from .portable.errors import PocketTTSError
@@ -39,9 +40,10 @@ def export(
     """
     if int8_group is not None and (isinstance(int8_group, bool) or not isinstance(int8_group, int) or int8_group < 1):
         raise PocketTTSError(f"the int8 group must be a positive number of values, got {int8_group!r}")
-    files = sources.resolve(model_source)
+    runtime = host.runtime()
+    files = sources.resolve(model_source, runtime.fetch)
     tensors = load_weights(files.weights)
-    model = TTSModel.from_files(files, tensors)
+    model = TTSModel.from_files(files, tensors, runtime=runtime)
     chosen = list(voices) or ([files.default_voice] if files.default_voice in files.voices else [])
     states = {_voice_name(v): model.voice_state(v) for v in chosen}
     keep_cloning = voice_cloning and model.can_clone_voices

@@ -1,6 +1,6 @@
 """One stream's two halves on two threads where that pays, the runner of every Python caller on
-CPython (core/__init__.py plugs it into TTSModel.audio, and so `generate`, `stream`, `stream_text`
-and the command line): the flow LM makes the frames on a thread of its own while the caller's thread
+CPython (core/host.py's runtime: TTSModel.audio, and so `generate`, `stream`, `stream_text` and
+the command line): the flow LM makes the frames on a thread of its own while the caller's thread
 decodes them, as the server's scheduler (server/scheduler.py) does for many streams at once. NumPy
 and the compiled kernels let go of the GIL inside their products, so the two halves run on two
 cores, each with one BLAS thread (as the server's): on english int8 the command line's real-time
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Iterator, NamedTuple
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
+from . import threads
 from .portable import ops
 from .portable.decoding import decoded
 from .portable.generation import Frame, Generation
@@ -42,7 +43,8 @@ def pays(model: TTSModel) -> bool:
     large enough. On NumPy alone it does not (english int8 bundle, this machine: real-time factor
     0.33 against 0.31 on one thread with two BLAS threads, first chunk 115-139 ms against 73-77)."""
     spec = model.flow_spec.transformer
-    return not isinstance(ops.current(), ops.NumpyBackend) and 12 * spec.num_layers * spec.d_model**2 >= PAYS_FROM
+    compiled = not isinstance(model.runtime.backend, ops.NumpyBackend)
+    return compiled and 12 * spec.num_layers * spec.d_model**2 >= PAYS_FROM
 
 
 def run(model: TTSModel, generation: Generation) -> Iterator[np.ndarray]:
@@ -57,7 +59,6 @@ def _two_threads(model: TTSModel, generation: Generation) -> Iterator[np.ndarray
     frames = model.step(generation)
     handoff: queue.Queue = queue.Queue(AHEAD)
     stop = threading.Event()
-    one_thread = _one_blas_thread()
 
     def make() -> None:
         try:
@@ -78,26 +79,15 @@ def _two_threads(model: TTSModel, generation: Generation) -> Iterator[np.ndarray
                 raise item.error
             yield item
 
-    thread = threading.Thread(target=make, name="pocket-tts-flow-lm", daemon=True)
-    thread.start()
-    try:
-        yield from decoded(model.decoder(generation.speed), handed_over())
-    finally:
-        stop.set()
-        while thread.is_alive():  # unblock a flow thread waiting to hand over a frame
-            try:
-                handoff.get(timeout=0.05)
-            except queue.Empty:
-                pass
-        if one_thread is not None:
-            one_thread.restore_original_limits()
-
-
-def _one_blas_thread() -> Any:
-    """One BLAS thread for the whole process while a stream runs (BLAS's own threads would compete
-    with the flow thread for the cores); None where threadpoolctl (the [cli] extra) is missing."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return None
-    return threadpool_limits(1)
+    with threads.one_blas_thread():  # BLAS's own threads would compete with the flow thread
+        thread = threading.Thread(target=make, name="pocket-tts-flow-lm", daemon=True)
+        thread.start()
+        try:
+            yield from decoded(model.decoder(generation.speed), handed_over())
+        finally:
+            stop.set()
+            while thread.is_alive():  # unblock a flow thread waiting to hand over a frame
+                try:
+                    handoff.get(timeout=0.05)
+                except queue.Empty:
+                    pass

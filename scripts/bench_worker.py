@@ -63,17 +63,14 @@ class _Chunks:
 
 class Ours:
     def __init__(self, source: str, voice_state: str, voice_wav: str, server: bool, numpy_only: bool):
-        from core import TTSModel
-        from core.portable import ops
-
-        if numpy_only:
-            ops.use(ops.NUMPY)
+        from core import Runtime, TTSModel
 
         self.scheduler = None
         if server:
             from server.scheduler import Scheduler
 
-        self.model = TTSModel.load(source)
+        # NumPy only: the portable runtime (NumPy, the caller's thread); else this host's.
+        self.model = TTSModel.load(source, runtime=Runtime() if numpy_only else None)
         if server:
             self.scheduler = Scheduler(self.model)
         self.voice = self.model.voice_state(voice_state)

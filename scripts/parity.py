@@ -3,7 +3,7 @@ the int8 bundles' error beside the official `quantize=True`, measured by the tes
 
     .venv/bin/python -m scripts.parity
 
-Runs the parity tests and the int8 comparison (tests/test_parity.py, tests/test_sources.py; the
+Runs the parity tests and the int8 comparison (tests/core/test_parity.py, tests/core/test_sources.py; the
 fixtures of scripts/test.sh must exist), which write build/parity-report.md, then puts its two
 tables into docs/measurements/parity.md. Stops with the tests' status if any fails.
 """
@@ -22,7 +22,7 @@ INT8_HEADING = "int8 against the official float32 audio"
 
 def main() -> None:
     REPORT.unlink(missing_ok=True)
-    tests = ["tests/test_parity.py", "tests/test_sources.py::test_int8_error_side_by_side_with_the_official"]
+    tests = ["tests/core/test_parity.py", "tests/core/test_sources.py::test_int8_error_side_by_side_with_the_official"]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--require-full-reference", *tests], cwd=ROOT
     )

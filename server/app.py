@@ -23,9 +23,10 @@ from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 from litestar.static_files import create_static_files_router
 
+from core import threads
 from core.ui import web_folder
 from server import guard, http_errors, livekit_ws, openai_routes, routes, websocket
-from server.engine import ServerEngine, load_engine, serving_threads
+from server.engine import ServerEngine, load_engine
 from server.settings import Settings
 
 WEB = web_folder()
@@ -63,7 +64,7 @@ def create_app(engine: Optional[ServerEngine] = None, settings: Optional[Setting
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        with serving_threads():
+        with threads.serving():
             app.state.engine = engine or await anyio.to_thread.run_sync(load_engine, settings)
             try:
                 yield

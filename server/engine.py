@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-import sys
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Protocol, Set, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Protocol, Set, Tuple
 
 from core import AudioError, PocketTTSError, TTSModel, VoiceError, VoiceState
 from core.portable import audio, catalog, normalize, params
@@ -60,19 +58,6 @@ class Recordings(Protocol):
     def get(self, key: str) -> Optional[bytes]: ...
 
     def __setitem__(self, key: str, data: bytes) -> None: ...
-
-
-@contextmanager
-def serving_threads() -> Iterator[None]:
-    """How a process that serves an engine runs its threads, whichever fronts it serves: one BLAS
-    thread per caller (the scheduler's two threads, flow LM and decoder, run side by side on two
-    cores), and the GIL handed over quickly (a chunk crosses three threads, flow LM, decoder and
-    event loop, and each crossing might otherwise wait out the default 5 ms switch interval)."""
-    from threadpoolctl import threadpool_limits
-
-    sys.setswitchinterval(0.0005)
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
 
 
 def load_engine(settings: Settings, recordings: Optional[Recordings] = None) -> ServerEngine:

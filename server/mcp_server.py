@@ -23,13 +23,13 @@ from typing import Any, List, Literal, Optional
 
 import anyio
 
-from core import PocketTTSError, audio_formats
+from core import PocketTTSError, audio_formats, threads
 from core.files import check_writable, write_atomically
 from core.portable import catalog
 from core.portable.options import GenerationOptions
 from server import errors
 from server.access import KEY_HOLDER
-from server.engine import ServerEngine, load_engine, serving_threads
+from server.engine import ServerEngine, load_engine
 from server.errors import ServiceError
 from server.session import Session
 from server.settings import Settings, SettingsError
@@ -164,7 +164,7 @@ def main(argv: Optional[List[str]] = None, prog: str = "pocket-tts-numpy mcp") -
     except PocketTTSError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    with serving_threads():
+    with threads.serving():
         try:
             anyio.run(build(Speaker(engine, output_dir)).run_stdio_async)
         finally:

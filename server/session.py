@@ -31,7 +31,7 @@ import asyncio
 import functools
 import math
 import time
-from typing import Any, AsyncIterator, List, NamedTuple, Optional, Union
+from typing import Any, AsyncIterator, Callable, List, NamedTuple, Optional, Protocol, Union
 
 import anyio
 import numpy as np
@@ -45,7 +45,8 @@ from server import errors
 from server.access import KEY_HOLDER, Caller
 from server.errors import ServiceError
 from server.relay import Relay
-from server.scheduler import Audio, Said, Words
+from server.scheduler import Audio, Said, Stream, Words
+from server.slots import Slot
 
 MAX_TEXT = 5000  # characters of one whole text (a request)
 MAX_STREAM_TEXT = 2 * MAX_TEXT  # characters a text stream may push in all: about REQUEST_SECONDS of speech
@@ -129,17 +130,35 @@ class Clock:
         return ServiceError(errors.IDLE_TIMEOUT, f"nothing was said for {self.idle:g} s")
 
 
+class Engine(Protocol):
+    """What a session uses of its engine (server.engine.ServerEngine is one): a slot for its
+    caller, its text prepared, a scheduler stream for its speech, and the wake-up of that stream."""
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    def admit(self, caller: Caller) -> Slot: ...
+
+    def text_stream(
+        self, voice: Optional[str], options: GenerationOptions, seconds: float, caller: Caller, ssml: bool, words: bool
+    ) -> TextStream: ...
+
+    def open_stream(self, relay: Relay, release: Callable[[], None]) -> Stream: ...
+
+    def wake(self) -> None: ...
+
+
 class _Speech:
     """What the session says until it is cancelled: a scheduler stream and the relay it fills."""
 
-    def __init__(self, engine: Any, hold: Any):
+    def __init__(self, engine: Engine, hold: Callable[[], None]):
         self.relay = Relay(asyncio.get_running_loop(), engine.wake)
         self.stream = engine.open_stream(self.relay, hold)
         self.ending = False
 
 
 class Session:
-    def __init__(self, engine: Any, slot: Any, text: TextStream, clock: Optional[Clock]):
+    def __init__(self, engine: Engine, slot: Slot, text: TextStream, clock: Optional[Clock]):
         self.engine = engine
         self.slot = slot
         self.clock = clock
@@ -153,11 +172,11 @@ class Session:
     @classmethod
     async def open(
         cls,
-        engine: Any,
+        engine: Engine,
         voice: Optional[str],
         options: GenerationOptions,
         clock: Optional[Clock] = None,
-        slot: Any = None,
+        slot: Optional[Slot] = None,
         caller: Caller = KEY_HOLDER,
         ssml: bool = False,
         words: bool = False,

@@ -13,8 +13,9 @@ from typing import AsyncIterator, Optional
 
 from wyoming.server import AsyncServer
 
+from core import threads
 from core.portable.options import GenerationOptions
-from server.engine import ServerEngine, serving_threads
+from server.engine import ServerEngine
 from server.wyoming_discovery import announce, announced_address
 from server.wyoming_tts import Handler
 from server.wyoming_voices import Voices
@@ -82,6 +83,6 @@ async def run_alone(
     loop = asyncio.get_running_loop()
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signal_number, stopping.set)
-    with serving_threads():
+    with threads.serving():
         async with serving(engine, uri, timeout, zeroconf):
             await stopping.wait()

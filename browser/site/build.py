@@ -201,6 +201,7 @@ def check(model: str, out: Path, voices: List[str]) -> None:
     """A PocketTTSError or SystemExit now, before any work, for what would fail later: `out` that is
     no site built here, a missing tool (lz4, npm where Pyodide is not cached), a model that cannot
     be had (its files are fetched now: offline, an error naming them), a voice it does not have."""
+    from core import hub
     from core.portable import sources
     from core.portable import voices as voice_sources
 
@@ -211,7 +212,7 @@ def check(model: str, out: Path, voices: List[str]) -> None:
     if not tarball_cached() and shutil.which("npm") is None:
         raise SystemExit("error: building the site needs npm once, to fetch Pyodide 0.17.1 (then it is cached)")
     voice_sources.check_before_loading(model, voices)
-    sources.resolve(model)
+    sources.resolve(model, hub.fetch)
 
 
 def build(

@@ -5,7 +5,7 @@ as it is imported: 62 modules and ~45 ms of a worker's start in the page (measur
 num2words in the page's Python), for the 7 languages core.portable.normalize speaks. `trim`
 rewrites the wheel with the converters of those languages alone (their modules, the ones those
 import, and the package's own helpers), and the rest of the package as it is: what
-num2words(...) says in those languages is the same (tests/test_num2words_wheel.py compares).
+num2words(...) says in those languages is the same (tests/site/test_num2words_wheel.py compares).
 The server and the command line import num2words as pip installs it.
 """
 

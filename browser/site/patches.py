@@ -109,7 +109,7 @@ RUNTIME = "pyodide.asm.js"
 # a name: an `orig$` export (the function before JS legalization) over the plain one, and a
 # function with a `byn$fpcast-emu$` twin under its twin, the function itself under
 # `$no-fpcast-emu$` + name. A name the main module does not export has neither an `orig$` nor a
-# `byn$fpcast-emu$` export (each is a twin of an export: tests/test_vendor.py checks it), so one
+# `byn$fpcast-emu$` export (each is a twin of an export: tests/site/test_vendor.py checks it), so one
 # lookup tells most of the libraries' names apart.
 LAZY_MAIN_GOT = (PATCHES_FOLDER / "lazy-main-got.js").read_text()
 
@@ -118,7 +118,7 @@ LAZY_MAIN_GOT = (PATCHES_FOLDER / "lazy-main-got.js").read_text()
 # instantiates a module of its own to wrap each (~40 ms a worker). The JS functions reportUndefinedSymbols
 # adds are wrapped by one module made for them all first (prepareWrappers); convertJsFunctionToWasm
 # hands back a function's prepared wrapper where its signature is the one asked for. Slots, the
-# functions in them and the GOT's values are the same as before (tests/test_vendor.py).
+# functions in them and the GOT's values are the same as before (tests/site/test_vendor.py).
 BATCHED_WRAPPERS = (PATCHES_FOLDER / "batched-wrappers.js").read_text()
 REPORT_UNDEFINED = (
     "function reportUndefinedSymbols(){for(var symName in GOT){if(GOT[symName].value==0){"

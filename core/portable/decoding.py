@@ -11,11 +11,11 @@ frame is decoded: `take_words` gives out what is known, before the audio that st
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import mimi, tsm
+from . import mimi, ops, tsm
 from .generation import Frame
 from .timestamps import WordAligner, WordEnd, WordEvent, WordStart, is_voiced
 from .words import ChunkWords, Word
@@ -24,10 +24,22 @@ from .words import ChunkWords, Word
 FADE_IN_SECONDS = 1 / 200
 
 
+class DecodingModel(Protocol):
+    """What a decoder reads of its model (TTSModel is one, with its decoder loaded): Mimi's spec and
+    parameters, the sample rate, and the backend its decoding runs on (its runtime's)."""
+
+    mimi_spec: mimi.MimiSpec
+    params: Dict[str, Any]  # the checkpoint's tensors by part; Mimi's under "mimi"
+    runtime: Any
+
+    @property
+    def sample_rate(self) -> int: ...
+
+
 class FrameDecoder:
     """Decodes one generation's frames to audio at its speed (`model`: a TTSModel with its decoder)."""
 
-    def __init__(self, model: object, speed: float = 1.0):
+    def __init__(self, model: DecodingModel, speed: float = 1.0):
         self.model = model
         self.state: Optional[mimi.DecoderState] = None
         self.fade = np.linspace(0, 1, int(model.sample_rate * FADE_IN_SECONDS), dtype=np.float32)
@@ -43,7 +55,10 @@ class FrameDecoder:
             return self.stretched(np.zeros(frame.silence, np.float32))
         model = self.model
         self.begin(frame)
-        pcm = mimi.decode_step(model.mimi_spec, model.params["mimi"], frame.latent[None], self.state)  # [frame_size]
+        with ops.using(model.runtime.backend):
+            pcm = mimi.decode_step(
+                model.mimi_spec, model.params["mimi"], frame.latent[None], self.state
+            )  # [frame_size]
         return self.stretched(self.faded(pcm, frame))
 
     def take_words(self) -> List[WordEvent]:
@@ -143,7 +158,8 @@ def decode_together(decoders: Sequence[FrameDecoder], frames: Sequence[Frame]) -
             decoders[i].begin(frames[i])
         latents = np.stack([frames[i].latent for i in speaking])[:, None]  # [B, 1, latent_dim]
         states = [decoders[i].state for i in speaking]
-        audio = mimi.decode_streams(model.mimi_spec, model.params["mimi"], latents, states)  # [B, frame_size]
+        with ops.using(model.runtime.backend):
+            audio = mimi.decode_streams(model.mimi_spec, model.params["mimi"], latents, states)  # [B, frame_size]
         for j, i in enumerate(speaking):
             pcm[i] = decoders[i].stretched(decoders[i].faded(audio[j], frames[i]))
     for i, frame in enumerate(frames):

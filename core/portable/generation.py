@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Se
 
 import numpy as np
 
-from . import flow_lm, nn, timestamps, transformer
+from . import flow_lm, nn, ops, timestamps, transformer
 from .budget import Budget
 from .voice_state import VoiceState
 from .words import ChunkWords
@@ -50,10 +50,12 @@ def planned_frames(plan: Plan, frame_size: int) -> Tuple[int, int]:
 
 
 class StepModel(Protocol):
-    """What a generation reads of its model (TTSModel is one): the flow LM and the frame size."""
+    """What a generation reads of its model (TTSModel is one): the flow LM, the frame size, and the
+    backend its steps run on (its runtime's: core.portable.model.Runtime)."""
 
     flow_spec: flow_lm.FlowLMSpec
     params: Dict[str, Any]  # the checkpoint's tensors by part; the flow LM's under "flow_lm"
+    runtime: Any
 
     @property
     def frame_size(self) -> int: ...
@@ -270,7 +272,8 @@ def advance(
     frames = [generation.silence() for generation in generations]
     stepping = [i for i, generation in enumerate(generations) if frames[i] is None and not generation.done]
     if stepping:
-        _step_flow_lm(model, [generations[i] for i in stepping], prompt_rows, frames, stepping)
+        with ops.using(model.runtime.backend):
+            _step_flow_lm(model, [generations[i] for i in stepping], prompt_rows, frames, stepping)
     return [frame if frame is not None else generation.ending() for generation, frame in zip(generations, frames)]
 
 

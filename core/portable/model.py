@@ -48,8 +48,8 @@ from .voice_state import VoiceSource, VoiceState
 MAX_SECONDS = 3600.0
 
 # How `TTSModel.audio` runs a generation alone to its end (and so every entry of the Python API):
-# here, on the caller's thread; a host with threads plugs in one that gives the same chunks sooner
-# (core/__init__.py on CPython: core/pipeline.py, the flow LM on a thread of its own).
+# on the caller's thread (one_thread), or, where the host has threads, one that gives the same
+# chunks sooner (on CPython core/pipeline.py: the flow LM on a thread of its own).
 Runner = Callable[["TTSModel", Generation], Iterator[np.ndarray]]
 
 
@@ -58,12 +58,18 @@ def one_thread(model: TTSModel, generation: Generation) -> Iterator[np.ndarray]:
     return decoded(model.decoder(generation.speed), model.step(generation))
 
 
-_runner: List[Runner] = [one_thread]
+@dataclasses.dataclass(frozen=True)
+class Runtime:
+    """What the host that loads a model gives it (plain data, chosen by whoever loads it): the
+    backend its products run on (core.portable.ops: NumPy, or compiled kernels; it also decides
+    which int8 weights stay int8 at load), how a generation runs alone to its end (`runner`), and
+    how its hf:// files are fetched. These defaults are the portable model's own: NumPy, the
+    caller's thread, no downloads; a host gives its own (core/host.py on CPython, the browser's
+    worker its WebAssembly kernels)."""
 
-
-def use_runner(runner: Runner) -> None:
-    """Run every TTSModel.audio with `runner` from now on (one_thread: the default)."""
-    _runner[0] = runner
+    backend: Any = ops.NUMPY
+    runner: Runner = one_thread
+    fetch: sources.Fetch = sources.no_downloads
 
 
 class TTSModel:
@@ -80,11 +86,13 @@ class TTSModel:
         default_voice: Optional[str] = None,
         voice_cloning: bool = True,
         parts: Sequence[str] = params.PARTS,
+        runtime: Runtime = Runtime(),
     ):
         """Use `TTSModel.load`. `weights_source` names the file the tensors came from (for errors);
         `voices` maps predefined voice names to their state files (local or hf://); `parts` are the
-        parts of the checkpoint that `tensors` hold (params.PARTS)."""
+        parts of the checkpoint that `tensors` hold (params.PARTS); `runtime`: the host's."""
         self.config = cfg
+        self.runtime = runtime
         self.name = name
         self.parts = tuple(parts)
         has_encoder = params.check(tensors, cfg, weights_source, self.parts)
@@ -140,14 +148,16 @@ class TTSModel:
         return self.config.mimi.frame_size
 
     @classmethod
-    def load(cls, source: str, parts: Optional[Sequence[str]] = None) -> TTSModel:
+    def load(cls, source: str, parts: Optional[Sequence[str]] = None, runtime: Optional[Runtime] = None) -> TTSModel:
         """Load a catalog model by name ("english", downloaded and cached), an official-schema
         config file (.yaml or .json; local or hf:// paths), or a bundle folder (`core.cli export`).
 
         `parts` (of params.PARTS) loads only those parts, each tensor read into memory of its own;
-        by default the whole weights file is memory-mapped.
+        by default the whole weights file is memory-mapped. `runtime`: what runs it (Runtime; the
+        portable defaults where none is given: core.TTSModel.load gives CPython's).
         """
-        return cls.from_files(sources.resolve(os.fspath(source)), parts=parts)
+        runtime = runtime or Runtime()
+        return cls.from_files(sources.resolve(os.fspath(source), runtime.fetch), parts=parts, runtime=runtime)
 
     @classmethod
     def from_files(
@@ -156,12 +166,14 @@ class TTSModel:
         tensors: Optional[Dict[str, quantize.Weight]] = None,
         parts: Optional[Sequence[str]] = None,
         in_memory: Optional[Dict[str, np.ndarray]] = None,
+        runtime: Optional[Runtime] = None,
     ) -> TTSModel:
         """A model from resolved files; `tensors` when the caller has read the weights already,
         `in_memory` the bytes of weights files it holds in memory (see load_weights).
-        int8 weights stay int8 where the core.portable.ops backend multiplies them (see quantize)."""
+        int8 weights stay int8 where the runtime's backend multiplies them (see quantize)."""
+        runtime = runtime or Runtime()
         if tensors is None:
-            tensors = load_weights(files.weights, ops.current().keeps_int8, parts, in_memory)
+            tensors = load_weights(files.weights, runtime.backend.keeps_int8, parts, in_memory)
         parts = params.PARTS if parts is None else parts
         model = cls(
             files.config,
@@ -173,6 +185,7 @@ class TTSModel:
             files.default_voice,
             files.voice_cloning,
             parts,
+            runtime,
         )
         model.files = files
         return model
@@ -189,7 +202,7 @@ class TTSModel:
             raise PocketTTSError(f"{self.name} was not loaded from files: it cannot add {', '.join(new)}")
         if params.FLOW_LM in new:
             self._read_tokenizer()  # a bad tokenizer fails here, not at the first request
-        tensors = load_weights(files.weights, ops.current().keeps_int8, new)
+        tensors = load_weights(files.weights, self.runtime.backend.keeps_int8, new)
         source = ", ".join(dict.fromkeys(path for part, path in files.weights.items() if part in new))
         has_encoder = params.check(tensors, self.config, source or self.name, new)
         added = params.nest(tensors)
@@ -321,9 +334,9 @@ class TTSModel:
         return TextStream(self, self.voice_state(voice), options, rng, max_seconds, budget, ssml, words)
 
     def audio(self, generation: Generation) -> Iterator[np.ndarray]:
-        """A generation run alone to its end: its decoded audio at its speed, chunk by chunk (by the
-        runner in use: `use_runner`)."""
-        return _runner[0](self, generation)
+        """A generation run alone to its end: its decoded audio at its speed, chunk by chunk (by its
+        runtime's runner)."""
+        return self.runtime.runner(self, generation)
 
     def frames(
         self, text: str, voice: VoiceSource, options: Optional[GenerationOptions] = None, **overrides: Any
@@ -393,7 +406,8 @@ class TTSModel:
     def time_terms(self, steps: int) -> List[np.ndarray]:
         """The flow head's time conditioning for `steps` decode steps (computed once per count)."""
         if steps not in self._time_terms:
-            self._time_terms[steps] = flow_lm.time_terms(self.flow_spec, self.params["flow_lm"], steps)
+            with ops.using(self.runtime.backend):
+                self._time_terms[steps] = flow_lm.time_terms(self.flow_spec, self.params["flow_lm"], steps)
         return self._time_terms[steps]
 
 

@@ -1,11 +1,13 @@
-"""The model's heavy operations behind one seam: NumPy by default, compiled kernels where installed.
+"""The model's heavy operations behind one seam: NumPy by default, compiled kernels where a host has them.
 
 On CPython NumPy hands matrix products to a BLAS; in Pyodide 0.17 it has none and no SIMD, so the
-same products run a scalar loop ten times slower. A runtime with faster kernels installs them with
-`use()` before it loads a model: the browser's WebAssembly SIMD module (browser/engine.py), or on
-CPython the kernels pip compiled (core/native.py, installed by core/__init__.py); both are bound by
-core/portable/kernels.py. The layers call the functions below and never know which backend runs
-them. The NumPy backend is complete: every product runs on it where nothing else is installed.
+same products run a scalar loop ten times slower. Whoever loads a model chooses its backend (its
+Runtime: core.portable.model): the browser's WebAssembly SIMD module (browser/engine.py), or on
+CPython the kernels pip compiled (core/native.py, the host's runtime: core/host.py); both are bound
+by core/portable/kernels.py. The model's computations run under its backend (`using`, which holds
+it for the thread, or the task, that computes); the layers call the functions below and never know
+which backend runs them. The NumPy backend is complete: every product runs on it where nothing
+else is given.
 
 A backend provides `linear`, `conv`, `attention`, `layer_norm`, `elu`, `gelu_tanh`, a `name`, a
 `description` (for people: logs, /health), and `keeps_int8(shape)`: whether its `linear` multiplies
@@ -15,6 +17,7 @@ are dequantized).
 
 from __future__ import annotations
 
+import contextvars
 import math
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional, Tuple
@@ -160,52 +163,46 @@ class NumpyBackend:
 
 
 NUMPY = NumpyBackend()
-_backend: Any = NUMPY
-
-
-def use(backend: Any) -> None:
-    """Run the model's operations on `backend` from now on (before loading a model: it decides
-    whether int8 weights stay int8)."""
-    global _backend
-    _backend = backend
+# The backend of the computation under way, for this thread (each starts with NumPy) or task.
+_backend: contextvars.ContextVar = contextvars.ContextVar("backend", default=NUMPY)
 
 
 def current() -> Any:
-    return _backend
+    """The backend the operations below run on here and now."""
+    return _backend.get()
 
 
 @contextmanager
 def using(backend: Any) -> Iterator[Any]:
-    """`use(backend)` for the duration of a block."""
-    previous = _backend
-    use(backend)
+    """Run the operations on `backend` for the duration of a block (in this thread or task only)."""
+    token = _backend.set(backend)
     try:
         yield backend
     finally:
-        use(previous)
+        _backend.reset(token)
 
 
 def linear(x: np.ndarray, weight: Weight, bias: Optional[np.ndarray] = None) -> np.ndarray:
-    return _backend.linear(x, weight, bias)
+    return _backend.get().linear(x, weight, bias)
 
 
 def conv(
     x: np.ndarray, weight: np.ndarray, n: int, stride: int = 1, dilation: int = 1, bias: Optional[np.ndarray] = None
 ) -> np.ndarray:
-    return _backend.conv(x, weight, n, stride, dilation, bias)
+    return _backend.get().conv(x, weight, n, stride, dilation, bias)
 
 
 def attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, lead: int, context: Optional[int]) -> np.ndarray:
-    return _backend.attention(q, keys, values, lead, context)
+    return _backend.get().attention(q, keys, values, lead, context)
 
 
 def layer_norm(x: np.ndarray, weight: Optional[np.ndarray], bias: Optional[np.ndarray], eps: float) -> np.ndarray:
-    return _backend.layer_norm(x, weight, bias, eps)
+    return _backend.get().layer_norm(x, weight, bias, eps)
 
 
 def elu(x: np.ndarray) -> np.ndarray:
-    return _backend.elu(x)
+    return _backend.get().elu(x)
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
-    return _backend.gelu_tanh(x)
+    return _backend.get().gelu_tanh(x)

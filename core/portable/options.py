@@ -1,6 +1,6 @@
 """The options of a generation, in one place: the command line, the server and the browser worker
 build a GenerationOptions, and the docs' table (docs/options.md) is checked against it
-(tests/test_options.py).
+(tests/project/test_options.py).
 None means the model config's default, as in the official package."""
 
 from __future__ import annotations

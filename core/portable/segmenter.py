@@ -19,7 +19,7 @@ followed by "20" is never cut, since no whitespace follows the period.
 Tokens are counted only of the segment in progress, and only when an upper bound on its count could
 exceed the limit: a token covers at least one UTF-8 byte of the normalized text, except a leading
 word-boundary piece, so appending a text adds at most its byte length (after NFKC) plus one to the
-count measured before it (tests/test_segmenter.py checks this on both tokenizer kinds).
+count measured before it (tests/core/test_segmenter.py checks this on both tokenizer kinds).
 """
 
 from __future__ import annotations

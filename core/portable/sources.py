@@ -4,8 +4,8 @@ Catalog names map to the official Hugging Face files (pinned revisions). As in t
 the weights come from the voice-cloning repository (`kyutai/pocket-tts`, gated) when the user has
 access, else from `kyutai/pocket-tts-without-voice-cloning`, which speaks only with voice states.
 Paths in a config may be local (relative to the config's folder first, then the working directory)
-or hf:// paths, which the runtime's fetcher downloads: on CPython the host's (core/hub.py, plugged
-in by core/__init__.py); in the browser there is none (it loads bundle folders from the site).
+or hf:// paths, which the caller's `fetch` downloads: on CPython the host's (core/hub.py, in its
+runtime: core/host.py); in the browser there is none (it loads bundle folders from the site).
 """
 
 from __future__ import annotations
@@ -25,22 +25,13 @@ OFFLINE_HELP = (
 )
 
 
-def _no_downloads(url: str) -> str:
+# How a hf:// file is fetched: url -> local path, a DownloadError when it cannot be.
+Fetch = Callable[[str], str]
+
+
+def no_downloads(url: str) -> str:
+    """The fetch of a runtime without downloads."""
     raise DownloadError(f"cannot fetch {url}: this runtime has no downloads (load a bundle folder instead)")
-
-
-_fetch: Callable[[str], str] = _no_downloads
-
-
-def use_fetcher(fetch: Callable[[str], str]) -> None:
-    """Fetch hf:// files with `fetch` (url -> local path, a DownloadError when it cannot)."""
-    global _fetch
-    _fetch = fetch
-
-
-def fetch(url: str) -> str:
-    """The local path of a hf:// file, through the runtime's fetcher."""
-    return _fetch(url)
 
 
 class ModelFiles(NamedTuple):
@@ -53,7 +44,9 @@ class ModelFiles(NamedTuple):
     voice_cloning: bool  # False when only the weights without voice cloning could be had
 
 
-def resolve(source: str) -> ModelFiles:
+def resolve(source: str, fetch: Fetch = no_downloads) -> ModelFiles:
+    """The files of a model: a catalog name, a config file or a bundle folder; its hf:// files
+    fetched with `fetch`."""
     if os.path.isdir(source):
         return _bundle(source)
     if source.endswith((".yaml", ".yml", ".json")):
@@ -61,15 +54,15 @@ def resolve(source: str) -> ModelFiles:
             raise ConfigError(f"config file not found: {source}")
         cfg = config.load_json(source) if source.endswith(".json") else config.load_yaml(source)
         base = os.path.dirname(os.path.abspath(source))
-        weights, cloning = _weights(cfg, base, source)
-        tokenizer = _tokenizer(cfg, base, source)
+        weights, cloning = _weights(cfg, base, source, fetch)
+        tokenizer = _tokenizer(cfg, base, source, fetch)
         return ModelFiles(
             cfg, _whole(weights), tokenizer, source, {}, catalog.voice_origin(CUSTOM_MODEL_VOICE), cloning
         )
     if catalog.is_model(source):
         cfg = catalog.config(source)
-        weights, cloning = _weights(cfg, "", f"model {source!r}")
-        tokenizer = _tokenizer(cfg, "", f"model {source!r}")
+        weights, cloning = _weights(cfg, "", f"model {source!r}", fetch)
+        tokenizer = _tokenizer(cfg, "", f"model {source!r}", fetch)
         voices = {name: catalog.voice_url(source, name) for name in catalog.voice_names()}
         return ModelFiles(cfg, _whole(weights), tokenizer, source, voices, catalog.default_voice(source), cloning)
     if os.path.exists(source):
@@ -97,7 +90,7 @@ def _whole(path: str) -> Dict[str, str]:
     return {part: path for part in params.PARTS}
 
 
-def _file(value: Optional[str], base: str, source: str, field: str) -> str:
+def _file(value: Optional[str], base: str, source: str, field: str, fetch: Fetch) -> str:
     if not value:
         raise ConfigError(f"{source}: {field} is not set")
     if value.startswith("hf://"):
@@ -110,14 +103,15 @@ def _file(value: Optional[str], base: str, source: str, field: str) -> str:
     raise ConfigError(f"{source}: {field}: file not found: {value}")
 
 
-def _tokenizer(cfg: config.Config, base: str, source: str) -> str:
+def _tokenizer(cfg: config.Config, base: str, source: str, fetch: Fetch) -> str:
     try:
-        return _file(cfg.flow_lm.lookup_table.tokenizer_path, base, source, "flow_lm.lookup_table.tokenizer_path")
+        field = "flow_lm.lookup_table.tokenizer_path"
+        return _file(cfg.flow_lm.lookup_table.tokenizer_path, base, source, field, fetch)
     except DownloadError as e:
         raise DownloadError(f"{source}: {e}. {OFFLINE_HELP}") from None
 
 
-def _weights(cfg: config.Config, base: str, source: str) -> Tuple[str, bool]:
+def _weights(cfg: config.Config, base: str, source: str, fetch: Fetch) -> Tuple[str, bool]:
     if cfg.flow_lm.weights_path or cfg.mimi.weights_path:
         raise ConfigError(
             f"{source}: separate flow_lm.weights_path / mimi.weights_path checkpoints are not supported; "
@@ -136,7 +130,7 @@ def _weights(cfg: config.Config, base: str, source: str) -> Tuple[str, bool]:
     problems, offline = [], False
     for path, field, cloning in candidates:
         try:
-            return _file(path, base, source, field), cloning
+            return _file(path, base, source, field, fetch), cloning
         except DownloadError as e:
             problems.append(str(e))
             offline = True

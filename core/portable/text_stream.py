@@ -9,13 +9,15 @@ SSML (`ssml`) is read as markup first (core.portable.ssml), piece by piece, befo
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Protocol
 
 import numpy as np
 
 from .budget import Budget
+from .config import Config
 from .generation import Generation, word_count
 from .options import GenerationOptions
+from .segmenter import Segmenter
 from .ssml import SsmlStream, to_markup
 from .text import check_text
 from .voice_state import VoiceState
@@ -29,6 +31,28 @@ class Segment(NamedTuple):
     generation: Generation
 
 
+class SpeakingModel(Protocol):
+    """What a text stream asks of its model (TTSModel is one): its config (the frame rate), the
+    segmenter that cuts text arriving in pieces, a generation of each segment, and what a text is
+    read as."""
+
+    config: Config
+
+    def segmenter(self, max_tokens: int) -> Segmenter: ...
+
+    def generation(
+        self,
+        text: str,
+        voice: VoiceState,
+        options: GenerationOptions,
+        rng: Optional[np.random.Generator] = None,
+        budget: Optional[Budget] = None,
+        first_word: Optional[int] = None,
+    ) -> Generation: ...
+
+    def spoken(self, text: str, normalize_words: bool = True) -> str: ...
+
+
 class TextStream:
     """`push` pieces of text, `flush` what is buffered, `end` the text, `cancel` what is being said;
     `model` is a TTSModel (its `generation`, `segmenter` and `spoken`). A segment once the budget is
@@ -38,7 +62,7 @@ class TextStream:
 
     def __init__(
         self,
-        model: object,
+        model: SpeakingModel,
         voice: VoiceState,
         options: GenerationOptions,
         rng: Optional[np.random.Generator],

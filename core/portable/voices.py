@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from . import audio, catalog, flow_lm, mimi, params, sources, transformer, voice_state
+from . import audio, catalog, flow_lm, mimi, ops, params, sources, transformer, voice_state
 from .errors import DownloadError, VoiceError
 from .voice_state import VoiceSource, VoiceState
 
@@ -79,7 +79,7 @@ def resolve(model: Any, source: VoiceSource, sample_rate: Optional[int]) -> Voic
     else:
         check(path, list(model.voices), model.name)
     if path.startswith("hf://"):
-        path = sources.fetch(path)
+        path = model.runtime.fetch(path)
     if path.endswith(".safetensors"):
         return voice_state.load(path, model.flow_spec.transformer)
     samples, rate = audio.read(path)
@@ -96,8 +96,9 @@ def clone(model: Any, samples: np.ndarray, sample_rate: int, where: str) -> Voic
             "`hf auth login` or HF_TOKEN). Use a predefined voice or a .safetensors voice state."
         )
     prompt = audio.prepare_prompt(samples, sample_rate, model.sample_rate, where)
-    latents = mimi.encode(model.mimi_spec, model.params["mimi"], prompt)  # [frames, C]
-    conditioning = flow_lm.voice_conditioning(model.flow_spec, model.params["flow_lm"], latents)
-    state = transformer.init_state(model.flow_spec.transformer, capacity=conditioning.shape[0])
-    flow_lm.prompt(model.flow_spec, model.params["flow_lm"], state, conditioning)
+    with ops.using(model.runtime.backend):
+        latents = mimi.encode(model.mimi_spec, model.params["mimi"], prompt)  # [frames, C]
+        conditioning = flow_lm.voice_conditioning(model.flow_spec, model.params["flow_lm"], latents)
+        state = transformer.init_state(model.flow_spec.transformer, capacity=conditioning.shape[0])
+        flow_lm.prompt(model.flow_spec, model.params["flow_lm"], state, conditioning)
     return VoiceState(state)

@@ -1,6 +1,6 @@
 """The compiled kernels (core/portable/kernels.c, bound by core/portable/kernels.py) against NumPy: every kernel on
 random shapes with odd tails, the refusals of the binding, whole models on the kernel backend, and
-the build's safety checks. Here the kernels are compiled natively; tests/test_e2e.py runs the same
+the build's safety checks. Here the kernels are compiled natively; tests/browser/test_e2e.py runs the same
 checks on the WebAssembly module in Chromium."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from core import TTSModel
-from core.browser import kernel_check
+from core import Runtime, TTSModel
 from core.portable import ops
 from core.portable.kernels import SIGNATURES, CompiledKernels, KernelArgumentError, KernelBinding, i8_scratch
 from core.portable.quantize import Int8Matrix
@@ -40,7 +39,11 @@ def eager_kernels(native_kernels) -> CompiledKernels:
 
 
 def test_every_kernel_equals_numpy_and_bad_calls_are_refused(kernels) -> None:
-    """browser/kernel_check.py, which the browser tests run on the WebAssembly module."""
+    """browser/kernel_check.py, which the browser tests run on the WebAssembly module (imported
+    here: the Python 3.8 run of these tests has the checkout on its path, where browser/ is not
+    core.browser, and no compiled kernels to check)."""
+    from core.browser import kernel_check
+
     report = kernel_check.run(kernels)
     assert report["failures"] == [] and report["worst"] < 1 and report["cases"] > 200
     assert report["refused"] == report["refusals"] > 10
@@ -104,12 +107,11 @@ def test_a_model_on_the_kernels_gives_the_numpy_audio(eager_kernels, name: str) 
     """Voice cloning (strided convolutions), the decoder (transposed ones) and the flow LM, float32."""
     directory = TINY_DIR / name
     text, options = "Hello world, one more time.", {"temperature": 0.0, "max_frames": 12, "eos_threshold": 1e9}
-    reference = TTSModel.load(str(directory / "config.yaml"))
+    reference = TTSModel.load(str(directory / "config.yaml"), runtime=Runtime())
     voice_file = str(directory.parent.parent / "voice" / "voice_24000.wav")
     want = reference.generate(text, reference.voice_state(voice_file), **options)
-    with ops.using(eager_kernels):
-        model = TTSModel.load(str(directory / "config.yaml"))
-        got = model.generate(text, model.voice_state(voice_file), **options)
+    model = TTSModel.load(str(directory / "config.yaml"), runtime=Runtime(eager_kernels))
+    got = model.generate(text, model.voice_state(voice_file), **options)
     assert got.shape == want.shape and nmse_db(got, want) < -100
 
 
@@ -124,15 +126,13 @@ def test_int8_bundles_stay_int8_on_the_kernels(eager_kernels, tmp_path, monkeypa
         [str(TINY_DIR / "tiny_lsd" / "voice_state.safetensors")],
     )
     text, options = "Hello world.", {"temperature": 0.0, "max_frames": 8, "eos_threshold": 1e9}
-    on_numpy = TTSModel.load(str(tmp_path / "b"))
-    with ops.using(eager_kernels):
-        on_kernels = TTSModel.load(str(tmp_path / "b"))
+    on_numpy = TTSModel.load(str(tmp_path / "b"), runtime=Runtime())
+    on_kernels = TTSModel.load(str(tmp_path / "b"), runtime=Runtime(eager_kernels))
     layer = on_kernels.params["flow_lm"]["transformer"]["layers"][0]
     assert isinstance(layer["linear1"]["weight"], Int8Matrix)
     assert isinstance(on_numpy.params["flow_lm"]["transformer"]["layers"][0]["linear1"]["weight"], np.ndarray)
     want = on_numpy.generate(text, None, **options)
-    with ops.using(eager_kernels):
-        got = on_kernels.generate(text, None, **options)
+    got = on_kernels.generate(text, None, **options)
     # The kernels multiply int8 activations (each within 1/252 of its row's scale, kernels.c); NumPy
     # multiplies the float activations by the dequantized weights.
     assert -120 < nmse_db(got, want) < -80

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import core
-from core import TTSModel, native
+from core import Runtime, TTSModel, native
 from core.browser import kernel_check
 from core.portable import ops
 from core.portable.quantize import Int8Matrix
@@ -31,7 +31,10 @@ def backend(request):
 
 
 def test_core_runs_on_the_compiled_kernels_where_they_were_built(backend) -> None:
-    assert isinstance(ops.current(), native.NativeKernels)
+    """core.TTSModel.load gives its models this host's runtime: the compiled kernels; importing core
+    chose nothing (the portable model's backend is still NumPy's)."""
+    model = core.TTSModel.load(str(TINY_DIR / "tiny_lsd" / "config.yaml"))
+    assert isinstance(model.runtime.backend, native.NativeKernels) and ops.current() is ops.NUMPY
     best = native.instruction_sets()[0]
     assert core.backend().startswith(f"compiled kernels ({best}, _kernels")
 
@@ -106,12 +109,10 @@ def test_int8_bundles_run_int8_on_the_server_backend(backend, tmp_path, monkeypa
         [str(TINY_DIR / "tiny_lsd" / "voice_state.safetensors")],
     )
     options = {"temperature": 0.0, "max_frames": 8, "eos_threshold": 1e9}
-    with ops.using(ops.NUMPY):
-        want = TTSModel.load(str(tmp_path / "b")).generate("Hello there.", None, **options)
-    with ops.using(backend):
-        model = TTSModel.load(str(tmp_path / "b"))
-        assert isinstance(model.params["flow_lm"]["transformer"]["layers"][0]["linear1"]["weight"], Int8Matrix)
-        got = model.generate("Hello there.", None, **options)
+    want = TTSModel.load(str(tmp_path / "b"), runtime=Runtime()).generate("Hello there.", None, **options)
+    model = TTSModel.load(str(tmp_path / "b"), runtime=Runtime(backend))
+    assert isinstance(model.params["flow_lm"]["transformer"]["layers"][0]["linear1"]["weight"], Int8Matrix)
+    got = model.generate("Hello there.", None, **options)
     # int8 activations here (kernels.c: within 1/252 of a row's scale), float ones on NumPy.
     assert got.shape == want.shape and -120 < nmse_db(got, want) < -70
 

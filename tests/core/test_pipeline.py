@@ -5,14 +5,14 @@ limit however it ends; and what every entry of the API runs."""
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from core import LimitError, TTSModel, native, pipeline
+from core import LimitError, Runtime, TTSModel, native, pipeline
 from core.portable import model as portable_model
-from core.portable import ops
 from tests.support.paths import TINY_CONFIG, VOICE_24K
 
 OPTIONS = {"temperature": 0.7, "seed": 5, "max_frames": 12, "eos_threshold": 1e9}
@@ -35,10 +35,10 @@ def pays(monkeypatch):
 
 
 def test_every_python_caller_runs_the_flow_lm_on_a_thread_of_its_own(model, pays) -> None:
-    """On CPython with two cores or more, core plugs the pipeline into TTSModel.audio: generate,
-    stream and stream_text run it (a second thread while the stream runs), with the one-thread
-    runner's audio."""
-    assert portable_model._runner[0] is pipeline.run
+    """On CPython with two cores or more, core's runtime runs TTSModel.audio on the pipeline:
+    generate, stream and stream_text run it (a second thread while the stream runs), with the
+    one-thread runner's audio."""
+    assert model.runtime.runner is pipeline.run
     voice = model.voice_state(str(VOICE_24K))
     with threadpool_limits(1):
         want = list(portable_model.one_thread(model, model.generation(TEXT, voice, **OPTIONS)))
@@ -57,12 +57,10 @@ def test_the_thread_pays_for_a_large_flow_lm_on_the_compiled_kernels(model, monk
     handing each frame over costs more than it saves."""
     assert not pipeline.pays(model)
     monkeypatch.setattr(pipeline, "PAYS_FROM", 0)
-    with ops.using(ops.NUMPY):
-        assert not pipeline.pays(model)
+    assert not pipeline.pays(SimpleNamespace(flow_spec=model.flow_spec, runtime=Runtime()))
     kernels = native.backend()
     if isinstance(kernels, native.NativeKernels):
-        with ops.using(kernels):
-            assert pipeline.pays(model)
+        assert pipeline.pays(SimpleNamespace(flow_spec=model.flow_spec, runtime=Runtime(kernels)))
 
 
 def test_a_small_model_runs_on_the_callers_thread(model) -> None:

@@ -194,7 +194,9 @@ def test_the_checks_see_the_imports() -> None:
     assert {"core.portable.voice_state", "core.portable.voices"} <= targets["core.portable.model"]
     assert "core.portable.model" in targets["core.portable.voice_registry"]
     assert "core.portable.errors" in targets["core.portable.tokenizer"]
-    assert {"core.hub", "core.native", "core.portable.model"} <= targets["core"]
+    assert {"core.host", "core.portable.model"} <= targets["core"] and {"core.hub", "core.native"} <= targets[
+        "core.host"
+    ]
     assert "core.export" in targets["core.cli"]  # imported inside the function that exports
     assert "server.engine" in targets["server.app"]
     assert {"core.browser.site.compiled", "core.browser.site.pyodide"} <= targets["core.browser.site.build"]

@@ -30,7 +30,7 @@ import yaml
 from litestar import get
 from litestar.testing import TestClient
 
-from core import DownloadError, LimitError, TTSModel
+from core import DownloadError, LimitError, Runtime, TTSModel
 from core.files import only_writer, write_atomically
 from core.portable.audio import MAX_PROMPT_SECONDS, wav_bytes
 from core.portable.options import REQUEST_SECONDS, GenerationOptions
@@ -307,18 +307,14 @@ def test_many_small_uploads_do_not_push_another_users_voice_out(engine) -> None:
     assert spoken.status_code == 200, spoken.text
 
 
-def test_a_predefined_voice_is_fetched_once_outside_the_lock_and_its_failure_remembered(monkeypatch) -> None:
-    from core.portable import sources
-
-    model = TTSModel.load(str(TINY_CONFIG))
-    model.voices = {"alba": "hf://kyutai/pocket-tts/voices/alba.safetensors"}
-    engine = ServerEngine(model, str(VOICE_24K), max_concurrent=2)
-
+def test_a_predefined_voice_is_fetched_once_outside_the_lock_and_its_failure_remembered() -> None:
     def unreachable(url: str) -> str:
         raise DownloadError(f"cannot download {url}: no network")
 
     held = Held(unreachable)
-    monkeypatch.setattr(sources, "fetch", held)  # every hf:// file goes through it
+    model = TTSModel.load(str(TINY_CONFIG), runtime=Runtime(fetch=held))  # every hf:// file goes through it
+    model.voices = {"alba": "hf://kyutai/pocket-tts/voices/alba.safetensors"}
+    engine = ServerEngine(model, str(VOICE_24K), max_concurrent=2)
     try:
         first, second = in_thread(lambda: engine.voice("alba")), in_thread(lambda: engine.voice("alba"))
         assert held.entered.wait(GUARD)

@@ -2,7 +2,7 @@
 never imports, every file it keeps byte for byte the original's but the ones it patches,
 Pyodide's own standard library read out of its LZ4-packed data, and its runtime script the
 original's with the lazy linking of browser/site/patches.py and nothing else (the browser runs
-that load and use them: tests/test_e2e.py)."""
+that load and use them: tests/browser/test_e2e.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import List, Tuple
 
 import pytest
 
-from core.browser.site import compiled, pyodide
+from core.browser.site import compile_page, compiled, pyodide
 from core.browser.site.patches import (
     BATCHED_WRAPPERS,
     EXPORT_LOOP,
@@ -110,7 +110,7 @@ def test_numpy_is_trimmed_to_what_the_page_imports_and_keeps_the_rest_exact(tmp_
     for files, expected in ((own, {"asyncio", "platform"}), (runtime, set())):
         imported = set()
         for name in changed:
-            for node in compiled._module_level_imports(ast.parse(files[name])):
+            for node in compile_page._module_level_imports(ast.parse(files[name])):
                 imported |= {alias.name for alias in node.names} if isinstance(node, ast.Import) else {node.module}
         assert imported & {"asyncio", "platform"} == expected
     # A second build keeps the trimmed package as it is.

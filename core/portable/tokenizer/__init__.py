@@ -21,7 +21,7 @@ text, trailing spaces, a combining mark after a character the charsmap rewrites:
 normalizer of `tokenizers` works on grapheme clusters (graphemes.py) and keeps only the first rule
 that matches in a short cluster); each loader follows its own library there.
 
-Known limits (tests/test_tokenizer.py holds both loaders to their libraries on every fixture):
+Known limits (tests/core/test_tokenizer.py holds both loaders to their libraries on every fixture):
 - `.model`: unigram and BPE only (not WORD/CHAR), no treat_whitespace_as_suffix.
 - `tokenizer.json`: NFC/NFD/NFKC/NFKD, Lowercase and StripAccents use Python's `unicodedata`, whose
   Unicode version (12.1 in Pyodide 0.17) is not the Rust crates'; Replace/Split regexes are read by

@@ -12,7 +12,7 @@ from typing import Dict, List, Tuple
 # X Extend, Z ZWJ, S SpacingMark, P Prepend, Q Extended_Pictographic, L/V/T Hangul jamo, "." any
 # other. CR, LF, Hangul syllables (LV/LVT) and regional indicators are recognized by code point.
 # Made from the `regex` module's Unicode 18 tables, less the characters Unicode 17 did not have;
-# tests/test_tokenizer.py checks every BMP character against `tokenizers` itself.
+# tests/core/test_tokenizer.py checks every BMP character against `tokenizers` itself.
 _GRAPHEME_RUNS = (
     "0Ka.1K2.1K12.5fK21.9Q1.3K1Q1.251X70.113X7.107X2d.1X1.1X2.1X2.1X1.38P6.aXb.1K1.2eX15.10X1.65X7P1."
     "1X6.2X2.1X4.21P1.1X1.1eX1b.5bXb.3aX9.9X1.18X4.1X9.1X3.1X5.2bX3.34P2.5X9.2aX18P1X20S1.36X1S1X1.1S"
