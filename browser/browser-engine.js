@@ -61,7 +61,9 @@ function controlled(registration) {
   return new Promise((resolve) => {
     container.addEventListener("controllerchange", () => resolve(true), { once: true });
     const active = registration && registration.active;
-    const coming = registration && (registration.installing || registration.waiting || (active && active.state === "activating" ? active : null));
+    const coming =
+      registration &&
+      (registration.installing || registration.waiting || (active && active.state === "activating" ? active : null));
     if (!coming) return resolve(Boolean(container.controller));
     coming.addEventListener("statechange", () => {
       if (coming.state === "redundant" || coming.state === "activated") resolve(Boolean(container.controller));
@@ -218,16 +220,25 @@ function stopEverywhere(id) {
 // (before the audio that starts it) and end, in samples of the run.
 export function speak({ text, voice, signal, onChunk, onWord, options, words }) {
   const id = nextId++;
-  return work(new Promise((resolve, reject) => {
-    if (broken) return reject(broken);
-    pending.set(id, { onChunk, onWord, resolve, reject });
-    signal.addEventListener("abort", () => {
-      stopEverywhere(id);
-      pending.delete(id);
-      reject(new DOMException("stopped", "AbortError"));
-    });
-    workers.flow.postMessage({ type: EngineMessage.SPEAK, id, text, voice, options: options || {}, words: Boolean(words) });
-  }));
+  return work(
+    new Promise((resolve, reject) => {
+      if (broken) return reject(broken);
+      pending.set(id, { onChunk, onWord, resolve, reject });
+      signal.addEventListener("abort", () => {
+        stopEverywhere(id);
+        pending.delete(id);
+        reject(new DOMException("stopped", "AbortError"));
+      });
+      workers.flow.postMessage({
+        type: EngineMessage.SPEAK,
+        id,
+        text,
+        voice,
+        options: options || {},
+        words: Boolean(words),
+      });
+    }),
+  );
 }
 
 // A text stream: text that arrives in pieces (an LLM's reply, a user typing), said segment by
@@ -242,10 +253,12 @@ export function speak({ text, voice, signal, onChunk, onWord, options, words }) 
 // in samples of the stream.
 export function textStream({ voice, options, onChunk, onSegment, onWord, words }) {
   const id = nextId++;
-  const done = work(new Promise((resolve, reject) => {
-    if (broken) reject(broken);
-    else pending.set(id, { onChunk, onSegment, onWord, resolve, reject });
-  }));
+  const done = work(
+    new Promise((resolve, reject) => {
+      if (broken) reject(broken);
+      else pending.set(id, { onChunk, onSegment, onWord, resolve, reject });
+    }),
+  );
   const send = (message) => {
     if (pending.has(id)) workers.flow.postMessage({ ...message, id });
   };
@@ -289,7 +302,9 @@ export async function uploadVoice(file, sampleRate, onProgress) {
     new Promise((resolve, reject) => {
       if (broken) return reject(broken);
       pending.set(id, { resolve, reject, onProgress });
-      workers.flow.postMessage({ type: EngineMessage.VOICE, id, samples, sampleRate: decoded.sampleRate }, [samples.buffer]);
+      workers.flow.postMessage({ type: EngineMessage.VOICE, id, samples, sampleRate: decoded.sampleRate }, [
+        samples.buffer,
+      ]);
     }),
   );
 }

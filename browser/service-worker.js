@@ -1,25 +1,27 @@
 // The site's service worker: after the first visit, every file of the site comes from this
 // version's cache, so a reload downloads nothing and the site works with the network gone.
-// browser/site/build.py writes it as sw.js at the site's root with the five constants below filled in; a
-// new build has a new version, so the browser installs the new worker, which drops the old
-// version's files. The model's files are the page's workers' to keep (browser/worker-store.js: in
+// browser/site/build.py writes it as sw.js at the site's root with the five constants below filled
+// in (a valid script as it is, for the linters: each list empty); a new build has a new version,
+// so the browser installs the new worker, which drops the old version's files. The model's files are the page's workers' to keep (browser/worker-store.js: in
 // the origin's private file system), so this worker hands them on as they download, unkept.
 // Requests for anything else (the server's API in server mode) pass through.
 // A file with a gzip twin (NAME.gz: Pyodide's files, the tokenizer) is downloaded as the twin and
 // gunzipped here (DecompressionStream): the cache keeps, and the page gets, the file itself.
 
 const VERSION = "@VERSION@";
-const FILES = @FILES@; // paths relative to the site's root
-const SHELL = @SHELL@; // the page itself, fetched before this worker controls it: cached at install
-const COMPRESSED = @COMPRESSED@; // the files with a gzip twin
-const HANDED_ON = @HANDED_ON@; // the model's files: downloaded (as their twin where they have one), never cached here
+const FILES = /* @FILES@ */ []; // paths relative to the site's root
+const SHELL = /* @SHELL@ */ []; // the page itself, fetched before this worker controls it: cached at install
+const COMPRESSED = /* @COMPRESSED@ */ []; // the files with a gzip twin
+const HANDED_ON = /* @HANDED_ON@ */ []; // the model's files: downloaded (as their twin where they have one), never cached here
 const CACHE = "pocket-tts-" + VERSION;
 
 const root = new URL("./", self.location.href);
 const cached = new Set(FILES.map((path) => new URL(path, root).href));
 cached.add(root.href);
 const handedOn = new Set(HANDED_ON.map((path) => new URL(path, root).href));
-const twins = new Set(typeof DecompressionStream === "undefined" ? [] : COMPRESSED.map((path) => new URL(path, root).href));
+const twins = new Set(
+  typeof DecompressionStream === "undefined" ? [] : COMPRESSED.map((path) => new URL(path, root).href),
+);
 // The type the page needs where it matters: WebAssembly compiles while it streams only as application/wasm.
 const TYPES = { wasm: "application/wasm", js: "text/javascript", json: "application/json" };
 

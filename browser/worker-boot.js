@@ -36,12 +36,19 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   const total = files.reduce((n, [, size]) => n + size, 0);
   const received = new Map();
   const say = progressMessages(undefined, total);
-  const progress = () => say(stage, [...received.values()].reduce((n, bytes) => n + bytes, 0));
+  const progress = () =>
+    say(
+      stage,
+      [...received.values()].reduce((n, bytes) => n + bytes, 0),
+    );
   const downloads = Promise.all(
-    files.map(async ([name, size]) => [name, await modelFile(name, url(site.model.path + name), size, (bytes) => {
-      received.set(name, bytes);
-      progress();
-    })]),
+    files.map(async ([name, size]) => [
+      name,
+      await modelFile(name, url(site.model.path + name), size, (bytes) => {
+        received.set(name, bytes);
+        progress();
+      }),
+    ]),
   ).then(async (data) => {
     timings.download_ms = performance.now() - bootStart;
     if (store && role === "both" && data.every(([, file]) => file.kept)) await dropOtherStores(store);
@@ -52,9 +59,10 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   packages.catch(() => {});
   // The modules compiled ahead of time (browser/site/compiled.py), where the site has them and this browser
   // can gunzip them; without them Python compiles each module from source, as it would anyway.
-  const compiled = site.compiled && typeof DecompressionStream !== "undefined"
-    ? fetchBytes(url(site.compiled)).then(gunzip)
-    : Promise.resolve(null);
+  const compiled =
+    site.compiled && typeof DecompressionStream !== "undefined"
+      ? fetchBytes(url(site.compiled)).then(gunzip)
+      : Promise.resolve(null);
   compiled.catch(() => {});
   // NumPy's libraries compile while Python starts, each streamed from its own file (browser/site/pyodide.py):
   // the browser's code cache keeps their compiled code for the next visit.

@@ -31,7 +31,9 @@ function useCompiledLibraries(libraries) {
     const compiled = libraries.get(name);
     this.asyncWasmLoadPromise = this.asyncWasmLoadPromise
       .then(() => compiled)
-      .then((library) => module.loadWebAssemblyModule(library, { loadAsync: true, nodelete: true, allowUndefined: true }))
+      .then((library) =>
+        module.loadWebAssemblyModule(library, { loadAsync: true, nodelete: true, allowUndefined: true }),
+      )
       .then(
         (exports) => {
           module.preloadedWasm[name] = exports;
@@ -113,8 +115,8 @@ async function capturingMemory(load, timings) {
 // A module of one function, f32x4.relaxed_madd of its three v128 arguments: valid where the browser
 // has relaxed SIMD, so the page picks the build before downloading either.
 const RELAXED_PROBE = new Uint8Array([
-  0, 97, 115, 109, 1, 0, 0, 0, 1, 8, 1, 96, 3, 123, 123, 123, 1, 123, 3, 2, 1, 0, 10, 13, 1, 11, 0, 32, 0, 32, 1,
-  32, 2, 253, 133, 2, 11,
+  0, 97, 115, 109, 1, 0, 0, 0, 1, 8, 1, 96, 3, 123, 123, 123, 1, 123, 3, 2, 1, 0, 10, 13, 1, 11, 0, 32, 0, 32, 1, 32, 2,
+  253, 133, 2, 11,
 ]);
 
 // Which kernel build to link: {url, name}. The relaxed-SIMD one (fused multiply-adds) where this browser

@@ -182,7 +182,8 @@ function sendWords(events) {
   announce();
   const { id, start } = decoded;
   for (const { kind, word, index, sample, start: begins, end } of events) {
-    const times = kind === "start" ? { start_sample: start + sample } : { start_sample: start + begins, end_sample: start + end };
+    const times =
+      kind === "start" ? { start_sample: start + sample } : { start_sample: start + begins, end_sample: start + end };
     post({ type: EngineMessage.WORD, id, kind, word, index, ...times });
   }
 }

@@ -84,7 +84,11 @@ self.onmessage = async (event) => {
       case EngineMessage.HEAP:
         return post({ type: EngineMessage.HEAP, id: message.id, bytes: pyodide._module.HEAPU8.length });
       case EngineMessage.MODULES:
-        return post({ type: EngineMessage.MODULES, id: message.id, report: { shipped, ...JSON.parse(pythonModule("core.browser.engine").compiled_modules()) } });
+        return post({
+          type: EngineMessage.MODULES,
+          id: message.id,
+          report: { shipped, ...JSON.parse(pythonModule("core.browser.engine").compiled_modules()) },
+        });
       default:
         throw new Error(`unknown message type: ${message.type}`);
     }

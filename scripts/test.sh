@@ -7,8 +7,8 @@
 #      word-timestamp fixtures with pocket-tts-timestamped (skipped likewise);
 #   4. rebuilds the WebAssembly kernels and checks they equal the committed core/portable/kernels.wasm
 #      and kernels-relaxed.wasm;
-#   5. checks core/ against Python 3.8, lints, builds the docs (mkdocs build --strict), and runs pytest
-#      (extra arguments go to pytest).
+#   5. checks core/ against Python 3.8, lints and formats (ruff; prettier for the JavaScript), builds the
+#      docs (mkdocs build --strict), and runs pytest (extra arguments go to pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -57,6 +57,12 @@ step "core/ runs on Python 3.8 (vermin), lint and format (ruff)"
 .venv/bin/vermin -t=3.8- --no-tips --violations core
 .venv/bin/ruff check .
 .venv/bin/ruff format --check core browser server scripts e2e tests setup.py
+
+step "the JavaScript (the page, the in-browser engine, Pyodide's patches) parses and is formatted (prettier)"
+# Pinned, into build/ (ignored): the formatter of every .js file, which parses each as it checks it.
+[ -x build/js-tools/node_modules/.bin/prettier ] \
+    || npm install --silent --no-save --no-audit --no-fund --prefix build/js-tools prettier@3.10.1 >/dev/null
+build/js-tools/node_modules/.bin/prettier --check --print-width 120 "web/*.js" "browser/*.js" "browser/site/patches/*.js"
 
 step "the documentation site builds with no broken link or anchor (mkdocs build --strict)"
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet

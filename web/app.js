@@ -20,7 +20,14 @@ const waveform = new Waveform($("wave"));
 // sampleRate: of the engine in use (its /health, or the in-browser model's info). run: what the
 // player plays (a Generate run or a text stream); live: the "speak as I type" stream.
 const state = {
-  controller: null, run: null, site: null, sampleRate: null, live: null, liveRun: null, liveText: "", livePause: null,
+  controller: null,
+  run: null,
+  site: null,
+  sampleRate: null,
+  live: null,
+  liveRun: null,
+  liveText: "",
+  livePause: null,
   words: false, // whether the engine's model times words (timestamp heads)
 };
 // After this long without typing, "speak as I type" says what it holds (an unfinished sentence).
@@ -44,15 +51,24 @@ function ms(value) {
 
 function renderPanel() {
   const runs = records.runs;
-  const rows = runs.slice(-10).reverse().map((r, i) =>
-    `<tr><td>${runs.length - i}</td><td>${r.mode}</td><td>${ms(r.ttfc_ms)}</td><td>${ms(r.ttfa_ms)}</td>` +
-    `<td>${ms(r.total_ms)}</td><td>${ms(r.audio_ms)}</td></tr>`);
+  const rows = runs
+    .slice(-10)
+    .reverse()
+    .map(
+      (r, i) =>
+        `<tr><td>${runs.length - i}</td><td>${r.mode}</td><td>${ms(r.ttfc_ms)}</td><td>${ms(r.ttfa_ms)}</td>` +
+        `<td>${ms(r.total_ms)}</td><td>${ms(r.audio_ms)}</td></tr>`,
+    );
   const modes = [...new Set(runs.map((r) => r.mode))];
   const medians = modes.map((mode) => {
     const mine = runs.filter((r) => r.mode === mode);
-    return `<tr class="median"><td>median (${mine.length})</td><td>${mode}</td>` +
-      ["ttfc_ms", "ttfa_ms", "total_ms", "audio_ms"].map((k) => `<td>${ms(median(mine.map((r) => r[k])))}</td>`).join("") +
-      "</tr>";
+    return (
+      `<tr class="median"><td>median (${mine.length})</td><td>${mode}</td>` +
+      ["ttfc_ms", "ttfa_ms", "total_ms", "audio_ms"]
+        .map((k) => `<td>${ms(median(mine.map((r) => r[k])))}</td>`)
+        .join("") +
+      "</tr>"
+    );
   });
   $("runs").innerHTML = medians.join("") + rows.join("");
   const load = records.load;
@@ -164,7 +180,14 @@ async function generate() {
   stop();
   const controller = new AbortController();
   const run = {
-    mode: mode(), sampleRate: state.sampleRate, t0: performance.now(), ttfc: null, ttfa: null, end: null, chunks: [], samples: 0,
+    mode: mode(),
+    sampleRate: state.sampleRate,
+    t0: performance.now(),
+    ttfc: null,
+    ttfa: null,
+    end: null,
+    chunks: [],
+    samples: 0,
     words: [],
   };
   showRun(run);
@@ -205,7 +228,11 @@ async function generate() {
     finish(run);
   } catch (error) {
     // A player that could not start stopped the engine: its own error is the one to show.
-    const failed = (await ready.then(() => null, (reason) => reason)) || error;
+    const failed =
+      (await ready.then(
+        () => null,
+        (reason) => reason,
+      )) || error;
     if (failed.name !== "AbortError" && state.run === run) runFailed(failed);
   } finally {
     if (state.run === run) records.current = null;
@@ -237,7 +264,12 @@ function finish(run) {
   if (run.record) return; // a text stream: its record is in pocketTTS.streams
   const record = () => {
     run.entry = {
-      mode: run.mode, started_at_ms: run.t0, ttfc_ms: run.ttfc, ttfa_ms: run.ttfa, total_ms: run.end, audio_ms: audioMs,
+      mode: run.mode,
+      started_at_ms: run.t0,
+      ttfc_ms: run.ttfc,
+      ttfa_ms: run.ttfa,
+      total_ms: run.end,
+      audio_ms: audioMs,
       words: wordRecords(run), // again once it has played out: when each was heard
     };
     records.runs.push(run.entry);
@@ -290,8 +322,16 @@ function pageOptions() {
 // page before (browsers keep audio off until one).
 function textStream({ mode: name = mode(), voice = $("voice").value, options, play = true, onSegment, onChunk } = {}) {
   const record = {
-    mode: name, sample_rate: state.sampleRate, opened_at: performance.now(), appends: [], segments: [],
-    first_audio_at: null, ended_at: null, done_at: null, samples: 0, played: null,
+    mode: name,
+    sample_rate: state.sampleRate,
+    opened_at: performance.now(),
+    appends: [],
+    segments: [],
+    first_audio_at: null,
+    ended_at: null,
+    done_at: null,
+    samples: 0,
+    played: null,
   };
   const run = { mode: name, sampleRate: state.sampleRate, record, chunks: [], samples: 0, stream: null, drained: null };
   const playedOut = new Promise((resolve) => {
@@ -396,7 +436,15 @@ function showWord(run, event) {
     const item = document.createElement("span");
     item.textContent = event.word;
     $("words").append(item, " ");
-    run.words.push({ word: event.word, index: event.index, start_sample: event.start_sample, end_sample: null, heard_at: null, lit_at: null, item });
+    run.words.push({
+      word: event.word,
+      index: event.index,
+      start_sample: event.start_sample,
+      end_sample: null,
+      heard_at: null,
+      lit_at: null,
+      item,
+    });
     return;
   }
   const word = run.words.find((w) => w.index === event.index && w.end_sample === null);
@@ -493,8 +541,10 @@ player.on(AudioMessage.DRAINED, ({ rendered, audible, stalls, starved }) => {
   if (run && !state.controller) $("stop").disabled = true; // it has played out
   records.played.push({ samples: rendered, audible, stalls });
   if (stalls > 0) {
-    status(`${$("status").textContent} Playback waited for audio ${stalls === 1 ? "once" : `${stalls} times`} ` +
-      "(generation slower than real time).");
+    status(
+      `${$("status").textContent} Playback waited for audio ${stalls === 1 ? "once" : `${stalls} times`} ` +
+        "(generation slower than real time).",
+    );
   }
 });
 
@@ -589,7 +639,8 @@ $("voice-file").addEventListener("change", async (event) => {
   try {
     let partMs = 0;
     const id = await engines[mode()].uploadVoice(file, state.sampleRate, (progress) => {
-      const share = progress.loaded < progress.total ? ` (${Math.round((100 * progress.loaded) / progress.total)}%)` : "";
+      const share =
+        progress.loaded < progress.total ? ` (${Math.round((100 * progress.loaded) / progress.total)}%)` : "";
       status(`${progress.stage}…${share}`);
       partMs = performance.now() - start; // the last progress: the part is ready
     });
@@ -625,7 +676,9 @@ async function start() {
   if (site && site.server) select.append(new Option("server", "server"));
   if (state.site) select.append(new Option("in this browser", "browser"));
   if (!select.options.length) {
-    throw new Error("no engine: this page found neither a server nor a built site (site.json, from pocket-tts-numpy build-site)");
+    throw new Error(
+      "no engine: this page found neither a server nor a built site (site.json, from pocket-tts-numpy build-site)",
+    );
   }
   await useMode(select.value);
   records.ready = true;

@@ -48,7 +48,13 @@ export function expose(engines, textStream) {
 // All the audio of one generation, without playing it (for automated comparisons).
 async function collect(engines, { mode, text, voice, options }) {
   const chunks = [];
-  await engines[mode].speak({ text, voice, options, signal: new AbortController().signal, onChunk: (c) => chunks.push(c) });
+  await engines[mode].speak({
+    text,
+    voice,
+    options,
+    signal: new AbortController().signal,
+    onChunk: (c) => chunks.push(c),
+  });
   return chunks.flatMap((c) => Array.from(c));
 }
 
@@ -58,7 +64,11 @@ async function collectWords(engines, { mode, text, voice, options }) {
   const words = [];
   let samples = 0;
   await engines[mode].speak({
-    text, voice, options, words: true, signal: new AbortController().signal,
+    text,
+    voice,
+    options,
+    words: true,
+    signal: new AbortController().signal,
     onChunk: (c) => (samples += c.length),
     onWord: (event) => words.push(event),
   });

@@ -155,7 +155,10 @@ export class ScheduledPlayer extends Events {
     const first = chunk.findIndex((sample) => sample !== 0);
     if (!this.heard && first >= 0) {
       this.heard = true;
-      this.emit(AudioMessage.FIRST_AUDIO, { time: at + first / this.context.sampleRate, sample: this.rendered + first });
+      this.emit(AudioMessage.FIRST_AUDIO, {
+        time: at + first / this.context.sampleRate,
+        sample: this.rendered + first,
+      });
     }
     for (const sample of chunk) if (sample !== 0) this.audible += 1;
     this.rendered += chunk.length;

@@ -30,9 +30,11 @@ export async function speak({ text, voice, signal, onChunk, onWord, options, wor
       });
     } catch (error) {
       if (signal.aborted) throw error;
-      throw new Error(request.signal.aborted
-        ? `the server did not answer in ${ANSWER_MS / 1000} s`
-        : "the server is not answering: is it still running?");
+      throw new Error(
+        request.signal.aborted
+          ? `the server did not answer in ${ANSWER_MS / 1000} s`
+          : "the server is not answering: is it still running?",
+      );
     } finally {
       clearTimeout(unanswered);
     }
@@ -61,7 +63,10 @@ function watched(reader, signal) {
     async read() {
       let timer;
       const stalled = new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`the server stopped sending audio (nothing for ${STALL_MS / 1000} s)`)), STALL_MS);
+        timer = setTimeout(
+          () => reject(new Error(`the server stopped sending audio (nothing for ${STALL_MS / 1000} s)`)),
+          STALL_MS,
+        );
       });
       try {
         return await Promise.race([reader.read(), stalled]);
@@ -85,11 +90,18 @@ async function readWordLines(reader, onChunk, onWord) {
   const line = (text) => {
     const message = JSON.parse(text);
     if (message.type === "started") rate = message.sample_rate;
-    else if (message.type === "audio") onChunk(pcm16Samples(Uint8Array.from(atob(message.audio), (c) => c.charCodeAt(0))));
+    else if (message.type === "audio")
+      onChunk(pcm16Samples(Uint8Array.from(atob(message.audio), (c) => c.charCodeAt(0))));
     else if (message.type === "word" || message.type === "word_end") {
       const start = Math.round(message.start * rate);
       const end = message.type === "word_end" ? Math.round(message.end * rate) : undefined;
-      onWord({ kind: message.type === "word" ? "start" : "end", word: message.word, index: message.index, start_sample: start, end_sample: end });
+      onWord({
+        kind: message.type === "word" ? "start" : "end",
+        word: message.word,
+        index: message.index,
+        start_sample: start,
+        end_sample: end,
+      });
     }
   };
   for (;;) {
@@ -146,9 +158,9 @@ export function textStream({ voice, options, onChunk, onSegment, onWord, words }
       onSegment({ text: message.text, spoken: message.spoken, start_sample: message.start_sample });
     } else if (message.type === "word" || message.type === "word_end") {
       const { word, index, start_sample: start, end_sample: end } = message;
-      if (onWord) onWord({ kind: message.type === "word" ? "start" : "end", word, index, start_sample: start, end_sample: end });
-    }
-    else if (message.type === "done") settle(null);
+      if (onWord)
+        onWord({ kind: message.type === "word" ? "start" : "end", word, index, start_sample: start, end_sample: end });
+    } else if (message.type === "done") settle(null);
     else if (message.type === "error") settle(new Error(message.error.message));
   };
   socket.onclose = (event) => {

@@ -153,13 +153,13 @@ def cloning_file(bundle: Path) -> Optional[str]:
 
 def service_worker(files: List[str], version: str, compressed: List[str], handed_on: List[str]) -> str:
     template = (BROWSER / core.browser.SERVICE_WORKER).read_text()
-    return (
-        template.replace("@VERSION@", version)
-        .replace("@FILES@", json.dumps(files))
-        .replace("@SHELL@", json.dumps(shell() + ["site.json"]))
-        .replace("@COMPRESSED@", json.dumps(compressed))
-        .replace("@HANDED_ON@", json.dumps(handed_on))
-    )
+    values = {"FILES": files, "SHELL": shell() + ["site.json"], "COMPRESSED": compressed, "HANDED_ON": handed_on}
+    for name, value in values.items():
+        placeholder = f"/* @{name}@ */ []"
+        if template.count(placeholder) != 1:
+            raise SystemExit(f"{core.browser.SERVICE_WORKER} has no {placeholder} to fill in")
+        template = template.replace(placeholder, json.dumps(value))
+    return template.replace("@VERSION@", version)
 
 
 # A file gets a gzip twin (NAME.gz) where that saves at least this share of its bytes: Pyodide's

@@ -63,7 +63,6 @@ MAX_DIGITS = 15
 
 _TIME_END = r"(?!\w|:\d|[.,]\d)"
 _TLDS = "com|org|net|edu|gov|info|io|ai|dev|app|co|uk|eu|de|fr|es|it|nl|pt|be|ch|at"
-_SENTENCE_GOES_ON = re.compile(r"\s+[^\W\d_]")
 
 
 def same_language(asked: Optional[str], code: str) -> bool:

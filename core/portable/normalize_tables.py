@@ -15,7 +15,7 @@ from typing import Dict, List, Tuple
 # The languages normalization reads (language_of finds one in a model's name).
 LANGUAGES = ("english", "french", "german", "spanish", "italian", "portuguese", "dutch")
 
-# Each language's ISO 639-1 code: num2words' name for it, and Home Assistant's (server/wyoming_tts.py).
+# Each language's ISO 639-1 code: num2words' name for it, and Home Assistant's (server/wyoming_voices.py).
 LANGUAGE_CODES = {
     "english": "en",
     "french": "fr",
@@ -150,7 +150,7 @@ WORDS: Dict[str, Dict[str, str]] = {
 }
 
 # Month names as a date is spoken; English also reads its abbreviations ("Jan 5", "Sept. 3").
-MONTHS: Dict[str, Tuple[str, ...]] = {
+MONTHS: Dict[str, List[str]] = {
     "english": ("January February March April May June July August September October November December").split(),
     "french": "janvier février mars avril mai juin juillet août septembre octobre novembre décembre".split(),
     "german": "Januar Februar März April Mai Juni Juli August September Oktober November Dezember".split(),
@@ -337,7 +337,8 @@ GERMAN_N = {
 GERMAN_E = {"der", "die", "das", "eine"}
 
 TIME_FORMS = {
-    # (hours word, hours word for one, minutes joiner, on-the-hour form)
+    # The forms of a time, "|"-separated: with minutes (several hours), with minutes (one o'clock), on
+    # the hour (several), on the hour (one); {h} the hours, {m} the minutes, as words.
     "french": "{h} heures {m}|{h} heure {m}|{h} heures|{h} heure",
     "german": "{h} Uhr {m}|ein Uhr {m}|{h} Uhr|ein Uhr",
     "spanish": "{h} y {m}|{h} y {m}|{h} en punto|{h} en punto",

@@ -1,9 +1,13 @@
 var preparedWrappers = new WeakMap();
 function prepareWrappers(functions) {
   if (typeof WebAssembly.Function === "function") return;
-  var codes = { i: 127, j: 126, f: 125, d: 124 }, typeIndex = {}, types = [], wrapped = [];
+  var codes = { i: 127, j: 126, f: 125, d: 124 },
+    typeIndex = {},
+    types = [],
+    wrapped = [];
   for (var i = 0; i < functions.length; i++) {
-    var func = functions[i], sig = func.sig;
+    var func = functions[i],
+      sig = func.sig;
     if (typeof sig !== "string" || !/^[vijfd][ijfd]*$/.test(sig) || preparedWrappers.has(func)) continue;
     if (wrapped.indexOf(func) >= 0) continue;
     if (!(sig in typeIndex)) typeIndex[sig] = types.push(sig) - 1;
@@ -26,7 +30,9 @@ function prepareWrappers(functions) {
     leb(body.length, out);
     for (var k = 0; k < body.length; k++) out.push(body[k]);
   }
-  var typeBody = [], importBody = [], exportBody = [];
+  var typeBody = [],
+    importBody = [],
+    exportBody = [];
   leb(types.length, typeBody);
   types.forEach(function (sig) {
     typeBody.push(96);
@@ -57,7 +63,8 @@ function prepareWrappers(functions) {
   });
 }
 function reportUndefinedSymbols() {
-  var functions = [], names = [];
+  var functions = [],
+    names = [];
   for (var symName in GOT) {
     if (GOT[symName].value == 0) {
       var value = resolveGlobalSymbol(symName, true);

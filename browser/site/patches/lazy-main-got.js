@@ -1,4 +1,5 @@
-var FPCAST = "byn$fpcast-emu$", NO_FPCAST = "$no-fpcast-emu$";
+var FPCAST = "byn$fpcast-emu$",
+  NO_FPCAST = "$no-fpcast-emu$";
 function relocateMainExports(exports, memoryBase) {
   var relocated = {};
   for (var e in exports) {
@@ -28,7 +29,10 @@ function deferGOT(name, exports, symName) {
   (pendingGOT[name] || (pendingGOT[name] = [])).push(exports, symName);
 }
 function mainSymbol(name) {
-  var exports = mainExports, FP = FPCAST, NO = NO_FPCAST, value;
+  var exports = mainExports,
+    FP = FPCAST,
+    NO = NO_FPCAST,
+    value;
   if (name.startsWith(NO)) {
     var base = name.substring(NO.length);
     if (base.startsWith(FP) || !(FP + base in exports)) return undefined;
@@ -56,7 +60,10 @@ function defineFromMain(name) {
   GOT[name].value = typeof value === "function" ? addFunctionWasm(value) : value;
 }
 function linkFromMain(name) {
-  var FP = FPCAST, NO = NO_FPCAST, fpcast = name, plain = null;
+  var FP = FPCAST,
+    NO = NO_FPCAST,
+    fpcast = name,
+    plain = null;
   if (name.startsWith(NO)) {
     fpcast = name.substring(NO.length);
     plain = name;
