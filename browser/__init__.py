@@ -12,6 +12,7 @@ Its files, copied into a site (under browser/) by the site builder (core.browser
 from __future__ import annotations
 
 PAGE = ("browser-engine.js", "protocol.js")
-WORKER = ("worker.js", "worker-boot.js", "worker-link.js", "worker-store.js", "worker-requests.js")
+# worker.js, then the files of its jobs in the order it loads them.
+WORKER = ("worker.js", "worker-store.js", "worker-link.js", "worker-boot.js", "worker-requests.js")
 SERVICE_WORKER = "service-worker.js"
 PYTHON = ("core.browser.engine", "core.browser.kernel_check")

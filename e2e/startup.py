@@ -54,7 +54,9 @@ def visit(profile: Path, url: str) -> Dict[str, Any]:
         ready_ms = page.page.evaluate("window.pocketTTS.load.ready_at_ms")
         run = page.run()  # at once: the decoder worker may still be starting
         load = page.all_workers()
-        modules = page.page.evaluate("import('./browser/browser-engine.js').then((e) => e.compiledModules())")
+        # Sites built before the engine moved under browser/ (measure_against an older commit's) too.
+        engine = "import('./browser/browser-engine.js').catch(() => import('./browser-engine.js'))"
+        modules = page.page.evaluate(engine + ".then((e) => e.compiledModules())")
         return {
             "ready_ms": ready_ms,
             "first_audio_ms": ready_ms + run["ttfa_ms"],

@@ -86,6 +86,12 @@ class Ours:
         return iter(chunks)
 
     def stages(self, text: str) -> Dict[str, float]:
+        from core.portable import ops
+
+        with ops.using(self.model.runtime.backend):  # the stages' parts run outside the model's entries
+            return self._stages(text)
+
+    def _stages(self, text: str) -> Dict[str, float]:
         import numpy as np
 
         from core.portable import flow_lm, mimi, transformer

@@ -55,6 +55,30 @@ def shell() -> List[str]:
     ]
 
 
+def worker_script() -> str:
+    """The worker as the site ships it: worker.js with the files of its jobs where the
+    importScripts that loads them stood (the same scripts in the same order: classic worker scripts
+    share one global scope), so that a first visit fetches one file, not five one after another."""
+    main, *jobs = core.browser.WORKER
+    loading = "importScripts(" + ", ".join(f'"{name}"' for name in ("protocol.js", *jobs)) + ");\n"
+    script = (BROWSER / main).read_text()
+    if script.count(loading) != 1:
+        raise SystemExit(f"browser/{main} does not load its jobs' files with: {loading.strip()}")
+    inlined = "".join(f"\n// {name}\n\n" + (BROWSER / name).read_text() for name in jobs)
+    return script.replace(loading, 'importScripts("protocol.js");\n' + inlined)
+
+
+def index_html() -> str:
+    """The page as the site ships it: web/index.html with the in-browser engine's page half
+    preloaded beside the UI's modules (the page imports it once site.json says the site has a
+    model; where the server serves the UI alone, it is never asked for)."""
+    page = (web_folder() / "index.html").read_text()
+    preloads = "".join(f'  <link rel="modulepreload" href="browser/{name}">\n' for name in core.browser.PAGE)
+    if page.count("</head>") != 1:
+        raise SystemExit("web/index.html has no </head> to put the browser engine's preloads before")
+    return page.replace("</head>", preloads + "</head>")
+
+
 def page_modules() -> Dict[str, bytes]:
     """Our modules the page can import, each at its path in Pyodide's site-packages: its Python
     halves (core.browser.PYTHON),
@@ -250,9 +274,11 @@ def _build(model: str, out: Path, voices: List[str], int8: bool, python38: Optio
     print(f"[1/5] web UI, the in-browser engine and the kernels -> {out}", file=sys.stderr)
     for path in web_folder().iterdir():
         shutil.copy(path, out / path.name)
+    (out / "index.html").write_text(index_html())
     (out / "browser").mkdir(exist_ok=True)
-    for name in core.browser.PAGE + core.browser.WORKER:
+    for name in core.browser.PAGE:
         shutil.copy(BROWSER / name, out / "browser" / name)
+    (out / "browser" / core.browser.WORKER[0]).write_text(worker_script())
     wasm = Path(kernels.__file__).parent
     for name in ("kernels.wasm", "kernels-relaxed.wasm"):
         shutil.copy(wasm / name, out / name)

@@ -78,3 +78,33 @@ def test_a_build_that_fails_leaves_the_last_site_and_one_that_works_replaces_it(
     assert report == {"bytes": 1, "site": str(out.resolve())}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site"] and [p.name for p in out.iterdir()] == ["site.json"]
     assert (out.stat().st_mode & 0o777) == 0o755
+
+
+def test_the_worker_ships_as_one_script_of_its_jobs_in_the_order_it_loads_them(tmp_path) -> None:
+    """browser/worker.js loads a file per job with importScripts; the site's worker.js holds them
+    where that call stood (one file for a first visit to fetch), each whole and once, then parses."""
+    import shutil
+
+    import core.browser
+
+    script = site.worker_script()
+    main, *jobs = core.browser.WORKER
+    starts = [script.index((site.BROWSER / name).read_text()) for name in jobs]
+    assert starts == sorted(starts) and all(script.count((site.BROWSER / name).read_text()) == 1 for name in jobs)
+    assert script.count("importScripts(") == 2 and 'importScripts("protocol.js");' in script  # and pyodide.js's
+    source = (site.BROWSER / main).read_text()
+    after = source[source.index("\nconst { engine: EngineMessage") :]
+    assert script.endswith(after) and starts[0] < script.index(after)
+    if shutil.which("node"):
+        (tmp_path / "worker.js").write_text(script)
+        assert subprocess.run(["node", "--check", str(tmp_path / "worker.js")]).returncode == 0
+
+
+def test_the_sites_page_preloads_the_browser_engine(tmp_path) -> None:
+    import core.browser
+    from core.ui import web_folder
+
+    page, ui = site.index_html(), (web_folder() / "index.html").read_text()
+    head, _, body = page.partition("</head>")
+    assert body == ui.partition("</head>")[2] and head.startswith(ui.partition("</head>")[0])
+    assert [f'<link rel="modulepreload" href="browser/{name}">' in head for name in core.browser.PAGE] == [True, True]
