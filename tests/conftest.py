@@ -42,6 +42,9 @@ MARKERS = {
     "slow": "takes long: left out of the quick loop, pytest -m 'not slow'",
 }
 LONG = ("browser", "cluster", "e2e")
+# The full-size default model (438 MB of weights): its tests are slow too; the quick loop runs every
+# other architecture (the tiny ones, english_2m, and the short fixtures of 7m, 18m and the others).
+BIG = "english"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,7 +54,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     """A test that starts Ray or Chromium must say so (its marker), so that the quick loop never
-    starts either; every browser, cluster and e2e test is also slow."""
+    starts either; every browser, cluster and e2e test is also slow, and so is every test of the
+    full-size english model (BIG)."""
     for item in items:
         marks = {mark.name for mark in item.iter_markers()}
         needs = set()
@@ -63,7 +67,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
             needs.add("browser")
         if needs - marks:
             raise pytest.UsageError(f"{item.nodeid} needs the marker(s) {sorted(needs - marks)}")
-        if marks & set(LONG):
+        big = params is not None and any(isinstance(v, str) and v == BIG for v in params.params.values())
+        if marks & set(LONG) or big:
             item.add_marker(pytest.mark.slow)
 
 

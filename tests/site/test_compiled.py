@@ -17,6 +17,8 @@ from core.browser.site.patches import GENERATED, REGEXES
 from core.browser.site.pyodide import add_to_runtime, package_files, packaged_files, vendor
 from tests.support.paths import PYTHON38
 
+pytestmark = pytest.mark.slow  # Pyodide vendored, the page's modules compiled by a Python 3.8
+
 MAGIC_38 = (3413).to_bytes(2, "little") + b"\r\n"  # Python 3.8's .pyc magic number
 # Python 3.8's own hash of each source (a later Python's keyed hash is another function).
 HASHES = (
