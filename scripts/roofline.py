@@ -4,19 +4,21 @@
     .venv/bin/python -m scripts.roofline --models english --kinds int8
 
 The machine's limits, measured here on one thread and on two: the memory bandwidth (a streaming
-read: OpenBLAS's matrix-vector product over a 512 MB matrix, two flops per four bytes read), the
-float32 FMA peak (OpenBLAS's matrix product of 2048^3), and the int8 peak of the compiled kernels
-(the kernels' int8 product on 64 rows, which reads its weights once for all of them).
+read: OpenBLAS's matrix-vector product over a 512 MB matrix, two flops per four bytes read) and
+the float32 FMA peak (OpenBLAS's matrix product of 2048^3, which reaches it); the int8 peak of the
+kernels' instruction set is derived from it (INT8_PER_FMA), and the kernels' own int8 product on
+64 rows is measured beside it.
 
 Each stage (the text prompt of ~40 tokens, one flow-LM step, one Mimi decoder frame, the encoding of
 a 5 s voice) on the fixtures of scripts/test.sh (random weights of the real architectures): its
-bytes and operations, counted by a backend that wraps the runtime's (every product's weight bytes
-read, and the keys and values attention reads; 2 operations per multiply-add), and its time (median
-of several, on the runtime itself, uncounted). A stage's roof is the lower of the peak of its kind
-(int8 or float32) and its bytes' time at the bandwidth; the fraction is its time at the roof over
-its time. Every stage runs on one thread of the core, as a stream does (the server and the pipeline
-run the flow LM and the decoder on a thread each), so the single-thread limits are its roof. Writes
-build/bench/roofline.json and the table into docs/measurements/roofline.md.
+bytes and operations, counted by a backend that wraps the runtime's (each weight's bytes once a
+stage, however often its products read it, and the keys and values attention reads; 2 operations
+per multiply-add), and its time (median of several, on the runtime itself, uncounted). A stage's
+roof is the longer of its operations' time at their peaks (int8 and float32 apart) and its bytes'
+time at the bandwidth; "of its roof" is that time over the stage's. Every stage of a stream runs on
+one thread (the server and the pipeline run the flow LM and the decoder on a thread each), so the
+single-thread limits are its roof. Writes build/bench/roofline.json and the tables into
+docs/measurements/roofline.md.
 """
 
 from __future__ import annotations
@@ -55,38 +57,47 @@ def _median_ms(run: Callable[[], Any], repeats: int = REPEATS) -> float:
 # The machine's limits
 
 
+# int8 operations per float32 FMA operation of the same width, by the kernels' instruction set: AVX-512
+# VNNI's vpdpbusd multiplies and adds 4 int8 pairs per 32-bit lane where vfmadd231ps does 1 float32
+# pair, on the same ports; AVX2's vpmaddubsw and vpmaddwd take two instructions for 2 pairs a lane
+# (2 per FMA); elsewhere the int8 products run no faster than float32 ones.
+INT8_PER_FMA = {"avx512": 4.0, "avx2": 2.0}
+
+
 def limits(progress: Callable[[str], None]) -> Dict[str, Dict[int, float]]:
-    """{"bandwidth" (GB/s), "float32" (GFLOP/s), "int8" (GOP/s)} by thread count (1, 2)."""
+    """{"bandwidth" (GB/s), "float32" (GFLOP/s), "int8" (GOP/s), "kernels_int8" (GOP/s)} by thread
+    count (1, 2). The int8 peak is derived from the float32 one (INT8_PER_FMA); the kernels' own
+    int8 product on 64 rows is measured beside it."""
     from threadpoolctl import threadpool_limits
 
-    from core import host
+    from core import host, native
     from core.portable.quantize import Int8Matrix
 
-    found: Dict[str, Dict[int, float]] = {"bandwidth": {}, "float32": {}, "int8": {}}
+    found: Dict[str, Dict[int, float]] = {"bandwidth": {}, "float32": {}, "int8": {}, "kernels_int8": {}}
     rng = np.random.default_rng(0)
     matrix = rng.standard_normal((131072, 1024), dtype=np.float32)  # 512 MB: far past the caches
     vector = rng.standard_normal(1024, dtype=np.float32)
     a = rng.standard_normal((2048, 2048), dtype=np.float32)
-    backend = host.runtime().backend
-    weights = Int8Matrix(rng.integers(-127, 128, (4096, 2048), dtype=np.int8), np.ones((4096, 1), np.float32))
-    rows = rng.standard_normal((64, 2048), dtype=np.float32)
+    sets = native.instruction_sets()
+    per_fma = INT8_PER_FMA.get(sets[0] if sets else "", 1.0)
     for threads in (1, 2):
         with threadpool_limits(limits=threads, user_api="blas"):
             matrix @ vector  # warm: pages touched, threads up
             found["bandwidth"][threads] = matrix.nbytes / _median_ms(lambda: matrix @ vector) / 1e6
             a @ a
             found["float32"][threads] = 2 * 2048**3 / _median_ms(lambda: a @ a) / 1e6
-        progress(
-            f"  {threads} thread(s): {found['bandwidth'][threads]:.1f} GB/s, {found['float32'][threads]:.0f} GFLOP/s"
-        )
-    # The kernels' int8 product: one thread below their split, two above (core/native.py).
-    from core import native
-
+        found["int8"][threads] = per_fma * found["float32"][threads]
+        bandwidth, peak = found["bandwidth"][threads], found["float32"][threads]
+        progress(f"  {threads} thread(s): {bandwidth:.1f} GB/s, {peak:.0f} GFLOP/s")
+    # The kernels' int8 product: one thread below their split of the rows, two above (core/native.py).
+    backend = host.runtime().backend
+    weights = Int8Matrix(rng.integers(-127, 128, (4096, 2048), dtype=np.int8), np.ones((4096, 1), np.float32))
+    rows = rng.standard_normal((64, 2048), dtype=np.float32)
     for threads, rows_in in ((1, rows[: native.SPLIT_ROWS - 1]), (2, rows)):
         backend.linear(rows_in, weights, None)
         ms = _median_ms(lambda rows_in=rows_in: backend.linear(rows_in, weights, None))
-        found["int8"][threads] = 2 * rows_in.shape[0] * weights.shape[0] * weights.shape[1] / ms / 1e6
-    progress(f"  int8 kernels: {found['int8'][1]:.0f} / {found['int8'][2]:.0f} GOP/s (1 / 2 threads)")
+        found["kernels_int8"][threads] = 2 * rows_in.shape[0] * weights.shape[0] * weights.shape[1] / ms / 1e6
+    progress(f"  the kernels' int8 product: {found['kernels_int8'][1]:.0f} / {found['kernels_int8'][2]:.0f} GOP/s")
     return found
 
 
@@ -94,8 +105,10 @@ def limits(progress: Callable[[str], None]) -> Dict[str, Dict[int, float]]:
 
 
 class Counted:
-    """A backend that counts what the one it wraps does: bytes read from weights (and attention's
-    keys and values) and operations (2 per multiply-add), the int8 ones apart."""
+    """A backend that counts what the one it wraps does: the bytes a stage must read from memory
+    (each weight once, however often its products read it: the model's weights are far larger than
+    the caches, so a stage reads each from memory at least once, and the caches serve the rest; and
+    attention's keys and values) and its operations (2 per multiply-add), the int8 ones apart."""
 
     def __init__(self, inner: Any):
         self.inner = inner
@@ -106,6 +119,13 @@ class Counted:
         self.bytes = 0
         self.float_ops = 0
         self.int8_ops = 0
+        self.seen: set = set()
+
+    def _read(self, *arrays: Any) -> None:
+        for array in arrays:
+            if id(array) not in self.seen:
+                self.seen.add(id(array))
+                self.bytes += array.nbytes
 
     def keeps_int8(self, shape: Any) -> bool:
         return self.inner.keeps_int8(shape)
@@ -116,22 +136,22 @@ class Counted:
         rows = 1 if x.ndim == 1 else x.shape[0]
         ops = 2 * rows * weight.shape[0] * weight.shape[1]
         if isinstance(weight, Int8Matrix):
-            self.bytes += weight.values.nbytes + weight.scales.nbytes
+            self._read(weight.values, weight.scales)
             self.int8_ops += ops
         else:
-            self.bytes += weight.nbytes
+            self._read(weight)
             self.float_ops += ops
         return self.inner.linear(x, weight, bias)
 
     def conv(self, x: np.ndarray, weight: np.ndarray, n: int, stride: int, dilation: int, bias: Any) -> np.ndarray:
         streams = x.shape[0] if x.ndim == 3 else 1
-        self.bytes += weight.nbytes
+        self._read(weight)
         self.float_ops += 2 * streams * weight.size * n
         return self.inner.conv(x, weight, n, stride, dilation, bias)
 
     def attention(self, q: np.ndarray, keys: np.ndarray, values: np.ndarray, lead: int, context: Any) -> np.ndarray:
         t, h, d = q.shape
-        self.bytes += keys.nbytes + values.nbytes
+        self._read(keys, values)
         self.float_ops += 2 * 2 * t * h * keys.shape[1] * d
         return self.inner.attention(q, keys, values, lead, context)
 
@@ -215,7 +235,8 @@ def counts(stages: Stages, counted: Counted) -> Dict[str, tuple]:
     latent = count(STEP, lambda: stages.step(state, None))
     decoder = stages.decoder()
     stages.decode(stages.frame(latent), decoder)  # a decoder's first frame fills its state
-    count(FRAME, lambda: stages.decode(stages.frame(stages.step(state, latent)), decoder))
+    frame = stages.frame(stages.step(state, latent))
+    count(FRAME, lambda: stages.decode(frame, decoder))
     count(VOICE, stages.encode_voice)
     return found
 
@@ -285,13 +306,19 @@ def measure(
     return rows
 
 
+def _limit(label: str, values: Dict[int, float], digits: str = ".0f") -> str:
+    return f"| {label} | {values[1]:{digits}} | {values[2]:{digits}} |"
+
+
 def table(limit: Dict[str, Dict[int, float]], rows: List[Dict[str, Any]]) -> str:
+    per_fma = limit["int8"][1] / limit["float32"][1]
     lines = [
         "| limit | one thread | two threads |",
         "|---|---|---|",
-        f"| memory bandwidth, streaming read (GB/s) | {limit['bandwidth'][1]:.1f} | {limit['bandwidth'][2]:.1f} |",
-        f"| float32 FMA peak, OpenBLAS (GFLOP/s) | {limit['float32'][1]:.0f} | {limit['float32'][2]:.0f} |",
-        f"| int8 peak, the compiled kernels (GOP/s) | {limit['int8'][1]:.0f} | {limit['int8'][2]:.0f} |",
+        _limit("memory bandwidth, streaming read (GB/s)", limit["bandwidth"], ".1f"),
+        _limit("float32 FMA peak, OpenBLAS (GFLOP/s)", limit["float32"]),
+        _limit(f"int8 peak, derived: {per_fma:g} x the float32 peak (GOP/s)", limit["int8"]),
+        _limit("the kernels' int8 product, 64 rows (GOP/s)", limit["kernels_int8"]),
         "",
         "| model | stage | MB read | GOP (int8 share) | ms | GB/s | GOP/s | bound by | of the bandwidth | of the peak "
         "| of its roof |",
