@@ -37,7 +37,8 @@ MAX_CONNECTIONS = 64  # connections open at once, every front's (server/pool.py)
 CLIENT_TIMEOUT = 30.0
 BODY_SECONDS = 120.0  # a request's body, however it trickles in (server/guard.py)
 ENVIRONMENT = "POCKET_TTS_"
-CONFIG = ENVIRONMENT + "CONFIG"  # the file's path, where no --config names one
+CONFIG = ENVIRONMENT + "CONFIG"
+MAX_FILE = 64 * 1024  # a settings file's bytes, at most  # the file's path, where no --config names one
 FALSE, TRUE = ("0", "false", "no", "off", ""), ("1", "true", "yes", "on")
 
 
@@ -166,11 +167,21 @@ class Settings:
 
     @classmethod
     def from_file(cls, path: Path, base: Optional[Settings] = None) -> Settings:
-        """`base` (default: the defaults) with the settings of a YAML or JSON file."""
+        """`base` (default: the defaults) with the settings of a YAML or JSON file: a regular file
+        of at most MAX_FILE bytes (a FIFO, a device or a folder is refused, never waited on)."""
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            if not Path(path).is_file():
+                raise SettingsError(f"the settings file {path} is not a file")
+            with open(path, "rb") as file:
+                data = file.read(MAX_FILE + 1)
         except OSError as e:
             raise SettingsError(f"cannot read the settings file {path}: {e.strerror or e}") from None
+        if len(data) > MAX_FILE:
+            raise SettingsError(f"the settings file {path} holds more than {MAX_FILE // 1024} KB")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SettingsError(f"the settings file {path} is not UTF-8 text") from None
         values = _parsed(text, str(path))
         if not isinstance(values, dict):
             raise SettingsError(f"{path}: a settings file holds a mapping of settings by name")

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from server.settings import ENVIRONMENT, Settings, SettingsError
+from server.settings import ENVIRONMENT, MAX_FILE, Settings, SettingsError
 from tests.support.paths import ROOT
 
 # A value of each setting that is not its default, as a file gives it, and as text (a flag, a variable).
@@ -107,8 +108,21 @@ def test_a_bad_file_is_refused_naming_it(tmp_path: Path) -> None:
         (tmp_path / name).write_text(text)
         with pytest.raises(SettingsError, match=message):
             Settings.from_file(tmp_path / name)
-    with pytest.raises(SettingsError, match="cannot read the settings file"):
+    with pytest.raises(SettingsError, match="is not a file"):
         Settings.from_file(tmp_path / "missing.yaml")
+    for path in (tmp_path, Path("/dev/zero")):  # a folder, a device that never ends: refused, not read
+        with pytest.raises(SettingsError, match="is not a file"):
+            Settings.from_file(path)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # a read would wait for a writer forever
+    with pytest.raises(SettingsError, match="is not a file"):
+        Settings.from_file(fifo)
+    (tmp_path / "huge.yaml").write_text("model: x\n" + "#" * (MAX_FILE + 1))
+    with pytest.raises(SettingsError, match="holds more than 64 KB"):
+        Settings.from_file(tmp_path / "huge.yaml")
+    (tmp_path / "latin.yaml").write_bytes(b"voice: \xe9\n")
+    with pytest.raises(SettingsError, match="is not UTF-8 text"):
+        Settings.from_file(tmp_path / "latin.yaml")
 
 
 def test_the_servers_command_line_says_a_bad_setting_in_one_line_before_loading(tmp_path: Path) -> None:
