@@ -79,8 +79,9 @@ def _say(args: argparse.Namespace, message: str) -> None:
 
 
 def _load(args: argparse.Namespace) -> TTSModel:
-    _say(args, f"loading {args.model} (products on {host.runtime().backend.description})")
-    return TTSModel.load(args.model, runtime=host.runtime())
+    runtime = host.runtime()
+    _say(args, f"loading {args.model} (products on {runtime.backend.description})")
+    return TTSModel.load(args.model, runtime=runtime)
 
 
 def _text(value: str) -> str:

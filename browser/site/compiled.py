@@ -53,9 +53,6 @@ FIRST_TEXT = (
     "Hello, Dr. Smith! On 12/03/2026 at 10:30 am, the U.S. team paid $4.50 (20%) for 3 items [pause:0.5s] "
     "see https://example.com/a?b=1 or write to a.b@example.org; version 1.2.25 is out."
 )
-# Python's own: a worker's regular expressions are compiled ahead by those of the Python that builds
-# the site, which must be the page's (3.8.2's, Pyodide's standard library, patched) byte for byte.
-SRE = ("sre_compile.py", "sre_parse.py", "sre_constants.py")
 
 
 def interpreter(python: Optional[Path]) -> Optional[str]:
