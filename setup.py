@@ -54,6 +54,10 @@ class BuildKernels(build_ext):
 
 
 setup(
-    ext_modules=[Extension("core._kernels", sources=["core/_kernels.c"], extra_compile_args=FLAGS, optional=True)],
+    ext_modules=[
+        Extension(
+            "core._kernels", sources=["core/_kernels.c"], depends=[KERNELS], extra_compile_args=FLAGS, optional=True
+        )
+    ],
     cmdclass={"build_ext": BuildKernels},
 )

@@ -46,7 +46,8 @@ def run(backend: CompiledKernels, seed: int = 7) -> Dict[str, Any]:
         binding.linear_f32(x, w, b, out)
         compare(f"linear_f32 {m}x{n}x{k}", out, x.astype(np.float64) @ w.T + b, np.abs(x) @ np.abs(w).T + np.abs(b), k)
 
-    shapes_i8 = [(5, 32, 16), (7, 96, 32), (4, 1024, 64), (3, 40, 40), (6, 100, 100)]
+    # The last spans three of the kernel's panels of rows (128 KB of weights each), the third partial.
+    shapes_i8 = [(5, 32, 16), (7, 96, 32), (4, 1024, 64), (3, 40, 40), (6, 100, 100), (301, 1024, 512)]
     for m, (n, k, group) in itertools.product([1, 2, 4, 5, 9, 17], shapes_i8):
         values = rng.integers(-128, 128, (n, k), dtype=np.int8)
         matrix = Int8Matrix(values, rng.random((n, k // group)).astype(np.float32))
@@ -60,14 +61,14 @@ def run(backend: CompiledKernels, seed: int = 7) -> Dict[str, Any]:
         binding.i8_sums(values, k // group, sums)
         compare(f"i8_sums {n}x{k}/{group}", sums, values.reshape(n, -1, group).sum(axis=2), np.ones(sums.shape), 1)
         out = np.empty((m, n), np.float32)
-        binding.linear_i8(x, values, matrix.scales, sums, b, out, np.empty(i8_scratch(k), np.uint8))
+        binding.linear_i8(x, values, matrix.scales, sums, b, out, np.empty(i8_scratch(m, k), np.uint8))
         want, magnitude, slack = int8_product(x, matrix, b)
         compare(f"linear_i8 {m}x{n}x{k}/{group}", out, want, magnitude, k, slack)
         # Each row's product is the same whether it comes alone or in a block of rows (4 or 8).
         alone = np.empty((1, n), np.float32)
         for row in range(m):
             binding.linear_i8(
-                x[row : row + 1], values, matrix.scales, sums, b, alone, np.empty(i8_scratch(k), np.uint8)
+                x[row : row + 1], values, matrix.scales, sums, b, alone, np.empty(i8_scratch(1, k), np.uint8)
             )
             if not np.array_equal(alone[0], out[row]):
                 failures.append(f"linear_i8 {m}x{n}x{k}/{group}: row {row} alone differs from it in a block")
@@ -170,7 +171,7 @@ def _refusals(binding: Any, randn: Callable[..., np.ndarray]):
     x, w, out = randn(2, 8), randn(3, 8), np.empty((2, 3), np.float32)
     read_only = np.empty((2, 3), np.float32)
     read_only.flags.writeable = False
-    q, sums, scales, size = w.astype(np.int8), np.zeros((3, 1), np.int32), np.ones((3, 1), np.float32), i8_scratch(8)
+    q, sums, scales, size = w.astype(np.int8), np.zeros((3, 1), np.int32), np.ones((3, 1), np.float32), i8_scratch(2, 8)
     calls = [
         lambda: binding.linear_f32(x.astype(np.float64), w, None, out),
         lambda: binding.linear_f32(randn(8, 2).T, w, None, out),

@@ -34,9 +34,6 @@ SIGNATURES = {
     "pk_attention": "pppppiiiiiiiif",
 }
 NAMES = tuple(SIGNATURES)
-# The int8 kernel quantizes up to this many rows of activations at a time into its scratch
-# (kernels.c: 8 with AVX-512 VNNI, 4 elsewhere).
-_SCRATCH_ROWS = 8
 _INT_MAX = 2**31 - 1
 
 
@@ -90,9 +87,10 @@ def _head_layout_problem(array: np.ndarray, head_stride: int) -> Optional[str]:
     return None
 
 
-def i8_scratch(columns: int) -> int:
-    """The int8 kernel's scratch in bytes for rows of `columns`: each row's two parts, then a zero point each."""
-    return 2 * _SCRATCH_ROWS * columns + _SCRATCH_ROWS
+def i8_scratch(rows: int, columns: int) -> int:
+    """The int8 kernel's scratch in bytes for `rows` rows of `columns`: every row's two parts, a zero
+    point each, then (4-byte aligned) a float32 scale each."""
+    return (2 * rows * columns + rows + 3) // 4 * 4 + 4 * rows
 
 
 def _length(array: np.ndarray, minimum: int) -> int:
@@ -145,7 +143,7 @@ class KernelBinding:
     ) -> None:
         """out[M, N] ~ x[M, K] @ (values[N, K] * scales[N, K / G] per group of G columns)^T + bias[N],
         each row of x quantized to two 7-bit parts on the way (kernels.c); sums: int32 [N, K / G], the groups'
-        sums of values (`i8_sums`); scratch: uint8 [i8_scratch(K)], written by the kernel."""
+        sums of values (`i8_sums`); scratch: uint8 [i8_scratch(M, K)], written by the kernel."""
         if not (isinstance(x, np.ndarray) and x.ndim == 2 and isinstance(scales, np.ndarray) and scales.ndim == 2):
             raise KernelArgumentError("linear_i8: x and scales must be 2-D arrays")
         (m, k), (n, groups) = x.shape, scales.shape
@@ -163,7 +161,7 @@ class KernelBinding:
             n,
             k,
             k // groups,
-            _checked("scratch", scratch, np.uint8, (i8_scratch(k),), writable=True),
+            _checked("scratch", scratch, np.uint8, (i8_scratch(m, k),), writable=True),
         )
 
     def i8_sums(self, values: np.ndarray, groups: int, out: np.ndarray) -> None:
@@ -304,7 +302,7 @@ class CompiledKernels:
         out = np.empty((rows.shape[0], weight.shape[0]), dtype=np.float32)
         if isinstance(weight, Int8Matrix):
             # Scratch of the call's own: a server runs the backend on two threads at once.
-            scratch = np.empty(i8_scratch(rows.shape[1]), np.uint8)
+            scratch = np.empty(i8_scratch(*rows.shape), np.uint8)
             self.binding.linear_i8(rows, weight.values, weight.scales, self._sums(weight), bias, out, scratch)
         else:
             self.binding.linear_f32(rows, weight, bias, out)

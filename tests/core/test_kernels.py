@@ -98,7 +98,7 @@ def test_the_binding_refuses_a_module_without_every_kernel(native_kernels) -> No
             np.zeros((2, 3), np.int32),
             None,
             np.empty((1, 2), np.float32),
-            np.empty(i8_scratch(8), np.uint8),
+            np.empty(i8_scratch(1, 8), np.uint8),
         )
 
 
