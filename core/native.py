@@ -33,12 +33,22 @@ from .portable.quantize import Int8Matrix, Weight
 
 # Rows up to which a float product is the kernels' (a flow-LM step of up to 16 streams).
 SMALL_BATCH = 16
+# Float products of these many rows are the kernels' convolution of one tap over the rows as its
+# steps (out^T = weight @ x^T): a weight broadcast against a vector of rows, with no sum across a
+# vector's lanes. The Mimi decoder's transformer, 16 rows a frame and stream, one thread, AVX-512:
+# 2048x512 0.73 -> 0.37 ms, 512x2048 0.79 -> 0.42 (OpenBLAS: 0.78, 0.80); at 32 rows 1.1-1.3x
+# OpenBLAS's time, at 48 and 128 slower than it.
+TRANSPOSED_ROWS = (16, 32)
 # Convolutions of up to CONV_CHANNELS output channels over CONV_STEPS steps or more are the kernels':
 # measured per decoder shape against OpenBLAS at 1, 4 and 8 streams, those ran 1.0-1.7x faster (the
 # last one, 1 channel, 4-7x: NumPy makes it a matrix-vector product); the larger ones read their
 # weights once for all streams through OpenBLAS and once per stream on the kernels (0.5-0.9x).
+# So are those of one stream over up to FEW_STEPS steps, whatever their channels: OpenBLAS's packing
+# does not pay for so few columns (the decoder's first layers, 16 steps a frame: 512x512x7 0.90 ->
+# 0.55 ms, 1536x512x2 0.75 -> 0.59, one thread, AVX-512).
 CONV_CHANNELS = 128
 CONV_STEPS = 480
+FEW_STEPS = 32
 # Rows from which a product (a text prompt, read before any frame exists) runs on two threads, each
 # on half of the weight's rows: the other core (the decoder's, in a stream) waits for it then.
 SPLIT_ROWS = 16
@@ -71,9 +81,19 @@ class NativeKernels(CompiledKernels):
         return self._linear(x, weight, bias)
 
     def _linear(self, x: np.ndarray, weight: Weight, bias: Optional[np.ndarray]) -> np.ndarray:
-        if not isinstance(weight, Int8Matrix) and x.size // x.shape[-1] > SMALL_BATCH:
+        rows = x.size // x.shape[-1]
+        if not isinstance(weight, Int8Matrix) and rows in TRANSPOSED_ROWS:
+            return self._transposed(x, weight, bias)
+        if not isinstance(weight, Int8Matrix) and rows > SMALL_BATCH:
             return ops.NUMPY.linear(x, weight, bias)
         return super().linear(x, weight, bias)
+
+    def _transposed(self, x: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarray]) -> np.ndarray:
+        """x @ weight^T + bias as the convolution of one tap whose steps are x's rows."""
+        steps = np.ascontiguousarray(x.reshape(-1, x.shape[-1]).T, dtype=np.float32)  # [K, M]
+        out = np.empty((weight.shape[0], steps.shape[1]), np.float32)  # [N, M]
+        self.binding.conv_f32(np.ascontiguousarray(weight, dtype=np.float32)[:, :, None], steps, bias, out, 1)
+        return np.ascontiguousarray(out.T).reshape(x.shape[:-1] + (weight.shape[0],))
 
     def _on_two_threads(self, x: np.ndarray, weight: Weight, bias: Optional[np.ndarray]) -> np.ndarray:
         """The product of many rows (a text prompt) as two halves of the weight's rows on two
@@ -94,7 +114,8 @@ class NativeKernels(CompiledKernels):
     def conv(
         self, x: np.ndarray, weight: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]
     ) -> np.ndarray:
-        if stride == 1 and weight.shape[0] <= CONV_CHANNELS and n >= CONV_STEPS:
+        one_stream = x.ndim == 2 or x.shape[0] == 1
+        if stride == 1 and (weight.shape[0] <= CONV_CHANNELS and n >= CONV_STEPS or one_stream and n <= FEW_STEPS):
             return super().conv(x, weight, n, stride, dilation, bias)
         return ops.NUMPY.conv(x, weight, n, stride, dilation, bias)
 

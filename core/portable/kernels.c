@@ -21,6 +21,11 @@
 #include <wasm_simd128.h>
 #define EXPORT(name) __attribute__((export_name(#name)))
 #define LANES 4
+#elif defined(__AVX512F__)
+// AVX-512's whole registers: the decoder's convolutions 1.2-1.4x faster than with 8 lanes (one
+// thread), the sums across lanes of the products of a few float rows ~10% slower.
+#define EXPORT(name) __attribute__((visibility("default")))
+#define LANES 16
 #else
 #define EXPORT(name) __attribute__((visibility("default")))
 #define LANES 8
@@ -57,6 +62,9 @@ static inline vf blend(vi mask, vf a, vf b) { return (vf)(((vi)a & mask) | ((vi)
 static inline float hsum(vf v) {
 #if LANES == 4
   return (v[0] + v[1]) + (v[2] + v[3]);
+#elif LANES == 16
+  return (((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]))) +
+         (((v[8] + v[9]) + (v[10] + v[11])) + ((v[12] + v[13]) + (v[14] + v[15])));
 #else
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 #endif
@@ -230,6 +238,8 @@ typedef int32_t iacc;
 // below runs a vector at a time there, and a value at a time elsewhere (the same results).
 #if defined(__wasm__)
 #define VRINT(v) ((vf)wasm_f32x4_nearest((v128_t)(v)))
+#elif LANES == 16
+#define VRINT(v) ((vf)_mm512_roundscale_ps((__m512)(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
 #elif defined(__AVX__)
 #define VRINT(v) ((vf)_mm256_round_ps((__m256)(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
 #endif

@@ -125,15 +125,36 @@ def test_large_float_products_and_convolutions_stay_with_numpy(backend, monkeypa
         monkeypatch.setattr(ops.NUMPY, name, lambda *a, n=name, f=original: (calls.append(n), f(*a))[1])
     x, w = np.ones((native.SMALL_BATCH + 1, 64), np.float32), np.ones((256, 64), np.float32)
     backend.linear(x, w, None)
-    backend.linear(x[: native.SMALL_BATCH], w, None)
-    backend.conv(np.ones((3, 9), np.float32), np.ones((4, 3, 2), np.float32), 8, 1, 1, None)
-    assert calls == ["linear", "conv"]
+    backend.linear(x[: native.SMALL_BATCH - 1], w, None)
+    backend.conv(np.ones((2, 3, 9), np.float32), np.ones((4, 3, 2), np.float32), 8, 1, 1, None)  # two streams
+    steps = native.FEW_STEPS + 1
+    backend.conv(np.ones((3, steps + 1), np.float32), np.ones((4, 3, 2), np.float32), steps, 1, 1, None)
+    assert calls == ["linear", "conv", "conv"]
+    # One stream over few steps (the decoder's first layers) runs on the kernels.
+    x1, w1 = np.ones((3, 9), np.float32), np.ones((4, 3, 2), np.float32)
+    np.testing.assert_array_equal(backend.conv(x1, w1, 8, 1, 1, None), np.full((4, 8), 6))
+    assert calls == ["linear", "conv", "conv"]
     # Few output channels over many steps (the decoder's last layers) run on the kernels.
     x, w = np.ones((2, 3, native.CONV_STEPS + 2), np.float32), np.ones((4, 3, 3), np.float32)
     np.testing.assert_array_equal(
         backend.conv(x, w, native.CONV_STEPS, 1, 1, None), np.full((2, 4, native.CONV_STEPS), 9)
     )
-    assert calls == ["linear", "conv"]
+    assert calls == ["linear", "conv", "conv"]
+
+
+@pytest.mark.parametrize("rows", native.TRANSPOSED_ROWS)
+def test_float_products_of_a_frames_rows_run_as_the_kernels_convolution(backend, monkeypatch, rows) -> None:
+    """The decoder transformer's products (16 rows a frame) are the kernels' convolution of one tap
+    over the rows, never NumPy's product: equal to it within float32 rounding, bias included, for
+    rows given in any leading shape."""
+    monkeypatch.setattr(ops.NUMPY, "linear", lambda *a: pytest.fail("NumPy ran a product of a frame's rows"))
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, rows // 2, 96)).astype(np.float32)
+    w, b = rng.standard_normal((40, 96)).astype(np.float32), rng.standard_normal(40).astype(np.float32)
+    got = backend.linear(x, w, b)
+    want = x.astype(np.float64) @ w.T.astype(np.float64) + b
+    assert got.shape == (2, rows // 2, 40) and got.dtype == np.float32 and got.flags.c_contiguous
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def test_the_backend_is_safe_on_two_threads(backend) -> None:
