@@ -15,10 +15,15 @@ bytes and operations, counted by a backend that wraps the runtime's (each weight
 stage, however often its products read it, and the keys and values attention reads; 2 operations
 per multiply-add), and its time (median of several, on the runtime itself, uncounted). A stage's
 roof is the longer of its operations' time at their peaks (int8 and float32 apart) and its bytes'
-time at the bandwidth; "of its roof" is that time over the stage's. Every stage of a stream runs on
-one thread (the server and the pipeline run the flow LM and the decoder on a thread each), so the
-single-thread limits are its roof. Writes build/bench/roofline.json and the tables into
-docs/measurements/roofline.md.
+time at the bandwidth, on as many threads as it runs on; "of its roof" is that time over the
+stage's. A stream's step and frame run on one thread each (the server and the pipeline run the flow
+LM and the decoder on a thread each, with one BLAS thread), and are timed so; the text prompt and the
+voice encoding run on both (the kernels split a product of many rows, OpenBLAS its own). The last
+row of a model is a stream's frame as the model's runner makes it: where the pipeline pays
+(core/pipeline.py), the step and the decoder side by side on two threads, whose roof is the longer
+of the two stages' roofs (what the frame loses against it is what the two threads cost each
+other); elsewhere one after the other on one thread, whose roof is their sum. Writes
+build/bench/roofline.json and the tables into docs/measurements/roofline.md.
 """
 
 from __future__ import annotations
@@ -170,12 +175,16 @@ class Counted:
 
 # The stages
 
-PROMPT, STEP, FRAME, VOICE = (
+PROMPT, STEP, FRAME, VOICE, PIPELINE = (
     "text prompt (~40 tokens)",
     "one flow-LM step",
     "one Mimi decoder frame",
     "voice encoding (5 s)",
+    "a stream's frame (the runner's)",
 )
+# The threads each stage runs on, so the limits that are its roof.
+THREADS = {PROMPT: 2, STEP: 1, FRAME: 1, VOICE: 2, PIPELINE: 2}
+PIPELINE_FRAMES = 40  # frames of the stream timed
 
 
 class Stages:
@@ -220,6 +229,13 @@ class Stages:
     def encode_voice(self) -> None:
         self.model.voice_state(str(VOICE_WAV))
 
+    def stream_frame(self) -> float:
+        """A frame's time (ms) in a stream of PIPELINE_FRAMES as the model's runner makes it (the
+        pipeline: the flow LM on a thread of its own beside the decoder), after the first."""
+        options = {"seed": 0, "eos_threshold": float("inf"), "max_frames": PIPELINE_FRAMES}
+        arrivals = [time.perf_counter() for _ in self.model.stream(TEXT, self.voice, **options)]
+        return 1000 * (arrivals[-1] - arrivals[0]) / (len(arrivals) - 1)
+
 
 def counts(stages: Stages, counted: Counted) -> Dict[str, tuple]:
     """Each stage's (bytes read, float operations, int8 operations), counted once."""
@@ -238,27 +254,33 @@ def counts(stages: Stages, counted: Counted) -> Dict[str, tuple]:
     frame = stages.frame(stages.step(state, latent))
     count(FRAME, lambda: stages.decode(frame, decoder))
     count(VOICE, stages.encode_voice)
+    found[PIPELINE] = tuple(a + b for a, b in zip(found[STEP], found[FRAME]))
     return found
 
 
 def times(stages: Stages) -> Dict[str, float]:
-    """Each stage's time (ms): the prompt's and the voice's medians, the steps' and frames' of STEPS."""
+    """Each stage's time (ms): the prompt's and the voice's medians, the steps' and frames' of STEPS
+    (one BLAS thread, as a stream runs them), a streamed frame's median of three streams."""
+    from core import threads
+
     state = stages.prompt()
-    latents, steps = [None], []
-    for _ in range(STEPS):
-        start = time.perf_counter()
-        latents.append(stages.step(state, latents[-1]))
-        steps.append(time.perf_counter() - start)
-    decoder, frames = stages.decoder(), []
-    for latent in latents[1:]:
-        start = time.perf_counter()
-        stages.decode(stages.frame(latent), decoder)
-        frames.append(time.perf_counter() - start)
+    latents, steps, frames = [None], [], []
+    with threads.one_blas_thread():
+        for _ in range(STEPS):
+            start = time.perf_counter()
+            latents.append(stages.step(state, latents[-1]))
+            steps.append(time.perf_counter() - start)
+        decoder = stages.decoder()
+        for latent in latents[1:]:
+            start = time.perf_counter()
+            stages.decode(stages.frame(latent), decoder)
+            frames.append(time.perf_counter() - start)
     return {
         PROMPT: _median_ms(stages.prompt),
         STEP: 1000 * statistics.median(steps),
         FRAME: 1000 * statistics.median(frames[1:]),
         VOICE: _median_ms(stages.encode_voice, 3),
+        PIPELINE: statistics.median(stages.stream_frame() for _ in range(3)),
     }
 
 
@@ -267,7 +289,7 @@ def measure(
 ) -> List[Dict[str, Any]]:
     """The rows of one model (a config or a bundle): each stage's bytes, operations, time and
     fractions of its roof."""
-    from core import TTSModel, host
+    from core import TTSModel, host, pipeline
     from core.portable import ops
 
     runtime = host.runtime()
@@ -276,20 +298,38 @@ def measure(
         counting = Stages(TTSModel.load(source, runtime=dataclasses.replace(runtime, backend=counted)), voice)
         counted_stages = counts(counting, counted)
     del counting
+    model = TTSModel.load(source, runtime=runtime)
+    side_by_side = pipeline.pays(model)
     with ops.using(runtime.backend):
-        timed = times(Stages(TTSModel.load(source, runtime=runtime), voice))
+        timed = times(Stages(model, voice))
     rows = []
+    threads_of = dict(THREADS, **{PIPELINE: 2 if side_by_side else 1})
+
+    def roofs(stage: str) -> tuple:
+        """The stage's (compute, memory) times at its threads' limits (ms)."""
+        read, float_ops, int8_ops = counted_stages[stage]
+        threads = threads_of[stage]
+        compute = float_ops / limit["float32"][threads] / 1e6 + int8_ops / limit["int8"][threads] / 1e6
+        return compute, read / limit["bandwidth"][threads] / 1e6
+
     for stage, (read, float_ops, int8_ops) in counted_stages.items():
         ms = timed[stage]
         # The roof: the operations at their peaks (int8 and float32 apart), or the bytes at the
-        # bandwidth, whichever takes longer (one thread: a stage runs on one).
-        compute_ms = float_ops / limit["float32"][1] / 1e6 + int8_ops / limit["int8"][1] / 1e6
-        memory_ms = read / limit["bandwidth"][1] / 1e6
+        # bandwidth, whichever takes longer; a stream's frame, the longer of the step's and the
+        # frame's roofs side by side, their sum one after the other.
+        compute_ms, memory_ms = roofs(stage)
+        if stage == PIPELINE:
+            step, frame = roofs(STEP), roofs(FRAME)
+            if side_by_side:
+                compute_ms, memory_ms = max(step, frame, key=max)
+            else:
+                compute_ms, memory_ms = step[0] + frame[0], step[1] + frame[1]
         roof_ms = max(compute_ms, memory_ms)
         rows.append(
             {
                 "model": label,
                 "stage": stage,
+                "threads": threads_of[stage],
                 "mb": read / 1e6,
                 "gflop": (float_ops + int8_ops) / 1e9,
                 "int8_share": int8_ops / max(1, float_ops + int8_ops),
@@ -320,13 +360,14 @@ def table(limit: Dict[str, Dict[int, float]], rows: List[Dict[str, Any]]) -> str
         _limit(f"int8 peak, derived: {per_fma:g} x the float32 peak (GOP/s)", limit["int8"]),
         _limit("the kernels' int8 product, 64 rows (GOP/s)", limit["kernels_int8"]),
         "",
-        "| model | stage | MB read | GOP (int8 share) | ms | GB/s | GOP/s | bound by | of the bandwidth | of the peak "
-        "| of its roof |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | stage | threads | MB read | GOP (int8 share) | ms | GB/s | GOP/s | bound by | of the bandwidth "
+        "| of the peak | of its roof |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['model']} | {r['stage']} | {r['mb']:.1f} | {r['gflop']:.3f} ({r['int8_share']:.0%}) | {r['ms']:.1f} "
+            f"| {r['model']} | {r['stage']} | {r['threads']} | {r['mb']:.1f} "
+            f"| {r['gflop']:.3f} ({r['int8_share']:.0%}) | {r['ms']:.1f} "
             f"| {r['gb_per_s']:.1f} | {r['gop_per_s']:.1f} | {r['bound']} | {r['of_bandwidth']:.0%} "
             f"| {r['of_compute']:.0%} | {r['of_roof']:.0%} |"
         )
