@@ -10,6 +10,7 @@ thread it stayed at 0.33. The audio is the one-thread runner's under one BLAS th
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 from typing import Iterator, NamedTuple
@@ -59,11 +60,19 @@ def _two_threads(model: TTSModel, generation: Generation) -> Iterator[np.ndarray
     frames = model.step(generation)
     handoff: queue.Queue = queue.Queue(AHEAD)
     stop = threading.Event()
+    # The first frame decodes alone: the flow thread waits until the decoder asks for the second.
+    # Beside a flow LM making the next frames, the two threads' handovers of the GIL slowed it by a
+    # third (docs/measurements/roofline.md); the flow LM, several times faster than real time, has
+    # the first chunk's whole duration to catch up. english int8, this machine, same run: first
+    # chunk of a short text 41 -> 38 ms, the real-time factor unchanged.
+    first_decoded = threading.Event()
 
     def make() -> None:
         try:
-            for frame in frames:
+            for index, frame in enumerate(frames):
                 handoff.put(frame)
+                if index == 0:
+                    first_decoded.wait()
                 if stop.is_set():
                     return
             handoff.put(_END)
@@ -71,7 +80,9 @@ def _two_threads(model: TTSModel, generation: Generation) -> Iterator[np.ndarray
             handoff.put(_Failed(error))
 
     def handed_over() -> Iterator[Frame]:
-        while True:
+        for index in itertools.count():
+            if index == 1:
+                first_decoded.set()
             item = handoff.get()
             if item is _END:
                 return
@@ -86,6 +97,7 @@ def _two_threads(model: TTSModel, generation: Generation) -> Iterator[np.ndarray
             yield from decoded(model.decoder(generation.speed), handed_over())
         finally:
             stop.set()
+            first_decoded.set()
             while thread.is_alive():  # unblock a flow thread waiting to hand over a frame
                 try:
                     handoff.get(timeout=0.05)

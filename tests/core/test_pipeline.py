@@ -52,6 +52,34 @@ def test_every_python_caller_runs_the_flow_lm_on_a_thread_of_its_own(model, pays
     assert threading.active_count() == threads
 
 
+def test_the_first_frame_decodes_alone(model, monkeypatch, pays) -> None:
+    """The flow thread makes the second frame only once the decoder asks for it, so the first
+    chunk's decoding never shares the GIL with the flow LM; the audio is the same."""
+    voice = model.voice_state(str(VOICE_24K))
+    with threadpool_limits(1):
+        want = list(portable_model.one_thread(model, model.generation(TEXT, voice, **OPTIONS)))
+    second_asked, seen = threading.Event(), []
+    step, decoded = model.step, pipeline.decoded
+
+    def stepping(generation):
+        for index, frame in enumerate(step(generation)):
+            yield frame
+            if index == 0:
+                second_asked.set()
+
+    def decoding(decoder, frames):
+        for index, chunk in enumerate(decoded(decoder, frames)):
+            if index == 0:  # a flow thread that did not wait would ask for the second frame by now
+                seen.append(second_asked.wait(0.5))
+            yield chunk
+
+    monkeypatch.setattr(model, "step", stepping)
+    monkeypatch.setattr(pipeline, "decoded", decoding)
+    got = list(model.stream(TEXT, voice, **OPTIONS))
+    assert seen == [False] and second_asked.is_set()
+    assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
 def test_the_thread_pays_for_a_large_flow_lm_on_the_compiled_kernels(model, monkeypatch) -> None:
     """Where the flow LM is small, or the products run on NumPy alone (whose BLAS threads itself),
     handing each frame over costs more than it saves."""
