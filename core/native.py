@@ -11,11 +11,13 @@ differ in the last bits only (fused multiply-adds, wider vectors), within the ke
 On CPython, NumPy's BLAS (OpenBLAS) is the better choice for large products (the decoder's
 convolutions, the transformer rows of many streams), but it has no int8 product and packs the whole
 weight matrix for a product of a few rows. So this backend takes from the compiled kernels what they
-do better, measured on the english flow LM step (docs/server.md, "Serving many streams"): every int8
-product (int8 bundles then stay int8 in memory, a quarter of the bytes read per step), float
-products of up to SMALL_BATCH rows (one stream's step, or a step of a few), attention, LayerNorm,
-the activations, and the convolutions with few output channels over many steps (the decoder's last
-layers); the other convolutions and larger float products stay with NumPy. A product of many rows
+do better, measured on the english flow LM step (docs/server.md, "Serving many streams") and the
+decoder frame against OpenBLAS on one thread (as a stream runs them): every int8 product (int8
+bundles then stay int8 in memory, a quarter of the bytes read per step), float products of up to
+SMALL_BATCH rows (one stream's step, or a step of a few) and of TRANSPOSED_ROWS (the decoder
+transformer's frame), attention, LayerNorm, the activations, the convolutions with few output
+channels over many steps (the decoder's last layers) and those of one stream over few steps (its
+first layers); the other convolutions and larger float products stay with NumPy. A product of many rows
 (a text prompt) runs on two threads, half of the rows each.
 """
 
