@@ -142,7 +142,8 @@ def backend(instruction_set: Optional[str] = None) -> Any:
         return ops.NUMPY.because("no compiled kernels: pip found no C compiler when it installed the package")
     chosen = instruction_set if instruction_set is not None else instruction_sets()[0]
     filename = str(library._name).rsplit("/", 1)[-1]
-    return NativeKernels(functions(chosen), "native", f"compiled kernels ({chosen}, {filename}) with NumPy")
+    description = f"compiled kernels ({chosen}, {filename}) with NumPy"
+    return NativeKernels(functions(chosen), "native", description, importlib.import_module(EXTENSION).address)
 
 
 def functions(instruction_set: str) -> Dict[str, Any]:

@@ -46,9 +46,15 @@ def _pointer(array: np.ndarray) -> int:
 
 
 def _checked(
-    name: str, array: Any, dtype: Any, shape: Tuple[int, ...], writable: bool = False, optional: bool = False
+    name: str,
+    array: Any,
+    dtype: Any,
+    shape: Tuple[int, ...],
+    writable: bool = False,
+    optional: bool = False,
+    address: Callable[[np.ndarray], int] = _pointer,
 ) -> int:
-    """The data pointer of `array` after checking it is what the kernel will read (or write)."""
+    """The data pointer of `array` (by `address`) after checking it is what the kernel will read (or write)."""
     if array is None and optional:
         return 0
     if not isinstance(array, np.ndarray):
@@ -63,7 +69,7 @@ def _checked(
         raise KernelArgumentError(f"{name}: the output must be writable")
     if array.size > _INT_MAX:
         raise KernelArgumentError(f"{name}: {array.size} elements is more than a kernel indexes")
-    return _pointer(array)
+    return address(array)
 
 
 def _head_rows(name: str, array: np.ndarray, head_stride: int) -> int:
@@ -107,13 +113,29 @@ def _dims(*values: int) -> None:
 
 
 class KernelBinding:
-    """One checked call per kernel: arguments are arrays, never pointers."""
+    """One checked call per kernel: arguments are arrays, never pointers. `address` gives a checked
+    (C-contiguous) array's data pointer: NumPy's __array_interface__ by default, the native
+    extension's buffer lookup on CPython (core/native.py), a twentieth of its time."""
 
-    def __init__(self, functions: Mapping[str, Callable[..., Any]]):
+    def __init__(
+        self, functions: Mapping[str, Callable[..., Any]], address: Optional[Callable[[np.ndarray], int]] = None
+    ):
         missing = [name for name in NAMES if name not in functions]
         if missing:
             raise KernelArgumentError(f"the kernel module lacks {', '.join(missing)}")
         self._f = {name: functions[name] for name in NAMES}
+        self._address = address or _pointer
+
+    def _arg(
+        self,
+        name: str,
+        array: Any,
+        dtype: Any,
+        shape: Tuple[int, ...],
+        writable: bool = False,
+        optional: bool = False,
+    ) -> int:
+        return _checked(name, array, dtype, shape, writable, optional, self._address)
 
     def linear_f32(self, x: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarray], out: np.ndarray) -> None:
         """out[M, N] = x[M, K] @ weight[N, K]^T + bias[N]."""
@@ -122,10 +144,10 @@ class KernelBinding:
         (m, k), n = x.shape, weight.shape[0]
         _dims(m, n, k)
         self._f["pk_linear_f32"](
-            _checked("x", x, np.float32, (m, k)),
-            _checked("weight", weight, np.float32, (n, k)),
-            _checked("bias", bias, np.float32, (n,), optional=True),
-            _checked("out", out, np.float32, (m, n), writable=True),
+            self._arg("x", x, np.float32, (m, k)),
+            self._arg("weight", weight, np.float32, (n, k)),
+            self._arg("bias", bias, np.float32, (n,), optional=True),
+            self._arg("out", out, np.float32, (m, n), writable=True),
             m,
             n,
             k,
@@ -151,17 +173,17 @@ class KernelBinding:
             raise KernelArgumentError(f"linear_i8: {groups} scale groups do not divide {k} columns")
         _dims(m, n, k)
         self._f["pk_linear_i8"](
-            _checked("x", x, np.float32, (m, k)),
-            _checked("values", values, np.int8, (n, k)),
-            _checked("scales", scales, np.float32, (n, groups)),
-            _checked("sums", sums, np.int32, (n, groups)),
-            _checked("bias", bias, np.float32, (n,), optional=True),
-            _checked("out", out, np.float32, (m, n), writable=True),
+            self._arg("x", x, np.float32, (m, k)),
+            self._arg("values", values, np.int8, (n, k)),
+            self._arg("scales", scales, np.float32, (n, groups)),
+            self._arg("sums", sums, np.int32, (n, groups)),
+            self._arg("bias", bias, np.float32, (n,), optional=True),
+            self._arg("out", out, np.float32, (m, n), writable=True),
             m,
             n,
             k,
             k // groups,
-            _checked("scratch", scratch, np.uint8, (i8_scratch(m, k),), writable=True),
+            self._arg("scratch", scratch, np.uint8, (i8_scratch(m, k),), writable=True),
         )
 
     def i8_sums(self, values: np.ndarray, groups: int, out: np.ndarray) -> None:
@@ -173,8 +195,8 @@ class KernelBinding:
             raise KernelArgumentError(f"i8_sums: {groups} groups do not divide {k} columns")
         _dims(n, k)
         self._f["pk_i8_sums"](
-            _checked("values", values, np.int8, (n, k)),
-            _checked("out", out, np.int32, (n, groups), writable=True),
+            self._arg("values", values, np.int8, (n, k)),
+            self._arg("out", out, np.int32, (n, groups), writable=True),
             n,
             k,
             k // groups,
@@ -194,10 +216,10 @@ class KernelBinding:
             raise KernelArgumentError(f"conv_f32: x holds {length} steps, {n} outputs need {n + (taps - 1) * dilation}")
         _dims(m, c, taps, n, length, dilation)
         self._f["pk_conv_f32"](
-            _checked("weight", weight, np.float32, (m, c, taps)),
-            _checked("x", x, np.float32, (c, length)),
-            _checked("bias", bias, np.float32, (m,), optional=True),
-            _checked("out", out, np.float32, (m, n), writable=True),
+            self._arg("weight", weight, np.float32, (m, c, taps)),
+            self._arg("x", x, np.float32, (c, length)),
+            self._arg("bias", bias, np.float32, (m,), optional=True),
+            self._arg("out", out, np.float32, (m, n), writable=True),
             m,
             c,
             taps,
@@ -217,10 +239,10 @@ class KernelBinding:
             raise KernelArgumentError("layer_norm: weight and bias come together")
         _dims(x.size // max(cols, 1), cols)
         self._f["pk_layer_norm"](
-            _checked("x", x, np.float32, x.shape),
-            _checked("weight", weight, np.float32, (cols,), optional=True),
-            _checked("bias", bias, np.float32, (cols,), optional=True),
-            _checked("out", out, np.float32, x.shape, writable=True),
+            self._arg("x", x, np.float32, x.shape),
+            self._arg("weight", weight, np.float32, (cols,), optional=True),
+            self._arg("bias", bias, np.float32, (cols,), optional=True),
+            self._arg("out", out, np.float32, x.shape, writable=True),
             x.size // max(cols, 1),
             cols,
             float(eps),
@@ -249,11 +271,11 @@ class KernelBinding:
             raise KernelArgumentError("attention: lead and context must be >= 0")
         _dims(t, h, d, n_keys, lead, context)
         self._f["pk_attention"](
-            _checked("q", q, np.float32, (t, h, d)),
+            self._arg("q", q, np.float32, (t, h, d)),
             _head_rows("keys", keys, keys.strides[0]),
             _head_rows("values", values, keys.strides[0]),
-            _checked("out", out, np.float32, (t, h, d), writable=True),
-            _checked("scores", scores, np.float32, (_length(scores, n_keys),), True),
+            self._arg("out", out, np.float32, (t, h, d), writable=True),
+            self._arg("scores", scores, np.float32, (_length(scores, n_keys),), True),
             t,
             h,
             h_kv,
@@ -274,7 +296,7 @@ class KernelBinding:
     def _elementwise(self, name: str, x: np.ndarray, out: np.ndarray) -> None:
         if not isinstance(x, np.ndarray):
             raise KernelArgumentError(f"{name}: expected a NumPy array, got {type(x).__name__}")
-        self._f[name](_checked("x", x, np.float32, x.shape), _checked("out", out, np.float32, x.shape, True), x.size)
+        self._f[name](self._arg("x", x, np.float32, x.shape), self._arg("out", out, np.float32, x.shape, True), x.size)
 
 
 class CompiledKernels:
@@ -287,8 +309,14 @@ class CompiledKernels:
 
     SMALL = 16384
 
-    def __init__(self, functions: Mapping[str, Callable[..., Any]], name: str, description: str):
-        self.binding = KernelBinding(functions)
+    def __init__(
+        self,
+        functions: Mapping[str, Callable[..., Any]],
+        name: str,
+        description: str,
+        address: Optional[Callable[[np.ndarray], int]] = None,
+    ):
+        self.binding = KernelBinding(functions, address)
         self.name = name
         self.description = description
 

@@ -74,6 +74,30 @@ def test_every_instruction_set_this_machine_runs_equals_numpy(backend, instructi
     assert report["failures"] == [] and report["worst"] < 1 and report["refused"] == report["refusals"]
 
 
+def test_the_binding_takes_a_checked_arrays_pointer_from_the_extension(backend) -> None:
+    """The extension's `address` is NumPy's data pointer (a view's offset included, read-only arrays
+    too) and refuses what is not contiguous; the backend's binding hands the kernels its pointers."""
+    from core import _kernels
+
+    base = np.arange(64, dtype=np.float32).reshape(8, 8)
+    frozen = np.ones(5, np.int8)
+    frozen.flags.writeable = False
+    for array in (base, base[3:5], base[2], frozen, np.empty(0, np.float32)):
+        assert _kernels.address(array) == array.__array_interface__["data"][0]
+    with pytest.raises(ValueError):
+        _kernels.address(base[:, 1])
+    calls = []
+    binding = backend.binding
+    binding._address, address = (lambda array: calls.append(array.shape) or address(array)), binding._address
+    try:
+        out = np.empty((2, 8), np.float32)
+        binding.linear_f32(base[3:5], base, None, out)
+    finally:
+        binding._address = address
+    assert address is _kernels.address and calls == [(2, 8), (8, 8), (2, 8)]
+    np.testing.assert_allclose(out, base[3:5] @ base.T, rtol=1e-6)
+
+
 def test_without_the_extension_core_runs_on_numpy_and_says_why(monkeypatch) -> None:
     monkeypatch.setattr(native, "EXTENSION", "core._not_built")
     fallback = native.backend()
