@@ -232,6 +232,8 @@ def test_a_product_of_many_rows_runs_on_two_threads_with_the_same_result(backend
     backend.linear(x, matrix, bias)
     assert threads == []  # a small matrix stays on the caller's thread
     monkeypatch.setattr(native, "SPLIT_WEIGHTS", values.size)
+    backend.linear(x[:16], matrix, bias)
+    assert threads == []  # a decoder frame's 16 rows stay on the decoder's thread, beside the flow LM's
     split_int8, split_float = backend.linear(x, matrix, bias), backend.linear(x, floats, bias)
     assert len(threads) == 2
     monkeypatch.setattr(native, "SPLIT_ROWS", 10**9)
