@@ -14,6 +14,7 @@ exports through Pyodide's JS bridge, or ctypes functions.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Mapping, Optional, Tuple
 
 import numpy as np
@@ -124,18 +125,7 @@ class KernelBinding:
         if missing:
             raise KernelArgumentError(f"the kernel module lacks {', '.join(missing)}")
         self._f = {name: functions[name] for name in NAMES}
-        self._address = address or _pointer
-
-    def _arg(
-        self,
-        name: str,
-        array: Any,
-        dtype: Any,
-        shape: Tuple[int, ...],
-        writable: bool = False,
-        optional: bool = False,
-    ) -> int:
-        return _checked(name, array, dtype, shape, writable, optional, self._address)
+        self._arg = functools.partial(_checked, address=address or _pointer)
 
     def linear_f32(self, x: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarray], out: np.ndarray) -> None:
         """out[M, N] = x[M, K] @ weight[N, K]^T + bias[N]."""

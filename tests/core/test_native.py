@@ -4,6 +4,7 @@ every entry reporting what runs its products."""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import threading
@@ -74,7 +75,7 @@ def test_every_instruction_set_this_machine_runs_equals_numpy(backend, instructi
     assert report["failures"] == [] and report["worst"] < 1 and report["refused"] == report["refusals"]
 
 
-def test_the_binding_takes_a_checked_arrays_pointer_from_the_extension(backend) -> None:
+def test_the_binding_takes_a_checked_arrays_pointer_from_the_extension(backend, monkeypatch) -> None:
     """The extension's `address` is NumPy's data pointer (a view's offset included, read-only arrays
     too) and refuses what is not contiguous; the backend's binding hands the kernels its pointers."""
     from core import _kernels
@@ -86,15 +87,14 @@ def test_the_binding_takes_a_checked_arrays_pointer_from_the_extension(backend) 
         assert _kernels.address(array) == array.__array_interface__["data"][0]
     with pytest.raises(ValueError):
         _kernels.address(base[:, 1])
-    calls = []
     binding = backend.binding
-    binding._address, address = (lambda array: calls.append(array.shape) or address(array)), binding._address
-    try:
-        out = np.empty((2, 8), np.float32)
-        binding.linear_f32(base[3:5], base, None, out)
-    finally:
-        binding._address = address
-    assert address is _kernels.address and calls == [(2, 8), (8, 8), (2, 8)]
+    assert binding._arg.keywords["address"] is _kernels.address
+    calls = []
+    spying = lambda array: calls.append(array.shape) or _kernels.address(array)  # noqa: E731
+    monkeypatch.setattr(binding, "_arg", functools.partial(binding._arg.func, address=spying))
+    out = np.empty((2, 8), np.float32)
+    binding.linear_f32(base[3:5], base, None, out)
+    assert calls == [(2, 8), (8, 8), (2, 8)]
     np.testing.assert_allclose(out, base[3:5] @ base.T, rtol=1e-6)
 
 
