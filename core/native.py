@@ -52,14 +52,16 @@ CONV_CHANNELS = 128
 CONV_STEPS = 480
 FEW_STEPS = 32
 # Rows from which a product (a text prompt, read before any frame exists) runs on two threads, each
-# on half of the rows: the other core (the decoder's, in a stream) waits for it then. More rows than a
-# Mimi decoder frame's 16, whose products run beside the flow LM's thread, where a third thread only
-# competes for the two cores (english int8, the pipeline's real-time factor 0.121 -> 0.115, same run).
-SPLIT_ROWS = 17
+# on half of the rows: the other core (the decoder's, in a stream) waits for it then.
+SPLIT_ROWS = 16
 # ...and from this many weights: handing a small matrix to the other thread costs more than it saves
 # (first chunk, medium text, int8, this 2-core machine: english 100 -> 72 ms split from 1M weights;
-# english_2m 6.9 ms unsplit, 7.5 split from 256K, 12.3 split at any size).
-SPLIT_WEIGHTS = 1 << 20
+# english_2m 6.9 ms unsplit, 7.5 split from 256K, 12.3 split at any size). Above the Mimi decoder's
+# matrices (1M weights at most), whose products of a frame's rows (16 a stream) run beside the flow
+# LM's thread, where a third thread only competes for the two cores. english int8, same runs: the
+# pipeline's real-time factor 0.121 -> 0.115; the server's worst stream at 12 streams 1.02 -> 0.94;
+# the text prompt 52.4 -> 53.1 ms (its 1024x1024 products no longer split).
+SPLIT_WEIGHTS = 1 << 21
 EXTENSION = "core._kernels"
 _second_thread: Optional[Any] = None  # the executor, made at the first product that splits
 _making_second_thread = threading.Lock()
