@@ -205,23 +205,28 @@ typedef v128_t iacc;
 // no 16-bit pairwise sum at all), where AVX2 takes three instructions per 32.
 #define I8_CHUNK 64
 typedef __m512i iacc;
-#define I8_WEIGHTS(q) __m512i w_ = _mm512_loadu_si512((const void *)(q))
-#define I8_DOT(acc, u) (acc = _mm512_dpbusd_epi32(acc, _mm512_loadu_si512((const void *)(u)), w_))
+#define I8_LOAD(p) _mm512_loadu_si512((const void *)(p))
+#define I8_DOTW(acc, a, w) (acc = _mm512_dpbusd_epi32(acc, a, w))
 #define I8_SUM(acc) _mm512_reduce_add_epi32(acc)
 #elif defined(__AVX2__)
 #define I8_CHUNK 32
 typedef __m256i iacc;
-#define I8_WEIGHTS(q) __m256i w_ = _mm256_loadu_si256((const __m256i *)(q))
-#define I8_DOT(acc, u)                                                                                  \
-  (acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(u)), w_), \
-                                                 _mm256_set1_epi16(1))))
+#define I8_LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
+#define I8_DOTW(acc, a, w) (acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, w), _mm256_set1_epi16(1))))
 static inline int I8_SUM(__m256i acc) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
   return _mm_cvtsi128_si32(s);
 }
-#else
+#endif
+// Natively with a vector instruction set: a chunk loaded (I8_LOAD), and the products of a loaded
+// chunk of a part with loaded weights added to an accumulator (I8_DOTW), of which the chunk-at-a-time
+// forms above are made.
+#if defined(I8_LOAD)
+#define I8_WEIGHTS(q) iacc w_ = I8_LOAD(q)
+#define I8_DOT(acc, u) I8_DOTW(acc, I8_LOAD(u), w_)
+#elif !defined(__wasm__)
 // Elsewhere natively: plain integer loops, which the compiler vectorizes as it can.
 #define I8_CHUNK 16
 typedef int32_t iacc;
@@ -355,22 +360,13 @@ static inline __attribute__((always_inline)) void linear_i8_rows(const uint8_t *
   }
 }
 
-#if !defined(__wasm__) && (defined(__AVX512VNNI__) || defined(__AVX2__))
+#if defined(I8_LOAD)
 // One quantized row (parts u and f) against four rows of Q at a time: the matrix-vector product of a
 // stream's step, which streams its weights from memory. Eight independent accumulator chains where
 // one row of Q had two, each chunk of the row loaded once for four, and the next four rows of Q
 // (contiguous) prefetched while these are multiplied: english's flow-LM matrices, 1.4x (AVX-512
 // VNNI) and 2.5x (AVX2) faster from the caches, 1.2x and 1.4x from memory. Each result is
 // linear_i8_rows's for R = 1, operation for operation (integer sums are exact in any order).
-#if defined(__AVX512VNNI__)
-typedef __m512i iw;
-#define I8_LOAD(p) _mm512_loadu_si512((const void *)(p))
-#define I8_DOTW(acc, a, w) (acc = _mm512_dpbusd_epi32(acc, a, w))
-#else
-typedef __m256i iw;
-#define I8_LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
-#define I8_DOTW(acc, a, w) (acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, w), _mm256_set1_epi16(1))))
-#endif
 static void linear_i8_vector(const uint8_t *u, const uint8_t *f, const int8_t *Q, const float *S, const int32_t *sums,
                              float *Y, int N, int K, int G, float x0, int z0) {
   int groups = K / G;
@@ -390,7 +386,7 @@ static void linear_i8_vector(const uint8_t *u, const uint8_t *f, const int8_t *Q
         __builtin_prefetch(ahead + 64);
         __builtin_prefetch(ahead + 128);
         __builtin_prefetch(ahead + 192);
-        iw uk = I8_LOAD(u + k), fk = I8_LOAD(f + k), w;
+        iacc uk = I8_LOAD(u + k), fk = I8_LOAD(f + k), w;
         w = I8_LOAD(q0 + k); I8_DOTW(a0, uk, w); I8_DOTW(b0, fk, w);
         w = I8_LOAD(q1 + k); I8_DOTW(a1, uk, w); I8_DOTW(b1, fk, w);
         w = I8_LOAD(q2 + k); I8_DOTW(a2, uk, w); I8_DOTW(b2, fk, w);

@@ -53,7 +53,8 @@ def _checked(
     shape: Tuple[int, ...],
     writable: bool = False,
     optional: bool = False,
-    address: Callable[[np.ndarray], int] = _pointer,
+    *,
+    address: Callable[[np.ndarray], int],
 ) -> int:
     """The data pointer of `array` (by `address`) after checking it is what the kernel will read (or write)."""
     if array is None and optional:
