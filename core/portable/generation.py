@@ -191,8 +191,8 @@ class Generation:
         self._length = self.frames_left if self.fixed_length else min(chunk.estimate, self.frames_left)
         guess = chunk.frames_after_eos_guess
         self._after = self.frames_after_eos if self.frames_after_eos is not None else guess + 2
-        state = self.voice.transformer.copy()
-        transformer.reserve(state, state.offset + len(chunk.tokens) + self._length)
+        voice = self.voice.transformer
+        state = transformer.with_capacity(voice, voice.offset + len(chunk.tokens) + self._length)
         self._state = state
         self._words = chunk.words if self.heads is not None else None
         self._text = (state.offset, state.offset + len(chunk.tokens))

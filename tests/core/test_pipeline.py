@@ -102,11 +102,16 @@ def test_a_small_model_runs_on_the_callers_thread(model) -> None:
 
 
 def test_closing_early_stops_the_flow_thread_and_restores_blas(model, pays) -> None:
-    before, threads = _blas_threads(), threading.active_count()
-    chunks = model.stream("Stop me early.", str(VOICE_24K), **dict(OPTIONS, max_frames=200))
-    next(chunks)
-    chunks.close()
-    assert threading.active_count() == threads and _blas_threads() == before
+    """BLAS runs on one thread while a stream runs and gets its threads back after it, stream after
+    stream (threadpoolctl's view of the libraries is made once, at the first)."""
+    with threadpool_limits(2):
+        before, threads = _blas_threads(), threading.active_count()
+        for _ in range(2):
+            chunks = model.stream("Stop me early.", str(VOICE_24K), **dict(OPTIONS, max_frames=200))
+            next(chunks)
+            assert set(_blas_threads()) == {1}
+            chunks.close()
+            assert threading.active_count() == threads and _blas_threads() == before
 
 
 def test_bad_input_fails_before_any_thread_and_errors_reach_the_caller(model, monkeypatch, pays) -> None:

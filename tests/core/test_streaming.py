@@ -92,8 +92,8 @@ def test_conv_transpose1d_step_equals_batch(groups: int, stride: int, k: int) ->
     assert np.allclose(whole, (full + p["bias"][:, None])[:, : 30 * stride], atol=1e-4)
 
 
-@pytest.mark.parametrize("context", [None, 7])
-def test_transformer_step_equals_forward(context) -> None:
+def tiny_transformer(context):
+    """A transformer of two small layers with random weights: its spec and its layers' params."""
     spec = transformer.TransformerSpec(
         num_layers=2,
         d_model=16,
@@ -119,6 +119,12 @@ def test_transformer_step_equals_forward(context) -> None:
             "layer_scale_2": {"scale": random(16)},
         }
         layers.append(layer)
+    return spec, layers
+
+
+@pytest.mark.parametrize("context", [None, 7])
+def test_transformer_step_equals_forward(context) -> None:
+    spec, layers = tiny_transformer(context)
     x = random(40, 16)
     whole = transformer.forward(spec, layers, x)
     state = transformer.init_state(spec)
@@ -127,6 +133,30 @@ def test_transformer_step_equals_forward(context) -> None:
     assert np.allclose(np.concatenate(parts), whole, atol=1e-5)
     blocked = transformer.forward(spec, layers, x, block=5)
     assert np.allclose(blocked, whole, atol=1e-5)
+
+
+def test_a_state_with_room_goes_on_as_the_state_it_copies() -> None:
+    """A generation's cache (transformer.with_capacity: a voice's positions copied, room left
+    unwritten for its own) gives what the voice's state itself gives, whatever the room holds, and
+    leaves the voice's state as it was."""
+    spec, layers = tiny_transformer(None)
+    x = random(30, 16)
+    voice = transformer.init_state(spec)
+    transformer.step(spec, layers, x[:12], voice)
+    kept = voice.copy()
+    roomy = transformer.with_capacity(voice, 40)
+    for cache in roomy.keys + roomy.values:
+        assert cache.shape[1] == 40
+        cache[:, voice.offset :] = np.nan  # what unwritten memory may hold: never read
+    grown = voice.copy()  # grows as it goes
+    for a, b in ((12, 20), (20, 21), (21, 30)):
+        np.testing.assert_array_equal(
+            transformer.step(spec, layers, x[a:b], roomy), transformer.step(spec, layers, x[a:b], grown)
+        )
+    assert roomy.offset == 30 and all(
+        np.array_equal(a, b) for a, b in zip(voice.keys + voice.values, kept.keys + kept.values)
+    )
+    assert transformer.with_capacity(voice, 5).keys[0].shape[1] == voice.offset  # never less than its positions
 
 
 @pytest.mark.parametrize("name", tiny_models())
