@@ -418,47 +418,114 @@ static void linear_i8_vector(const uint8_t *u, const uint8_t *f, const int8_t *Q
 #endif
 
 #if defined(__AVX512VNNI__)
-// With AVX-512 VNNI's 32 vector registers, 8 rows at a time (16 accumulators): each chunk of weights
-// is loaded once for 8 rows, half as often as with 4. Each row's result is the 4-row function's,
-// operation for operation. Native only: it keeps arrays on the stack, which the WebAssembly builds
-// may not.
-static void linear_i8_rows8(const uint8_t *U, const uint8_t *F, const int8_t *Q, const float *S, const int32_t *sums,
-                            float *Y, int N, int ldy, int K, int G, const float *xs, const uint8_t *zs) {
+// Blocks of I8_BLOCK rows of X (a text prompt's) against I8_TILE rows of Q at a time, with no sum
+// across a vector's lanes: the block's parts are packed so that a vector holds 4 consecutive
+// columns of each of its 16 rows (an int32 lane per row, vpdpbusd's layout), and each 4 values of
+// a row of Q are broadcast to all lanes, so one vpdpbusd adds 4 products to each of 16 rows' sums.
+// Each row's result is still linear_i8_rows's, operation for operation: the same integer sums,
+// then the same float32 operations, a row per lane. Native only, as AVX-512 VNNI's 32 registers
+// hold the tile's 16 accumulators and the block's two parts (timings: pk_linear_i8).
+#define I8_BLOCK 16
+#define I8_TILE 8
+
+// R (<= 16) rows of a part (row stride K) packed, zeros after them: P[k / 4][r][k % 4] = part[r][k].
+static void pack_block(const uint8_t *part, int R, int K, uint8_t *P) {
+  for (int k = 0; k < K; k += 4)
+    for (int r = 0; r < I8_BLOCK; r++) {
+      uint8_t *to = P + (long)k * I8_BLOCK + 4 * r;
+      if (r < R)
+        __builtin_memcpy(to, part + (long)r * K + k, 4);
+      else
+        __builtin_memset(to, 0, 4);
+    }
+}
+
+// The integer sums of columns [k, end) of a packed block (parts PU, PF) against C (I8_TILE or 1)
+// rows of Q: into sums[2 c] their products with u, into sums[2 c + 1] those with f, a row of the
+// block per lane. Nothing else is live here: with the tile's float sums beside them in
+// linear_i8_tile, GCC 12 copied the 16 accumulators between registers on every step (0.8x).
+static inline __attribute__((always_inline)) void i8_block_sums(const uint8_t *PU, const uint8_t *PF, const int8_t *Q,
+                                                                int C, int K, int k, int end, __m512i *sums) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  __m512i b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
+#define I8_BLOCK_DOT(j, a, b)                          \
+  do {                                                 \
+    int32_t w4_;                                       \
+    __builtin_memcpy(&w4_, Q + (long)(j) * K + k, 4);  \
+    __m512i w_ = _mm512_set1_epi32(w4_);               \
+    a = _mm512_dpbusd_epi32(a, u, w_);                 \
+    b = _mm512_dpbusd_epi32(b, f, w_);                 \
+  } while (0)
+  for (; k < end; k += 4) {
+    __m512i u = _mm512_loadu_si512((const void *)(PU + (long)k * I8_BLOCK));
+    __m512i f = _mm512_loadu_si512((const void *)(PF + (long)k * I8_BLOCK));
+    I8_BLOCK_DOT(0, a0, b0);
+    if (C > 1) {
+      I8_BLOCK_DOT(1, a1, b1); I8_BLOCK_DOT(2, a2, b2); I8_BLOCK_DOT(3, a3, b3);
+      I8_BLOCK_DOT(4, a4, b4); I8_BLOCK_DOT(5, a5, b5); I8_BLOCK_DOT(6, a6, b6); I8_BLOCK_DOT(7, a7, b7);
+    }
+  }
+#undef I8_BLOCK_DOT
+  sums[0] = a0, sums[1] = b0;
+  if (C > 1) {
+    sums[2] = a1, sums[3] = b1, sums[4] = a2, sums[5] = b2, sums[6] = a3, sums[7] = b3;
+    sums[8] = a4, sums[9] = b4, sums[10] = a5, sums[11] = b5, sums[12] = a6, sums[13] = b6, sums[14] = a7, sums[15] = b7;
+  }
+}
+
+static __attribute__((noinline)) void i8_block_sums8(const uint8_t *PU, const uint8_t *PF, const int8_t *Q, int K,
+                                                     int k, int end, __m512i *sums) {
+  i8_block_sums(PU, PF, Q, I8_TILE, K, k, end, sums);
+}
+
+// C (I8_TILE or 1) rows of Q against a packed block: Y[r, c] for the block's R rows r, each row's
+// float32 operations linear_i8_rows's.
+static inline __attribute__((always_inline)) void linear_i8_tile(const uint8_t *PU, const uint8_t *PF, const int8_t *Q,
+                                                                 const float *S, const int32_t *sums, float *Y, int C,
+                                                                 int R, int ldy, int K, int G, vf xs, vi zs) {
   int groups = K / G;
   const float fine = 1.0f / 126.0f;
-  for (int n = 0; n < N; n++) {
-    const int8_t *q = Q + (long)n * K;
-    const float *s = S + (long)n * groups;
-    const int32_t *sum = sums + (long)n * groups;
-    float t[8] = {0};
-    for (int g = 0; g < groups; g++) {
-      int k = g * G, end = k + G;
-      __m512i a[8], b[8];
-      for (int r = 0; r < 8; r++) a[r] = b[r] = _mm512_setzero_si512();
-      for (; k + I8_CHUNK <= end; k += I8_CHUNK) {
-        __m512i w = _mm512_loadu_si512((const void *)(q + k));
-        for (int r = 0; r < 8; r++) {
-          a[r] = _mm512_dpbusd_epi32(a[r], _mm512_loadu_si512((const void *)(U + (long)r * K + k)), w);
-          b[r] = _mm512_dpbusd_epi32(b[r], _mm512_loadu_si512((const void *)(F + (long)r * K + k)), w);
-        }
-      }
-      int middle = 63 * sum[g];
-      for (int r = 0; r < 8; r++) {
-        const uint8_t *u = U + (long)r * K, *f = F + (long)r * K;
-        int c = I8_SUM(a[r]), d = I8_SUM(b[r]);
-        for (int j = k; j < end; j++) c += u[j] * q[j], d += f[j] * q[j];
-        t[r] += s[g] * ((float)(c - zs[r] * sum[g]) + (float)(d - middle) * fine);
-      }
+  vf t[I8_TILE];
+  __m512i dots[2 * I8_TILE];
+  for (int c = 0; c < C; c++) t[c] = splat(0);
+  for (int g = 0; g < groups; g++) {
+    if (C == I8_TILE)
+      i8_block_sums8(PU, PF, Q, K, g * G, (g + 1) * G, dots);
+    else
+      i8_block_sums(PU, PF, Q, 1, K, g * G, (g + 1) * G, dots);
+    for (int c = 0; c < C; c++) {
+      int sum = sums[(long)c * groups + g];
+      vi whole = (vi)dots[2 * c] - zs * sum, parts = (vi)dots[2 * c + 1] - 63 * sum;
+      t[c] += S[(long)c * groups + g] * (__builtin_convertvector(whole, vf) + __builtin_convertvector(parts, vf) * fine);
     }
-    for (int r = 0; r < 8; r++) Y[(long)r * ldy + n] = xs[r] * t[r];
   }
+  for (int c = 0; c < C; c++) {
+    vf y = xs * t[c];
+    for (int r = 0; r < R; r++) Y[(long)r * ldy + c] = y[r];
+  }
+}
+
+// A packed block of R rows (parts PU, PF; scales xs and zero points zs of its rows) against N rows
+// of Q.
+static void linear_i8_block(const uint8_t *PU, const uint8_t *PF, const int8_t *Q, const float *S, const int32_t *sums,
+                            float *Y, int R, int N, int ldy, int K, int G, const float *xs, const uint8_t *zs) {
+  int groups = K / G;
+  vf scales = splat(0);
+  vi zero_points = scales < 0;
+  for (int r = 0; r < R; r++) scales[r] = xs[r], zero_points[r] = zs[r];
+  int n = 0;
+  for (; n + I8_TILE <= N; n += I8_TILE)
+    linear_i8_tile(PU, PF, Q + (long)n * K, S + (long)n * groups, sums + (long)n * groups, Y + n, I8_TILE, R, ldy, K, G,
+                   scales, zero_points);
+  for (; n < N; n++)
+    linear_i8_tile(PU, PF, Q + (long)n * K, S + (long)n * groups, sums + (long)n * groups, Y + n, 1, R, ldy, K, G,
+                   scales, zero_points);
 }
 #endif
 
 // Rows of Q per pass over every row of X: 128 KB of weights, which stay in the core's L2 cache while
 // X's blocks of rows go by, so that a product of many rows (a text prompt) reads Q from memory once,
-// not once per block of rows, and every row is quantized once (english's 24 flow-LM matrices, 40
-// rows, one thread, AVX-512 VNNI: 72.5 -> 69.4 ms; with the vector quantization, 66.8).
+// not once per block of rows, and every row is quantized once.
 #define I8_PANEL_BYTES (128 * 1024)
 
 // scratch: uint8 [i8_scratch(M, K)], the caller's: every row's part u, then every row's part f,
@@ -472,16 +539,35 @@ void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const int32_t
   for (int m = 0; m < M; m++) scales[m] = quantize_row(X + (long)m * K, U + (long)m * K, F + (long)m * K, zeros + m, K);
   int groups = K / G, panel = I8_PANEL_BYTES / K;
   panel = panel < 4 ? 4 : panel - panel % 4;
+#if defined(I8_BLOCK)
+  // Rows [0, blocked) go by blocks, the last one partial where 6 rows or more are left: on english's
+  // 24 flow-LM matrices, one thread, a block costs what 6 rows cost on linear_i8_rows. By block,
+  // 40 rows take 27-32 ms where 8 rows at a time on the dot-product form took 64, 16 rows 10-13
+  // where they took 29. The blocks are packed after the scales, from a 64-byte boundary: each
+  // block's part u, then its part f.
+  uint8_t *packed = (uint8_t *)(((uintptr_t)(scales + M) + 63) & ~(uintptr_t)63);
+  long block_bytes = (long)I8_BLOCK * K;
+  int blocked = 0;
+  if (K % 4 == 0 && G % 4 == 0) blocked = M % I8_BLOCK >= 6 ? M : M - M % I8_BLOCK;
+  for (int m = 0; m < blocked; m += I8_BLOCK) {
+    uint8_t *p = packed + 2 * (m / I8_BLOCK) * block_bytes;
+    int rows = blocked - m < I8_BLOCK ? blocked - m : I8_BLOCK;
+    pack_block(U + (long)m * K, rows, K, p);
+    pack_block(F + (long)m * K, rows, K, p + block_bytes);
+  }
+#endif
   for (int n = 0; n < N; n += panel) {
     int count = N - n < panel ? N - n : panel;
     const int8_t *q = Q + (long)n * K;
     const float *s = S + (long)n * groups;
     const int32_t *sum = sums + (long)n * groups;
     int m = 0;
-#if defined(__AVX512VNNI__)
-    for (; m + 8 <= M; m += 8)
-      linear_i8_rows8(U + (long)m * K, F + (long)m * K, q, s, sum, Y + (long)m * N + n, count, N, K, G, scales + m,
-                      zeros + m);
+#if defined(I8_BLOCK)
+    for (; m < blocked; m += I8_BLOCK) {
+      const uint8_t *p = packed + 2 * (m / I8_BLOCK) * block_bytes;
+      int rows = blocked - m < I8_BLOCK ? blocked - m : I8_BLOCK;
+      linear_i8_block(p, p + block_bytes, q, s, sum, Y + (long)m * N + n, rows, count, N, K, G, scales + m, zeros + m);
+    }
 #endif
     for (; m < M; m += 4) {
       const uint8_t *u = U + (long)m * K, *f = F + (long)m * K, *z = zeros + m;

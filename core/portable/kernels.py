@@ -97,8 +97,10 @@ def _head_layout_problem(array: np.ndarray, head_stride: int) -> Optional[str]:
 
 def i8_scratch(rows: int, columns: int) -> int:
     """The int8 kernel's scratch in bytes for `rows` rows of `columns`: every row's two parts, a zero
-    point each, then (4-byte aligned) a float32 scale each."""
-    return (2 * rows * columns + rows + 3) // 4 * 4 + 4 * rows
+    point each, then (4-byte aligned) a float32 scale each, then room for the rows packed again in
+    blocks of 16 (kernels.c's I8_BLOCK, from 6 rows), from a 64-byte boundary."""
+    blocks = -(-rows // 16) if rows >= 6 else 0
+    return (2 * rows * columns + rows + 3) // 4 * 4 + 4 * rows + (2 * blocks * 16 * columns + 64 if blocks else 0)
 
 
 def _length(array: np.ndarray, minimum: int) -> int:

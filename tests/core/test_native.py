@@ -216,8 +216,9 @@ def test_the_backend_is_safe_on_two_threads(backend) -> None:
 
 
 def test_a_product_of_many_rows_runs_on_two_threads_with_the_same_result(backend, monkeypatch) -> None:
-    """A text prompt's products: two halves of its rows on two threads, each row as the whole
-    product computes it (int8: the same integers; float32: OpenBLAS's rounding)."""
+    """A text prompt's products: two halves of the weight's rows on two threads, each output as the
+    whole product computes it (int8: the same integers; float32: OpenBLAS's rounding), the bias's
+    halves with them."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((native.SPLIT_ROWS + 3, 64)).astype(np.float32)
     values = rng.integers(-127, 128, (96, 64), dtype=np.int8)
