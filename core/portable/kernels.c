@@ -448,21 +448,25 @@ static inline __attribute__((always_inline)) void i8_block_sums(const uint8_t *P
                                                                 int C, int K, int k, int end, __m512i *sums) {
   __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   __m512i b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
-#define I8_BLOCK_DOT(j, a, b)                          \
+  const int8_t *q = Q + k;
+  const uint8_t *pu = PU + (long)k * I8_BLOCK, *pf = PF + (long)k * I8_BLOCK;
+  long K1 = K, K2 = 2 * K1, K3 = 3 * K1, K4 = 4 * K1, K5 = 5 * K1, K6 = 6 * K1, K7 = 7 * K1;
+#define I8_BLOCK_DOT(offset, a, b)                     \
   do {                                                 \
     int32_t w4_;                                       \
-    __builtin_memcpy(&w4_, Q + (long)(j) * K + k, 4);  \
+    __builtin_memcpy(&w4_, q + i + (offset), 4);       \
     __m512i w_ = _mm512_set1_epi32(w4_);               \
     a = _mm512_dpbusd_epi32(a, u, w_);                 \
     b = _mm512_dpbusd_epi32(b, f, w_);                 \
   } while (0)
-  for (; k < end; k += 4) {
-    __m512i u = _mm512_loadu_si512((const void *)(PU + (long)k * I8_BLOCK));
-    __m512i f = _mm512_loadu_si512((const void *)(PF + (long)k * I8_BLOCK));
+#pragma GCC unroll 2
+  for (long i = 0; i < end - k; i += 4) {
+    __m512i u = _mm512_loadu_si512((const void *)(pu + i * I8_BLOCK));
+    __m512i f = _mm512_loadu_si512((const void *)(pf + i * I8_BLOCK));
     I8_BLOCK_DOT(0, a0, b0);
     if (C > 1) {
-      I8_BLOCK_DOT(1, a1, b1); I8_BLOCK_DOT(2, a2, b2); I8_BLOCK_DOT(3, a3, b3);
-      I8_BLOCK_DOT(4, a4, b4); I8_BLOCK_DOT(5, a5, b5); I8_BLOCK_DOT(6, a6, b6); I8_BLOCK_DOT(7, a7, b7);
+      I8_BLOCK_DOT(K1, a1, b1); I8_BLOCK_DOT(K2, a2, b2); I8_BLOCK_DOT(K3, a3, b3);
+      I8_BLOCK_DOT(K4, a4, b4); I8_BLOCK_DOT(K5, a5, b5); I8_BLOCK_DOT(K6, a6, b6); I8_BLOCK_DOT(K7, a7, b7);
     }
   }
 #undef I8_BLOCK_DOT
