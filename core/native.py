@@ -23,14 +23,15 @@ first layers); the other convolutions and larger float products stay with NumPy.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
 from .portable import ops
-from .portable.kernels import SIGNATURES, CompiledKernels
+from .portable.kernels import SIGNATURES, CompiledKernels, i8_scratch
 from .portable.quantize import Int8Matrix, Weight
 
 # Rows up to which a float product is the kernels' (a flow-LM step of up to 16 streams).
@@ -81,6 +82,21 @@ def second_thread() -> Any:
 
 
 class NativeKernels(CompiledKernels):
+    """The compiled kernels as CPython runs them: `pair` runs two int8 products at once, one on a
+    thread of the library's own (core/_kernels.c's pk_linear_i8_two, with this set's pk_linear_i8
+    bound), each given as pk_linear_i8's checked arguments."""
+
+    def __init__(
+        self,
+        functions: Dict[str, Any],
+        name: str,
+        description: str,
+        address: Callable[[np.ndarray], int],
+        pair: Callable[..., None],
+    ):
+        super().__init__(functions, name, description, address)
+        self._pair = pair
+
     def linear(self, x: np.ndarray, weight: Weight, bias: Optional[np.ndarray]) -> np.ndarray:
         if x.size // x.shape[-1] >= SPLIT_ROWS and weight.shape[0] * weight.shape[1] >= SPLIT_WEIGHTS:
             return self._on_two_threads(x, weight, bias)
@@ -102,23 +118,30 @@ class NativeKernels(CompiledKernels):
         return np.ascontiguousarray(out.T).reshape(x.shape[:-1] + (weight.shape[0],))
 
     def _on_two_threads(self, x: np.ndarray, weight: Weight, bias: Optional[np.ndarray]) -> np.ndarray:
-        """The product of many rows (a text prompt) as two halves of the weight's rows on two threads
-        (the kernels and OpenBLAS let go of the GIL), each thread taking every row of x: each output
-        is computed as the whole product computes it (int8: the same integers; each thread
-        quantizes the rows, a few microseconds). The int8 kernels take x 16 rows at a time, so
-        halves of x's rows would leave each thread a partial block of rows (english's flow-LM
-        matrices, 40 rows, two threads: 21.1 ms by halves of x's rows, 18.4 by halves of the weight's)."""
-        rows = x.reshape(-1, x.shape[-1])  # [M, K]
-        half = weight.shape[0] // 2
-        out = np.empty((rows.shape[0], weight.shape[0]), np.float32)  # [M, N]
-
-        def part(kept: slice) -> np.ndarray:
-            return self._linear(rows, self._weight_rows(weight, kept), None if bias is None else bias[kept])
-
-        second = second_thread().submit(part, slice(half, None))
-        out[:, :half] = part(slice(0, half))
-        out[:, half:] = second.result()
-        return out.reshape(x.shape[:-1] + (weight.shape[0],))
+        """The product of many rows (a text prompt) as two halves of the weight's rows on two threads,
+        each thread taking every row of x: each output is computed as the whole product computes it
+        (int8: the same integers; each thread quantizes the rows, a few microseconds). The int8
+        kernels take x 16 rows at a time, so halves of x's rows would leave each thread a partial
+        block of rows (english's flow-LM matrices, 40 rows, two threads: 21.1 ms by halves of x's
+        rows, 18.4 by halves of the weight's). int8 halves run together in the library
+        (`pair`); float ones on OpenBLAS, one on a Python thread (`second_thread`), as both let go
+        of the GIL."""
+        rows = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, x.shape[-1])  # [M, K]
+        halves = (slice(0, weight.shape[0] // 2), slice(weight.shape[0] // 2, None))
+        parts = [(self._weight_rows(weight, kept), None if bias is None else bias[kept]) for kept in halves]
+        outs = [np.empty((rows.shape[0], part.shape[0]), np.float32) for part, _ in parts]  # [M, N / 2] each
+        if isinstance(weight, Int8Matrix):
+            scratches = [np.empty(i8_scratch(*rows.shape), np.uint8) for _ in parts]  # kept until the call returns
+            arguments = [
+                self.binding.linear_i8_arguments(rows, part.values, part.scales, part.sums, part_bias, out, scratch)
+                for (part, part_bias), out, scratch in zip(parts, outs, scratches)
+            ]
+            self._pair(*arguments[0], *arguments[1])
+        else:
+            second = second_thread().submit(self._linear, rows, *parts[1])
+            outs[0] = self._linear(rows, *parts[0])
+            outs[1] = second.result()
+        return np.concatenate(outs, axis=1).reshape(x.shape[:-1] + (weight.shape[0],))
 
     def _weight_rows(self, weight: Weight, kept: slice) -> Weight:
         """Rows `kept` of a weight (a view), an int8 one with its group sums."""
@@ -156,25 +179,34 @@ def backend(instruction_set: Optional[str] = None) -> Any:
     chosen = instruction_set if instruction_set is not None else instruction_sets()[0]
     filename = str(library._name).rsplit("/", 1)[-1]
     description = f"compiled kernels ({chosen}, {filename}) with NumPy"
-    return NativeKernels(functions(chosen), "native", description, importlib.import_module(EXTENSION).address)
+    import ctypes
+
+    bound = functions(chosen)
+    pair = functools.partial(library.pk_linear_i8_two, ctypes.cast(bound["pk_linear_i8"], ctypes.c_void_p).value)
+    return NativeKernels(bound, "native", description, importlib.import_module(EXTENSION).address, pair)
 
 
 def functions(instruction_set: str) -> Dict[str, Any]:
     """The kernels of `instruction_set` by name (ctypes functions); a ValueError where this
     processor does not run it."""
-    import ctypes
-
     runs = instruction_sets()
     if instruction_set not in runs:
         raise ValueError(f"this processor does not run the {instruction_set} kernels (it runs: {', '.join(runs)})")
     library = _library()
-    types = {"p": ctypes.c_void_p, "i": ctypes.c_int, "f": ctypes.c_float}
     bound = {}
     for name, signature in SIGNATURES.items():
         function = getattr(library, f"{name}_{instruction_set}")
-        function.argtypes, function.restype = [types[code] for code in signature], None
+        function.argtypes, function.restype = _argtypes(signature), None
         bound[name] = function
     return bound
+
+
+def _argtypes(signature: str) -> List[Any]:
+    """ctypes's types of a kernel's arguments, from its signature in SIGNATURES."""
+    import ctypes
+
+    types = {"p": ctypes.c_void_p, "i": ctypes.c_int, "f": ctypes.c_float}
+    return [types[code] for code in signature]
 
 
 def _library() -> Any:
@@ -185,6 +217,9 @@ def _library() -> Any:
     import ctypes
 
     library = ctypes.CDLL(spec.origin)
+    linear_i8 = _argtypes(SIGNATURES["pk_linear_i8"])
+    library.pk_linear_i8_two.argtypes = [ctypes.c_void_p, *linear_i8, *linear_i8]
+    library.pk_linear_i8_two.restype = None
     library.pk_sets.restype = ctypes.c_char_p
     library.pk_supports.argtypes, library.pk_supports.restype = [ctypes.c_char_p], ctypes.c_int
     return library

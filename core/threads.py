@@ -16,33 +16,34 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Tuple
 
 # A chunk crosses three threads in a server (flow LM, decoder, event loop): each crossing might
 # otherwise wait out Python's default 5 ms switch interval.
 SERVING_SWITCH_INTERVAL = 0.0005
 
 
-_controller: Optional[Any] = None  # threadpoolctl's view of the process's BLAS, made at first use
+# threadpoolctl's view of the process's BLAS libraries, and how many modules were imported then.
+_controller: Optional[Tuple[int, Any]] = None
 
 
 @contextmanager
 def one_blas_thread() -> Iterator[None]:
     """BLAS on one thread for the whole process while the block runs.
 
-    The libraries are looked up once, at the first block: threadpoolctl's lookup goes through every
-    library the process has loaded (about 300 in one that has loaded the model: 0.5-3 ms, which
-    every stream's first chunk paid), where setting the thread count of those found takes 7 us. A
-    BLAS loaded later keeps its own threads (only the time differs, never the results)."""
+    The libraries are looked up again only after more modules were imported (a BLAS comes with an
+    extension module: NumPy's, SciPy's, torch's): threadpoolctl's lookup goes through every library
+    the process has loaded (about 300 in one that has loaded the model: 0.5-3 ms, which every
+    stream's first chunk paid), where setting the thread count of those found takes 7 us."""
     global _controller
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:
         yield
         return
-    if _controller is None:
-        _controller = ThreadpoolController()
-    with _controller.limit(limits=1, user_api="blas"):
+    if _controller is None or _controller[0] != len(sys.modules):
+        _controller = (len(sys.modules), ThreadpoolController())
+    with _controller[1].limit(limits=1, user_api="blas"):
         yield
 
 

@@ -159,13 +159,28 @@ class KernelBinding:
         """out[M, N] ~ x[M, K] @ (values[N, K] * scales[N, K / G] per group of G columns)^T + bias[N],
         each row of x quantized to two 7-bit parts on the way (kernels.c); sums: int32 [N, K / G], the groups'
         sums of values (`i8_sums`); scratch: uint8 [i8_scratch(M, K)], written by the kernel."""
+        self._f["pk_linear_i8"](*self.linear_i8_arguments(x, values, scales, sums, bias, out, scratch))
+
+    def linear_i8_arguments(
+        self,
+        x: np.ndarray,
+        values: np.ndarray,
+        scales: np.ndarray,
+        sums: np.ndarray,
+        bias: Optional[np.ndarray],
+        out: np.ndarray,
+        scratch: np.ndarray,
+    ) -> Tuple[int, ...]:
+        """linear_i8's arguments as pk_linear_i8 takes them (pointers and ints), every array checked:
+        for a caller that runs the kernel itself (core/native.py runs two at once). The arrays must
+        outlive the call."""
         if not (isinstance(x, np.ndarray) and x.ndim == 2 and isinstance(scales, np.ndarray) and scales.ndim == 2):
             raise KernelArgumentError("linear_i8: x and scales must be 2-D arrays")
         (m, k), (n, groups) = x.shape, scales.shape
         if groups == 0 or k % groups:
             raise KernelArgumentError(f"linear_i8: {groups} scale groups do not divide {k} columns")
         _dims(m, n, k)
-        self._f["pk_linear_i8"](
+        return (
             self._arg("x", x, np.float32, (m, k)),
             self._arg("values", values, np.int8, (n, k)),
             self._arg("scales", scales, np.float32, (n, groups)),

@@ -18,7 +18,7 @@ from core.browser import kernel_check
 from core.portable import ops
 from core.portable.quantize import Int8Matrix
 from tests.support.metrics import nmse_db
-from tests.support.paths import TINY_DIR
+from tests.support.paths import ROOT, TINY_DIR
 
 
 @pytest.fixture(scope="module")
@@ -216,29 +216,98 @@ def test_the_backend_is_safe_on_two_threads(backend) -> None:
 
 
 def test_a_product_of_many_rows_runs_on_two_threads_with_the_same_result(backend, monkeypatch) -> None:
-    """A text prompt's products: two halves of the weight's rows on two threads, each output as the
-    whole product computes it (int8: the same integers; float32: OpenBLAS's rounding), the bias's
-    halves with them."""
+    """A text prompt's products: two halves of the weight's rows on two threads (int8: the library's
+    pair, one half on its own thread; float32: a Python thread), each output as the whole product
+    computes it (int8: the same integers; float32: OpenBLAS's rounding), the bias's halves with
+    them."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((native.SPLIT_ROWS + 3, 64)).astype(np.float32)
     values = rng.integers(-127, 128, (96, 64), dtype=np.int8)
     matrix = Int8Matrix(values, rng.random((96, 1), dtype=np.float32))
     floats = rng.standard_normal((96, 64)).astype(np.float32)
     bias = rng.standard_normal(96).astype(np.float32)
-    threads = []
+    pairs, threads = [], []
+    pair = backend._pair
+    monkeypatch.setattr(backend, "_pair", lambda *a: pairs.append(1) or pair(*a))
     executor = native.second_thread()  # made at its first use, once
     assert native.second_thread() is executor
     submit = executor.submit
     monkeypatch.setattr(executor, "submit", lambda *a: threads.append(1) or submit(*a))
     backend.linear(x, matrix, bias)
-    assert threads == []  # a small matrix stays on the caller's thread
+    assert pairs == threads == []  # a small matrix stays on the caller's thread
     decoder = Int8Matrix(np.ones((2048, 512), np.int8), np.ones((2048, 1), np.float32))  # the Mimi decoder's largest
     backend.linear(np.ones((48, 512), np.float32), decoder, None)
-    assert threads == []  # a decoder's products stay on its thread, beside the flow LM's, whatever their rows
+    assert pairs == threads == []  # a decoder's products stay on its thread, beside the flow LM's, whatever their rows
     monkeypatch.setattr(native, "SPLIT_WEIGHTS", values.size)
     split_int8, split_float = backend.linear(x, matrix, bias), backend.linear(x, floats, bias)
-    assert len(threads) == 2
+    assert pairs == threads == [1]
     monkeypatch.setattr(native, "SPLIT_ROWS", 10**9)
     assert np.array_equal(split_int8, backend.linear(x, matrix, bias))
     assert np.allclose(split_float, backend.linear(x, floats, bias), rtol=1e-5, atol=1e-5)
     assert np.allclose(split_float, x @ floats.T + bias, rtol=1e-4, atol=1e-4)
+
+
+def _split_products(backend, monkeypatch, count: int):
+    """`count` int8 products that split (inputs, matrix, bias) and each one's unsplit result."""
+    rng = np.random.default_rng(5)
+    matrix = Int8Matrix(rng.integers(-127, 128, (160, 96), dtype=np.int8), rng.random((160, 1), dtype=np.float32))
+    bias = rng.standard_normal(160).astype(np.float32)
+    xs = [rng.standard_normal((native.SPLIT_ROWS + i, 96)).astype(np.float32) for i in range(count)]
+    monkeypatch.setattr(native, "SPLIT_ROWS", 10**9)
+    wanted = [backend.linear(x, matrix, bias) for x in xs]
+    monkeypatch.setattr(native, "SPLIT_ROWS", 16)
+    monkeypatch.setattr(native, "SPLIT_WEIGHTS", 0)
+    return xs, matrix, bias, wanted
+
+
+def test_callers_of_the_pair_at_once_each_get_their_own_products(backend, monkeypatch) -> None:
+    """The library's helper thread serves one caller at a time; another at the same moment runs its
+    two halves itself: every product is the whole product, however the calls meet."""
+    xs, matrix, bias, wanted = _split_products(backend, monkeypatch, 3)
+    failures = []
+
+    def work(i: int) -> None:
+        for _ in range(200):
+            if not np.array_equal(backend.linear(xs[i], matrix, bias), wanted[i]):
+                failures.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
+def test_a_forked_child_splits_products_with_a_helper_of_its_own(backend) -> None:
+    """A child of fork() has none of its parent's threads: its first split product starts a helper of
+    its own (core/_kernels.c), where waiting on the parent's would never end."""
+    child = subprocess.Popen([sys.executable, "-c", FORKED_CHILD], cwd=str(ROOT), stdout=subprocess.PIPE, text=True)
+    try:
+        out, _ = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == 0 and out.split() == ["parent", "child"]
+
+
+# Run in a fresh interpreter (forking the test process itself would copy pytest's threads too).
+FORKED_CHILD = """
+import os, sys
+import numpy as np
+from core import native
+from core.portable.quantize import Int8Matrix
+backend = native.backend()
+native.SPLIT_WEIGHTS = 0
+rng = np.random.default_rng(5)
+matrix = Int8Matrix(rng.integers(-127, 128, (160, 96), dtype=np.int8), rng.random((160, 1), dtype=np.float32))
+x = rng.standard_normal((20, 96)).astype(np.float32)
+split = backend.linear(x, matrix, None)
+print("parent", flush=True)
+pid = os.fork()
+if pid == 0:
+    ok = np.array_equal(backend.linear(x, matrix, None), split)
+    print("child" if ok else "differs", flush=True)
+    os._exit(0 if ok else 1)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""

@@ -4,14 +4,16 @@ limit however it ends; and what every entry of the API runs."""
 
 from __future__ import annotations
 
+import sys
 import threading
+import types
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from core import LimitError, Runtime, TTSModel, native, pipeline
+from core import LimitError, Runtime, TTSModel, native, pipeline, threads
 from core.portable import model as portable_model
 from tests.support.paths import TINY_CONFIG, VOICE_24K
 
@@ -109,7 +111,7 @@ def test_closing_early_stops_the_flow_thread_and_restores_blas(model, pays) -> N
         for _ in range(2):
             chunks = model.stream("Stop me early.", str(VOICE_24K), **dict(OPTIONS, max_frames=200))
             next(chunks)
-            assert set(_blas_threads()) == {1}
+            assert {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"} == {1}
             chunks.close()
             assert threading.active_count() == threads and _blas_threads() == before
 
@@ -127,3 +129,19 @@ def test_bad_input_fails_before_any_thread_and_errors_reach_the_caller(model, mo
     with pytest.raises(RuntimeError, match="a fault in the flow LM"):
         list(model.stream("Hi.", str(VOICE_24K), **OPTIONS))
     assert threading.active_count() == threads
+
+
+def test_blas_libraries_are_looked_up_again_only_after_more_modules_were_imported(monkeypatch) -> None:
+    """threadpoolctl's lookup of the BLAS libraries (milliseconds in a process with the model loaded)
+    runs at a stream's start only where modules were imported since the last: a new BLAS comes with
+    one (NumPy's, SciPy's, torch's)."""
+    monkeypatch.setattr(threads, "_controller", None)
+    views = []
+    for _ in range(3):
+        with threads.one_blas_thread():
+            assert {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"} == {1}
+            views.append(threads._controller[1])
+    assert views[0] is views[1] is views[2]
+    monkeypatch.setitem(sys.modules, "a_module_with_its_own_blas", types.ModuleType("a_module_with_its_own_blas"))
+    with threads.one_blas_thread():
+        assert threads._controller[1] is not views[0]
