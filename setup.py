@@ -56,7 +56,12 @@ class BuildKernels(build_ext):
 setup(
     ext_modules=[
         Extension(
-            "core._kernels", sources=["core/_kernels.c"], depends=[KERNELS], extra_compile_args=FLAGS, optional=True
+            "core._kernels",
+            sources=["core/_kernels.c"],
+            depends=[KERNELS],
+            extra_compile_args=FLAGS + ["-pthread"],
+            extra_link_args=["-pthread"],  # its helper thread (pk_linear_i8_two)
+            optional=True,
         )
     ],
     cmdclass={"build_ext": BuildKernels},
