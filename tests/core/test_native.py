@@ -241,8 +241,12 @@ def test_a_product_of_many_rows_runs_on_two_threads_with_the_same_result(backend
     monkeypatch.setattr(native, "SPLIT_WEIGHTS", values.size)
     split_int8, split_float = backend.linear(x, matrix, bias), backend.linear(x, floats, bias)
     assert pairs == threads == [1]
+    many = rng.standard_normal((native.ROW_HALVES_FROM + 21, 64)).astype(np.float32)  # halves of x's rows
+    split_many = backend.linear(many, matrix, bias)
+    assert pairs == [1, 1]
     monkeypatch.setattr(native, "SPLIT_ROWS", 10**9)
     assert np.array_equal(split_int8, backend.linear(x, matrix, bias))
+    assert np.array_equal(split_many, backend.linear(many, matrix, bias))
     assert np.allclose(split_float, backend.linear(x, floats, bias), rtol=1e-5, atol=1e-5)
     assert np.allclose(split_float, x @ floats.T + bias, rtol=1e-4, atol=1e-4)
 
@@ -252,7 +256,8 @@ def _split_products(backend, monkeypatch, count: int):
     rng = np.random.default_rng(5)
     matrix = Int8Matrix(rng.integers(-127, 128, (160, 96), dtype=np.int8), rng.random((160, 1), dtype=np.float32))
     bias = rng.standard_normal(160).astype(np.float32)
-    xs = [rng.standard_normal((native.SPLIT_ROWS + i, 96)).astype(np.float32) for i in range(count)]
+    sizes = [native.SPLIT_ROWS + i if i % 2 else native.ROW_HALVES_FROM + 5 * i for i in range(count)]
+    xs = [rng.standard_normal((rows, 96)).astype(np.float32) for rows in sizes]
     monkeypatch.setattr(native, "SPLIT_ROWS", 10**9)
     wanted = [backend.linear(x, matrix, bias) for x in xs]
     monkeypatch.setattr(native, "SPLIT_ROWS", 16)
