@@ -15,10 +15,11 @@ do better, measured on the english flow LM step (docs/server.md, "Serving many s
 decoder frame against OpenBLAS on one thread (as a stream runs them): every int8 product (int8
 bundles then stay int8 in memory, a quarter of the bytes read per step), float products of up to
 SMALL_BATCH rows (one stream's step, or a step of a few) and of TRANSPOSED_ROWS (the decoder
-transformer's frame), attention, LayerNorm, the activations, the convolutions with few output
-channels over many steps (the decoder's last layers) and those of one stream over few steps (its
-first layers); the other convolutions and larger float products stay with NumPy. A product of many rows
-(a text prompt) runs on two threads, half of the weight's rows each.
+transformer's frame), the attention of fewer than NUMPY_QUERIES queries (a step's), LayerNorm, the
+activations, the convolutions with few output channels over many steps (the decoder's last layers)
+and those of one stream over few steps (its first layers); the other convolutions, larger float
+products and attention stay with NumPy. A product of many rows (a text prompt) runs on two threads,
+half of the weight's rows each (from ROW_HALVES_FROM rows, half of x's).
 """
 
 from __future__ import annotations
@@ -63,6 +64,12 @@ SPLIT_ROWS = 16
 # pipeline's real-time factor 0.121 -> 0.115; the server's worst stream at 12 streams 1.02 -> 0.94;
 # the text prompt 52.4 -> 53.1 ms (its 1024x1024 products no longer split).
 SPLIT_WEIGHTS = 1 << 21
+# Queries from which attention is NumPy's (OpenBLAS's products of each head's queries by its keys),
+# not the kernels' (a dot product per query and key, summed across a vector's lanes): one thread,
+# english's Mimi decoder frame (16 queries, 8 heads, 265 keys) 0.37 -> 0.22 ms, a text prompt (41
+# queries, 16 heads, 103 keys) 0.65 -> 0.36 ms; one query (a step), 0.053 against 0.046, stays on
+# the kernels, which let go of the GIL for the whole call. First chunk, medium text: 41.7 -> 38.4 ms.
+NUMPY_QUERIES = 16
 # Rows of x from which an int8 product's two halves are halves of x's rows rather than of the
 # weight's (NativeKernels._int8_on_two_threads): four blocks of the kernels' 16 rows.
 ROW_HALVES_FROM = 64
@@ -167,6 +174,13 @@ class NativeKernels(CompiledKernels):
         part = Int8Matrix(weight.values[kept], weight.scales[kept])
         part.sums = self._sums(weight)[kept]
         return part
+
+    def attention(
+        self, q: np.ndarray, keys: np.ndarray, values: np.ndarray, lead: int, context: Optional[int]
+    ) -> np.ndarray:
+        if q.shape[0] >= NUMPY_QUERIES:
+            return ops.NUMPY.attention(q, keys, values, lead, context)
+        return super().attention(q, keys, values, lead, context)
 
     def conv(
         self, x: np.ndarray, weight: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]

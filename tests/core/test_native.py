@@ -316,3 +316,19 @@ if pid == 0:
 _, status = os.waitpid(pid, 0)
 sys.exit(os.waitstatus_to_exitcode(status))
 """
+
+
+def test_attention_of_many_queries_is_numpys_and_of_a_few_the_kernels(backend, monkeypatch) -> None:
+    """A step's attention (a query or a few) runs on the kernels; a decoder frame's or a text
+    prompt's (NUMPY_QUERIES or more) on NumPy's products, which are faster there: both equal to
+    the reference."""
+    calls = []
+    reference = ops.NUMPY.attention
+    monkeypatch.setattr(ops.NUMPY, "attention", lambda *a: (calls.append(a[0].shape[0]), reference(*a))[1])
+    rng = np.random.default_rng(4)
+    for queries in (1, native.NUMPY_QUERIES - 1, native.NUMPY_QUERIES, 40):
+        q = rng.standard_normal((queries, 4, 32)).astype(np.float32)
+        keys, values = (rng.standard_normal((2, queries + 10, 32)).astype(np.float32) for _ in range(2))
+        got = backend.attention(q, keys, values, 10, None)
+        np.testing.assert_allclose(got, reference(q, keys, values, 10, None), rtol=1e-5, atol=1e-5)
+    assert calls == [native.NUMPY_QUERIES, 40]
