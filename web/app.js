@@ -218,7 +218,10 @@ async function generate() {
     },
   });
   const ready = player.start(run.sampleRate);
-  ready.catch(() => controller.abort());
+  ready.then(
+    () => state.run === run && records.current && (records.current.playing = true),
+    () => controller.abort(),
+  );
   try {
     await speaking;
     await ready;
@@ -227,13 +230,15 @@ async function generate() {
     player.end();
     finish(run);
   } catch (error) {
-    // A player that could not start stopped the engine: its own error is the one to show.
-    const failed =
-      (await ready.then(
-        () => null,
-        (reason) => reason,
-      )) || error;
-    if (failed.name !== "AbortError" && state.run === run) runFailed(failed);
+    // The engine's own failure (the server gone) is the one to show; where the player could not
+    // start (its worklet not loaded: the server gone at the first click), it stopped the engine,
+    // and its failure is shown whatever its name: never a run left "Generating…".
+    const playerFailure = await ready.then(
+      () => null,
+      (reason) => reason,
+    );
+    const failed = error.name !== "AbortError" ? error : playerFailure;
+    if (failed && state.run === run) runFailed(failed);
   } finally {
     if (state.run === run) records.current = null;
     if (state.run === run) {

@@ -6,7 +6,8 @@
 //            ttfa_ms, total_ms, audio_ms, words}
 //   played   every run that played out: {samples, audible, stalls} (samples the worklet rendered,
 //            how many not silent, how often playback waited for audio)
-//   current  the Generate run under way: {mode, samples received so far}, null when none
+//   current  the Generate run under way: {mode, samples received so far, playing once its player is
+//            up}, null when none
 //   uploads  every voice upload: {mode, ms, part_ms} (ms until the voice was ready, of which part_ms
 //            fetching and loading the voice-cloning part: the first upload in the browser)
 //   streams  every text stream that ended (see textStream in app.js)

@@ -144,10 +144,14 @@ def opened(page, url: str) -> List[str]:
 
 
 def under_way(page) -> None:
-    """Generate the long text, until its first audio has arrived."""
+    """Generate the long text, until its first audio has arrived and its player is up (a first
+    click's player loads its worklet from the server: struck before, the run fails there)."""
     page.fill("#text", LONG_TEXT)
     page.click("#generate")
-    page.wait_for_function("window.pocketTTS.current && window.pocketTTS.current.samples > 0", timeout=60_000)
+    page.wait_for_function(
+        "window.pocketTTS.current && window.pocketTTS.current.samples > 0 && window.pocketTTS.current.playing",
+        timeout=60_000,
+    )
 
 
 def failed_cleanly(page, blank_wave: str) -> str:
@@ -180,6 +184,29 @@ def test_a_server_killed_mid_stream_is_an_error_and_the_next_click_says_the_serv
         page.wait_for_function("document.getElementById('status').textContent.includes('not answering')")
         assert page.is_enabled("#generate")
     page.close()
+
+
+def test_a_player_that_cannot_start_is_an_error_not_a_run_left_generating(browser) -> None:
+    """A first click's player loads its worklet from the server: where that load fails (as when the
+    server is gone at that moment: the browser rejects it as an AbortError, the name a Stop gives
+    too), the player stops the engine and the run ends with the player's error, never left
+    "Generating..." for good."""
+    page = browser.new_page()
+    page.add_init_script(UNLOADABLE_WORKLET)
+    with server_process() as (network, _):
+        opened(page, network.url)
+        wave = blank(page)
+        page.fill("#text", LONG_TEXT)
+        page.click("#generate")
+        assert "worklet" in failed_cleanly(page, wave)
+    page.close()
+
+
+# The worklet's module failing to load, as Chromium fails it when its server is gone.
+UNLOADABLE_WORKLET = """
+AudioWorklet.prototype.addModule = () =>
+  Promise.reject(new DOMException("Unable to load a worklet's module.", "AbortError"));
+"""
 
 
 def test_a_stalled_stream_is_an_error_and_the_server_sees_its_client_go(browser) -> None:
