@@ -110,6 +110,18 @@ static void helper_forgotten(void) {
   pthread_cond_init(&helper_wake, NULL);
 }
 
+// The helper started (detached), and forks watched: 0 where no thread could be started.
+static int start_helper(void) {
+  pthread_t thread;
+  pthread_attr_t attributes;
+  pthread_attr_init(&attributes);
+  pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+  helper_started = pthread_create(&thread, &attributes, helper, NULL) == 0;
+  pthread_attr_destroy(&attributes);
+  if (helper_started && !forks_watched) forks_watched = pthread_atfork(NULL, NULL, helper_forgotten) == 0;
+  return helper_started;
+}
+
 EXPORT void pk_linear_i8_two(linear_i8_fn fn, const float *X0, const int8_t *Q0, const float *S0, const int32_t *sums0,
                              const float *bias0, float *Y0, int M0, int N0, int K0, int G0, uint8_t *scratch0,
                              const float *X1, const int8_t *Q1, const float *S1, const int32_t *sums1,
@@ -117,34 +129,22 @@ EXPORT void pk_linear_i8_two(linear_i8_fn fn, const float *X0, const int8_t *Q0,
   struct linear_i8_call first = {fn, X0, S0, bias0, Q0, sums0, Y0, M0, N0, K0, G0, scratch0};
   struct linear_i8_call second = {fn, X1, S1, bias1, Q1, sums1, Y1, M1, N1, K1, G1, scratch1};
   int free_ = 0;
-  if (!atomic_compare_exchange_strong(&helper_taken, &free_, 1)) {
-    run_call(&first);
-    run_call(&second);
-    return;
-  }
-  if (!helper_started) {
-    pthread_t thread;
-    pthread_attr_t attributes;
-    pthread_attr_init(&attributes);
-    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
-    helper_started = pthread_create(&thread, &attributes, helper, NULL) == 0;
-    pthread_attr_destroy(&attributes);
-    if (!helper_started) {
-      atomic_store(&helper_taken, 0);
+  if (atomic_compare_exchange_strong(&helper_taken, &free_, 1)) {
+    if (helper_started || start_helper()) {
+      helper_call = second;
+      atomic_store_explicit(&helper_posted, 1, memory_order_release);
+      pthread_mutex_lock(&helper_mutex);
+      if (helper_sleeping) pthread_cond_signal(&helper_wake);
+      pthread_mutex_unlock(&helper_mutex);
       run_call(&first);
-      run_call(&second);
+      while (atomic_load_explicit(&helper_posted, memory_order_acquire)) sched_yield();
+      atomic_store(&helper_taken, 0);
       return;
     }
-    if (!forks_watched) forks_watched = pthread_atfork(NULL, NULL, helper_forgotten) == 0;
+    atomic_store(&helper_taken, 0);
   }
-  helper_call = second;
-  atomic_store_explicit(&helper_posted, 1, memory_order_release);
-  pthread_mutex_lock(&helper_mutex);
-  if (helper_sleeping) pthread_cond_signal(&helper_wake);
-  pthread_mutex_unlock(&helper_mutex);
   run_call(&first);
-  while (atomic_load_explicit(&helper_posted, memory_order_acquire)) sched_yield();
-  atomic_store(&helper_taken, 0);
+  run_call(&second);
 }
 
 static PyMethodDef kernels_methods[] = {

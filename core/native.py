@@ -71,7 +71,7 @@ SPLIT_WEIGHTS = 1 << 21
 # the kernels, which let go of the GIL for the whole call. First chunk, medium text: 41.7 -> 38.4 ms.
 NUMPY_QUERIES = 16
 # Rows of x from which an int8 product's two halves are halves of x's rows rather than of the
-# weight's (NativeKernels._int8_on_two_threads): four blocks of the kernels' 16 rows.
+# weight's (NativeKernels._on_two_threads): four blocks of the kernels' 16 rows.
 ROW_HALVES_FROM = 64
 EXTENSION = "core._kernels"
 _second_thread: Optional[Any] = None  # the executor, made at the first product that splits
@@ -131,46 +131,50 @@ class NativeKernels(CompiledKernels):
         """The product of many rows (a text prompt, a server step with newcomers) in two halves on two
         threads, each output computed as the whole product computes it (int8: the same integers;
         float32: OpenBLAS's rounding). int8 halves run together in the library (`pair`); float ones
-        on OpenBLAS, one on a Python thread (`second_thread`): both let go of the GIL."""
-        rows = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, x.shape[-1])  # [M, K]
-        if isinstance(weight, Int8Matrix):
-            out = self._int8_on_two_threads(rows, weight, bias)
-        else:
-            half = weight.shape[0] // 2
-            second = second_thread().submit(self._linear, rows, weight[half:], None if bias is None else bias[half:])
-            first = self._linear(rows, weight[:half], None if bias is None else bias[:half])
-            out = np.concatenate([first, second.result()], axis=1)
-        return out.reshape(x.shape[:-1] + (weight.shape[0],))
+        on OpenBLAS, one on a Python thread (`second_thread`): both let go of the GIL.
 
-    def _int8_on_two_threads(self, rows: np.ndarray, weight: Int8Matrix, bias: Optional[np.ndarray]) -> np.ndarray:
-        """Halves of the weight's rows below ROW_HALVES_FROM rows of x, each thread taking every row
-        (and quantizing it: a few microseconds): the kernels take x 16 rows at a time, and halves
-        of a few blocks of rows would leave each thread a partial one (english's flow-LM matrices,
-        40 rows: 21.1 ms by halves of x's rows, 18.4 by halves of the weight's). From there, halves
-        of x's rows, in whole blocks: by the weight's halves each thread would quantize, pack and
-        re-read every row for each panel of weights (13 newcomers' prompts in one server step, 380
-        rows: english's 1024x4096 matrices 20-97 ms a product that way, 7.3 by x's halves; the
-        step 385 -> 235 ms)."""
+        Halves of the weight's rows, each thread taking every row of x (and quantizing it: a few
+        microseconds): the int8 kernels take x 16 rows at a time, and halves of a few blocks of rows
+        would leave each thread a partial one (english's flow-LM matrices, 40 rows: 21.1 ms by
+        halves of x's rows, 18.4 by halves of the weight's). From ROW_HALVES_FROM rows of x, int8
+        products take halves of x's rows, in whole blocks: by the weight's halves each thread would
+        quantize, pack and re-read every row for each panel of weights (13 newcomers' prompts in one
+        server step, 380 rows: english's 1024x4096 matrices 20-97 ms a product that way, 7.3 by x's
+        halves; the step 385 -> 235 ms)."""
+        rows = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, x.shape[-1])  # [M, K]
         m = rows.shape[0]
-        if m >= ROW_HALVES_FROM:
+        if isinstance(weight, Int8Matrix) and m >= ROW_HALVES_FROM:
             cut = m // 32 * 16  # [0, cut) and [cut, M): whole blocks of 16 but the last
             out = np.empty((m, weight.shape[0]), np.float32)  # [M, N], each half written in place
-            calls = [(rows[:cut], weight, bias, out[:cut]), (rows[cut:], weight, bias, out[cut:])]
+            self._int8_pair([(rows[:cut], weight, bias, out[:cut]), (rows[cut:], weight, bias, out[cut:])])
         else:
             half = weight.shape[0] // 2
-            parts = [self._int8_rows(weight, kept) for kept in (slice(0, half), slice(half, None))]
-            biases = [None, None] if bias is None else [bias[:half], bias[half:]]
-            calls = [(rows, part, b, np.empty((m, part.shape[0]), np.float32)) for part, b in zip(parts, biases)]
-        scratches = [np.empty(i8_scratch(*call[0].shape), np.uint8) for call in calls]  # kept until the call returns
+            parts = [
+                (self._weight_rows(weight, kept), None if bias is None else bias[kept])
+                for kept in (slice(0, half), slice(half, None))
+            ]
+            if isinstance(weight, Int8Matrix):
+                outs = [np.empty((m, part.shape[0]), np.float32) for part, _ in parts]  # [M, N / 2] each
+                self._int8_pair([(rows, part, part_bias, y) for (part, part_bias), y in zip(parts, outs)])
+            else:
+                second = second_thread().submit(self._linear, rows, *parts[1])
+                outs = [self._linear(rows, *parts[0]), second.result()]
+            out = np.concatenate(outs, axis=1)
+        return out.reshape(x.shape[:-1] + (weight.shape[0],))
+
+    def _int8_pair(self, calls: List[Any]) -> None:
+        """Two int8 products (x, weight, bias, out) at once through `pair`."""
+        scratches = [np.empty(i8_scratch(*x.shape), np.uint8) for x, _, _, _ in calls]  # kept until the call returns
         arguments = [
             self.binding.linear_i8_arguments(x, w.values, w.scales, self._sums(w), b, y, scratch)
             for (x, w, b, y), scratch in zip(calls, scratches)
         ]
         self._pair(*arguments[0], *arguments[1])
-        return out if m >= ROW_HALVES_FROM else np.concatenate([calls[0][3], calls[1][3]], axis=1)
 
-    def _int8_rows(self, weight: Int8Matrix, kept: slice) -> Int8Matrix:
-        """Rows `kept` of an int8 weight (views), with their group sums."""
+    def _weight_rows(self, weight: Weight, kept: slice) -> Weight:
+        """Rows `kept` of a weight (views), an int8 one with its group sums."""
+        if not isinstance(weight, Int8Matrix):
+            return weight[kept]
         part = Int8Matrix(weight.values[kept], weight.scales[kept])
         part.sums = self._sums(weight)[kept]
         return part
