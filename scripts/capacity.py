@@ -92,6 +92,12 @@ async def _newcomer(url: str, streams: int) -> float:
         return ttfb
 
 
+def summary(worst_rtf: float, ttfb: List[float]) -> Dict[str, float]:
+    """A round's figures: its worst stream's real-time factor, and the median and p90 of its streams'
+    times to first byte (ms)."""
+    return {"worst_rtf": worst_rtf, "ttfb_median_ms": statistics.median(ttfb), "ttfb_p90_ms": measured.p90(ttfb)}
+
+
 def _idle(url: str) -> None:
     """Wait until the server has dropped every stream (closed ones are dropped at its next step)."""
     while httpx.get(url + "/health").json()["active_generations"]:
@@ -109,7 +115,6 @@ def measure(model: str, counts: List[int], int8: bool, progress: Any = print) ->
         for n in counts:
             _idle(url)
             results = asyncio.run(_round(url, n))
-            ttfb = [r["ttfb_ms"] for r in results]
             newcomers = []
             for _ in range(3):
                 _idle(url)
@@ -118,9 +123,7 @@ def measure(model: str, counts: List[int], int8: bool, progress: Any = print) ->
             row = {
                 "model": model + (" (int8 bundle)" if int8 else ""),
                 "streams": n,
-                "worst_rtf": max(r["rtf"] for r in results),
-                "ttfb_median_ms": statistics.median(ttfb),
-                "ttfb_p90_ms": measured.p90(ttfb),
+                **summary(max(r["rtf"] for r in results), [r["ttfb_ms"] for r in results]),
                 "newcomer_ttfb_ms": newcomer,
                 "health": httpx.get(url + "/health").json(),
             }

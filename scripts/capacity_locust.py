@@ -62,21 +62,12 @@ def locust_round(locust: str, url: str, streams: int) -> Dict[str, float]:
             counts = f"{entry['num_requests']} of {streams}, {entry['num_failures']} failed"
             raise RuntimeError(f"Locust: {entry['name']}: {counts}")
     ttfb = [float(value) for value, count in first["response_times"].items() for _ in range(count)]
-    return {
-        "worst_rtf": rtf["max_response_time"] / 1000,
-        "ttfb_median_ms": measured.summary(ttfb)["median"],
-        "ttfb_p90_ms": measured.p90(ttfb),
-    }
+    return capacity.summary(rtf["max_response_time"] / 1000, ttfb)
 
 
 def ours_round(url: str, streams: int) -> Dict[str, float]:
     results = asyncio.run(capacity._round(url, streams))
-    ttfb = [r["ttfb_ms"] for r in results]
-    return {
-        "worst_rtf": max(r["rtf"] for r in results),
-        "ttfb_median_ms": measured.summary(ttfb)["median"],
-        "ttfb_p90_ms": measured.p90(ttfb),
-    }
+    return capacity.summary(max(r["rtf"] for r in results), [r["ttfb_ms"] for r in results])
 
 
 def measure(model: str, counts: List[int], int8: bool, locust: str) -> List[Dict[str, Any]]:
