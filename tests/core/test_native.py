@@ -251,24 +251,20 @@ def test_a_product_of_many_rows_runs_on_two_threads_with_the_same_result(backend
     assert np.allclose(split_float, x @ floats.T + bias, rtol=1e-4, atol=1e-4)
 
 
-def _split_products(backend, monkeypatch, count: int):
-    """`count` int8 products that split (inputs, matrix, bias) and each one's unsplit result."""
+def test_callers_of_the_pair_at_once_each_get_their_own_products(backend, monkeypatch) -> None:
+    """The library's helper thread serves one caller at a time; another at the same moment runs its
+    two halves itself: every product is the whole product, however the calls meet (halves of the
+    weight's rows and of x's)."""
     rng = np.random.default_rng(5)
     matrix = Int8Matrix(rng.integers(-127, 128, (160, 96), dtype=np.int8), rng.random((160, 1), dtype=np.float32))
     bias = rng.standard_normal(160).astype(np.float32)
-    sizes = [native.SPLIT_ROWS + i if i % 2 else native.ROW_HALVES_FROM + 5 * i for i in range(count)]
+    sizes = [native.ROW_HALVES_FROM, native.SPLIT_ROWS + 1, native.ROW_HALVES_FROM + 10]
     xs = [rng.standard_normal((rows, 96)).astype(np.float32) for rows in sizes]
+    split_rows = native.SPLIT_ROWS
     monkeypatch.setattr(native, "SPLIT_ROWS", 10**9)
     wanted = [backend.linear(x, matrix, bias) for x in xs]
-    monkeypatch.setattr(native, "SPLIT_ROWS", 16)
+    monkeypatch.setattr(native, "SPLIT_ROWS", split_rows)
     monkeypatch.setattr(native, "SPLIT_WEIGHTS", 0)
-    return xs, matrix, bias, wanted
-
-
-def test_callers_of_the_pair_at_once_each_get_their_own_products(backend, monkeypatch) -> None:
-    """The library's helper thread serves one caller at a time; another at the same moment runs its
-    two halves itself: every product is the whole product, however the calls meet."""
-    xs, matrix, bias, wanted = _split_products(backend, monkeypatch, 3)
     failures = []
 
     def work(i: int) -> None:
