@@ -27,7 +27,7 @@ import numpy as np
 
 from . import __version__, audio_formats, host, hub
 from .extras import install_hint
-from .files import check_writable, write_atomically
+from .files import check_replaceable, check_writable, write_atomically
 from .portable import catalog, normalize, sources, voices
 from .portable.errors import PocketTTSError
 from .portable.model import TTSModel
@@ -208,8 +208,7 @@ def _export_voice(args: argparse.Namespace) -> None:
 def _export(args: argparse.Namespace) -> None:
     from .export import export
 
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise PocketTTSError(f"--out {args.out} is a file: name a folder for the bundle")
+    check_replaceable(args.out)
     voices.check_before_loading(args.model, args.voice or [])
     _say(args, f"exporting {args.model} to {args.out}")
     report = export(

@@ -1,21 +1,20 @@
 """Exporting a model as a bundle (the format: core/portable/bundle.py), and a voice as a state file.
 
-The folder is written beside its destination and renamed into place, so an interrupted export
-never leaves a half-written bundle, and an existing folder that is not a bundle is never touched.
+The folder is written beside its destination and renamed into place (core.files.NewFolder), so an
+interrupted export never leaves a half-written bundle, and a folder there is replaced only where it
+is empty or is a bundle exported here, unchanged since: a user's folder is never touched.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
 from . import host
-from .files import save_tensors, write_atomically
+from .files import NewFolder, save_tensors, write_atomically
 from .portable import bundle, params, quantize, sources, voice_state
 from .portable.errors import PocketTTSError
 from .portable.model import TTSModel, load_weights
@@ -30,7 +29,25 @@ def export(
     voice_cloning: bool = True,
     int8_group: Optional[int] = None,
 ) -> Dict[str, object]:
-    """Write a bundle of `model_source` to `out_dir`; returns what was written (names, sizes).
+    """Write a bundle of `model_source` to `out_dir` (write_bundle's, made whole beside it: a folder
+    there is replaced only where core.files.NewFolder may, checked before any work); returns what was
+    written (names, sizes)."""
+    with NewFolder(out_dir) as staging:
+        report = write_bundle(model_source, staging.path, voices, int8, voice_cloning, int8_group)
+        staging.publish()
+    return dict(report, bundle=out_dir)
+
+
+def write_bundle(
+    model_source: str,
+    folder: str,
+    voices: Sequence[str] = (),
+    int8: bool = True,
+    voice_cloning: bool = True,
+    int8_group: Optional[int] = None,
+) -> Dict[str, object]:
+    """The bundle of `model_source` written into `folder` (an empty folder of the caller's own
+    making: a NewFolder's); returns what was written (names, sizes).
 
     `voices` are predefined names, audio files or voice states; with none, a catalog model
     bundles its default voice. `voice_cloning=False` leaves the Mimi encoder out (smaller; the
@@ -63,34 +80,22 @@ def export(
         files.config.mimi.sample_rate,
     )
 
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    if os.path.exists(out_dir) and os.listdir(out_dir) and not bundle.is_bundle(out_dir):
-        raise PocketTTSError(f"{out_dir} exists and is not a bundle: choose an empty or new folder")
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".bundle-", dir=parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes it private; a bundle is meant to be served
-    try:
-        for part in parts:
-            part_tensors = {k: v for k, v in stored.items() if params.part_of(k) == part}
-            save_tensors(os.path.join(staging, bundle.weights_file(part)), part_tensors, bundle.weights_metadata(int8))
-        shutil.copyfile(files.tokenizer, os.path.join(staging, tokenizer_name))
-        os.makedirs(os.path.join(staging, bundle.VOICES))
-        for name, state in states.items():
-            save_tensors(os.path.join(staging, bundle.voice_file(name)), voice_state.to_tensors(state))
-        _write_json(os.path.join(staging, bundle.CONFIG), cfg)
-        _write_json(os.path.join(staging, bundle.MANIFEST), manifest)
-        _replace_dir(staging, out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    for part in parts:
+        part_tensors = {k: v for k, v in stored.items() if params.part_of(k) == part}
+        save_tensors(os.path.join(folder, bundle.weights_file(part)), part_tensors, bundle.weights_metadata(int8))
+    with open(files.tokenizer, "rb") as f:
+        write_atomically(os.path.join(folder, tokenizer_name), f.read())
+    os.makedirs(os.path.join(folder, bundle.VOICES))
+    for name, state in states.items():
+        save_tensors(os.path.join(folder, bundle.voice_file(name)), voice_state.to_tensors(state))
+    _write_json(os.path.join(folder, bundle.CONFIG), cfg)
+    _write_json(os.path.join(folder, bundle.MANIFEST), manifest)
     return {
-        "bundle": out_dir,
+        "bundle": folder,
         "voices": list(states),
-        "weights_bytes": sum(os.path.getsize(os.path.join(out_dir, bundle.weights_file(part))) for part in parts),
+        "weights_bytes": sum(os.path.getsize(os.path.join(folder, bundle.weights_file(part))) for part in parts),
         "source_weights_bytes": sum(os.path.getsize(path) for path in set(files.weights.values())),
-        "total_bytes": sum(os.path.getsize(p) for p in _files(out_dir)),
+        "total_bytes": sum(os.path.getsize(p) for p in _files(folder)),
     }
 
 
@@ -121,18 +126,6 @@ def _voice_name(source: str) -> str:
 
 def _write_json(path: str, data: object) -> None:
     write_atomically(path, json.dumps(data, indent=1, ensure_ascii=False).encode("utf-8"))
-
-
-def _replace_dir(staging: str, out_dir: str) -> None:
-    """Move the finished bundle into place; an old bundle there is removed only after that."""
-    if not os.path.exists(out_dir):
-        os.replace(staging, out_dir)
-        return
-    old = tempfile.mkdtemp(prefix=".old-bundle-", dir=os.path.dirname(os.path.abspath(out_dir)))
-    os.rmdir(old)
-    os.replace(out_dir, old)
-    os.replace(staging, out_dir)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _files(directory: str) -> List[str]:

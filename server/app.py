@@ -20,6 +20,7 @@ import anyio
 from litestar import Litestar
 from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
+from litestar.file_system import BaseLocalFileSystem
 from litestar.openapi import OpenAPIConfig
 from litestar.static_files import create_static_files_router
 
@@ -49,6 +50,18 @@ HANDLERS = [
 ]
 
 
+class PageFiles(BaseLocalFileSystem):
+    """The page's files as the static router finds them: a path the file system refuses to look up
+    (a file's name used as a folder, a name too long, no permission) is a file that is not there,
+    a 404, not Litestar's 500."""
+
+    async def info(self, path: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().info(path, **kwargs)
+        except OSError as e:
+            raise FileNotFoundError(path) from e
+
+
 def create_app(engine: Optional[ServerEngine] = None, settings: Optional[Settings] = None) -> Litestar:
     """The app over `engine`, with `settings` (default: the environment's, server/settings.py):
     the page from `settings.site` (a site from pocket-tts-numpy build-site) or the UI's own files
@@ -74,7 +87,9 @@ def create_app(engine: Optional[ServerEngine] = None, settings: Optional[Setting
 
     handlers: List[Any] = list(HANDLERS)
     if (web / "index.html").exists():  # the built site (both engines), or the UI's sources (server mode)
-        page = create_static_files_router(path="/", directories=[web], html_mode=True, name="web", opt=guard.PUBLIC)
+        page = create_static_files_router(
+            path="/", directories=[web], html_mode=True, name="web", opt=guard.PUBLIC, file_system=PageFiles()
+        )
         handlers.append(page)
     origins = list(settings.allow_origins)
     return Litestar(

@@ -2,20 +2,23 @@
 SDK) that coding and desktop agents speak through. Its tools:
 
     speak(text, voice?, speed?, format?, file?)   the speech as MCP audio content, or written to
-                                                   `file` in the --output-dir folder (a name there,
-                                                   nothing above it)
+                                                   a new file named `file` in the --output-dir
+                                                   folder (a name there, nothing above it; never
+                                                   over a file already there: the next free name)
     list_voices()                                  every voice a call may name, with its kind
     list_models()                                  the loaded model, and the catalog
 
 Each call is a session of the one engine (server/session.py: a slot, the text and audio limits of
 every front, its error codes), its caller the person who started the server (a key holder: MCP
-over stdio is their own process). A refusal is an MCP tool error naming its code.
+over stdio is their own process). A refusal is an MCP tool error naming its code; so is a fault of
+ours (internal_error, its traceback on stderr only).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -24,7 +27,7 @@ from typing import Any, List, Literal, Optional
 import anyio
 
 from core import PocketTTSError, audio_formats, threads
-from core.files import check_writable, write_atomically
+from core.files import check_folder, write_new
 from core.portable import catalog
 from core.portable.options import GenerationOptions
 from server import errors
@@ -35,6 +38,9 @@ from server.session import Session
 from server.settings import Settings, SettingsError
 
 FORMATS = ("wav", "mp3", "flac", "opus")
+# Bytes of a file name a call may give: the file system's limit (255), with room for a free name's "-N".
+MAX_NAME = 240
+log = logging.getLogger("pocket_tts.mcp")
 
 
 class Speaker:
@@ -58,22 +64,39 @@ class Speaker:
             session.close()
         return await anyio.to_thread.run_sync(audio_formats.encode_chunks, chunks, self.engine.sample_rate, fmt)
 
-    def target(self, name: str) -> Path:
-        """Where a file named `name` goes: in the output folder, nowhere else (a name with a folder in
-        it, or one that climbs out, is refused before any work)."""
+    def target(self, name: object) -> str:
+        """The file name a call gave (`file`), refused before any work where it is no plain name in
+        the output folder: a path, a name with a control character, one longer than MAX_NAME bytes.
+        The file is written under it, or under the first free name like it (core.files.write_new):
+        a file, link or FIFO already in the folder is never opened nor replaced."""
         if self.output_dir is None:
             raise ServiceError(
                 errors.UNSUPPORTED_VALUE, "this server writes no files: start it with --output-dir DIR", "file"
             )
-        if not name or Path(name).name != name or name in (".", ".."):
-            message = f"file {name!r}: give a file name, without folders (it goes to the output folder)"
+        plain = (
+            isinstance(name, str)
+            and name not in ("", ".", "..")
+            and not any(c in name for c in "/\\")
+            and not any(ord(c) < 32 or ord(c) == 127 for c in name)
+        )
+        if not plain:
+            message = "file: give a file name, without folders or control characters (it goes to the output folder)"
             raise ServiceError(errors.BAD_PATH, message, "file")
-        path = self.output_dir / name
+        if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME:
+            raise ServiceError(errors.BAD_PATH, f"file: a file name may be at most {MAX_NAME} bytes long", "file")
         try:
-            check_writable(str(path))
+            check_folder(str(self.output_dir), "cannot write in the output folder")
         except PocketTTSError as e:
             raise ServiceError(errors.BAD_PATH, str(e), "file") from None
-        return path
+        return name
+
+    def write(self, name: str, data: bytes) -> str:
+        """`data` as a new file of the output folder under `name`, or the first free name like it;
+        the path written."""
+        try:
+            return write_new(str(self.output_dir), name, data)
+        except PocketTTSError as e:
+            raise ServiceError(errors.BAD_PATH, str(e), "file") from None
 
     def voices(self) -> List[dict]:
         return [voice._asdict() for voice in self.engine.voice_list(KEY_HOLDER)]
@@ -94,10 +117,16 @@ def build(speaker: Speaker) -> Any:
     )
 
     async def refused(work: Any) -> Any:
+        """The tool's result, or a tool error naming its code: a refusal's, or for a fault of ours
+        internal_error alone (the operator's log, stderr, has the traceback)."""
         try:
             return await work
         except ServiceError as e:
             raise ToolError(f"{e.code}: {e.message}") from None
+        except Exception as e:
+            log.error("a tool call failed", exc_info=e)
+            error = errors.unexpected(e, "call")
+            raise ToolError(f"{error.code}: {error.message}") from None
 
     @server.tool()
     async def speak(
@@ -109,14 +138,15 @@ def build(speaker: Speaker) -> Any:
     ) -> Any:
         """Speak `text` (up to 5000 characters; pause markup such as [pause:500ms] allowed) in
         `voice` (a name from list_voices; default: the server's) at `speed` (0.25-4). Returns the
-        audio, or, with `file` (a file name), writes it to the server's output folder."""
+        audio, or, with `file` (a file name), writes it to the server's output folder: under that
+        name, or where a file has it already, the first free one like it (NAME-2.EXT, ...)."""
 
         async def work() -> Any:
-            path = speaker.target(file) if file is not None else None
+            name = speaker.target(file) if file is not None else None
             data = await speaker.speak(text, voice, speed, format)
-            if path is None:
+            if name is None:
                 return Audio(data=data, format="mpeg" if format == "mp3" else format)
-            await anyio.to_thread.run_sync(write_atomically, str(path), data)
+            path = await anyio.to_thread.run_sync(speaker.write, name, data)
             return f"wrote {path} ({len(data)} bytes, {format})"
 
         return await refused(work())

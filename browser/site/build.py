@@ -10,7 +10,7 @@ normalization imports, in one file (site-packages.bin, which the worker fetches 
 and writes into site-packages), the modules a worker imports compiled for its Python 3.8
 (browser/site/compiled.py; where a Python 3.8 with NumPy 1.17.5 is at hand), the WebAssembly kernels
 (core/portable/kernels.wasm and kernels-relaxed.wasm: the worker picks one), the model as an int8
-bundle in model/ (core.export.export: a weights file per part, config JSON, tokenizer, voice
+bundle in model/ (core.export.write_bundle: a weights file per part, config JSON, tokenizer, voice
 states), and site.json, which tells the page where everything is, which worker needs which model
 file, and which file is the voice-cloning part (fetched on the first voice upload, not on a cold
 visit). `python -m server --site OUT` serves the same folder, so one page offers both engines.
@@ -35,6 +35,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import core.browser
 from core.browser.site import compiled, num2words_wheel
 from core.browser.site.pyodide import ON_FIRST_USE, SITE_PACKAGES, libraries, tarball_cached, vendor
+from core.files import NewFolder, check_replaceable
 from core.portable import kernels
 from core.portable.bundle import MANIFEST
 from core.portable.normalize import LANGUAGE_CODES
@@ -223,14 +224,14 @@ def site_packages(ours: Dict[str, bytes], wheels: List[Path]) -> List[Tuple[str,
 
 def check(model: str, out: Path, voices: List[str]) -> None:
     """A PocketTTSError or SystemExit now, before any work, for what would fail later: `out` that is
-    no site built here, a missing tool (lz4, npm where Pyodide is not cached), a model that cannot
-    be had (its files are fetched now: offline, an error naming them), a voice it does not have."""
+    neither empty nor a site built here, unchanged since (core.files.check_replaceable), a missing
+    tool (lz4, npm where Pyodide is not cached), a model that cannot be had (its files are fetched
+    now: offline, an error naming them), a voice it does not have."""
     from core import hub
     from core.portable import sources
     from core.portable import voices as voice_sources
 
-    if out.exists() and (not out.is_dir() or (not (out / "site.json").exists() and any(out.iterdir()))):
-        raise SystemExit(f"error: {out} exists and is not a site built here: choose an empty or new folder")
+    check_replaceable(str(out))
     import lz4.block  # noqa: F401  (Pyodide's packed standard library is read with it: the `site` extra)
 
     if not tarball_cached() and shutil.which("npm") is None:
@@ -243,32 +244,23 @@ def build(
     model: str, out: Path, voices: List[str], int8: bool = True, python38: Optional[Path] = None
 ) -> Dict[str, object]:
     """The site of `model` in `out` (see the module's docstring), built beside it and put in its
-    place when whole: an error leaves `out` as it was (no half-built folder), and a rebuild
-    replaces a site built here. `python38`: a Python 3.8 with NumPy 1.17.5 that compiles the
+    place when whole (core.files.NewFolder): an error leaves `out` as it was (no half-built folder),
+    and a rebuild replaces a site built here only while it holds the files the last build wrote,
+    unchanged. `python38`: a Python 3.8 with NumPy 1.17.5 that compiles the
     page's modules ahead of time (browser/site/compiled.py); without one the page compiles them
     itself at every start."""
     check(model, out, voices)
     out = out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".building", dir=out.parent))
-    building.chmod(0o755)  # a static server's user reads it (mkdtemp makes it its owner's alone)
-    try:
-        if (out / "pyodide").is_dir():  # the last build's Pyodide, reused where it is current
-            shutil.copytree(out / "pyodide", building / "pyodide")
-        report = _build(model, building, voices, int8, python38)
-        old = out.parent / f"{building.name}.old"
-        if out.exists():
-            out.rename(old)
-        building.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
+    with NewFolder(str(out)) as building:
+        if (out / "pyodide").is_dir():  # the last build's Pyodide (checked unchanged), reused where it is current
+            shutil.copytree(out / "pyodide", Path(building.path) / "pyodide")
+        report = _build(model, Path(building.path), voices, int8, python38)
+        building.publish()
     return dict(report, site=str(out))
 
 
 def _build(model: str, out: Path, voices: List[str], int8: bool, python38: Optional[Path]) -> Dict[str, object]:
-    from core.export import export
+    from core.export import write_bundle
 
     out.mkdir(parents=True, exist_ok=True)
     print(f"[1/5] web UI, the in-browser engine and the kernels -> {out}", file=sys.stderr)
@@ -297,7 +289,8 @@ def _build(model: str, out: Path, voices: List[str], int8: bool, python38: Optio
         file=sys.stderr,
     )
     print(f"[4/5] model bundle of {model} ({'int8' if int8 else 'float32'})", file=sys.stderr)
-    report = export(model, str(out / "model"), voices, int8=int8)
+    (out / "model").mkdir()
+    report = write_bundle(model, str(out / "model"), voices, int8=int8)
     roles = model_roles(out / "model")
     files = {name: (out / "model" / name).stat().st_size for name in roles}
     print("[5/5] gzip twins, site.json and the service worker", file=sys.stderr)
@@ -330,7 +323,7 @@ def _build(model: str, out: Path, voices: List[str], int8: bool, python38: Optio
         "compressed": compressed,  # the files with a gzip twin (the service worker downloads that)
         "model": {
             "path": "model/",
-            "name": report["bundle"],
+            "name": model,
             "files": files,
             "roles": roles,
             "voice_cloning": cloning_file(out / "model"),

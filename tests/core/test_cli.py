@@ -247,7 +247,7 @@ def test_the_output_and_the_voice_are_checked_before_the_model_loads(tmp_path) -
     others = [
         (("export-voice", "nope.wav", str(tmp_path / "v.safetensors"), "--model", CONFIG), "voice file not found"),
         (("export-voice", str(VOICE_24K), str(tmp_path / "no" / "v.safetensors"), "--model", CONFIG), "the folder"),
-        (("export", "--model", CONFIG, "--out", str(tmp_path / "a file")), "is a file: name a folder"),
+        (("export", "--model", CONFIG, "--out", str(tmp_path / "a file")), "exists and is not a folder"),
         (("export", "--model", CONFIG, "--out", str(tmp_path / "b"), "--voice", "nope.wav"), "voice file not found"),
     ]
     for args, said in others:

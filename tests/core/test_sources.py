@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -248,27 +249,30 @@ def test_bundle_round_trip(tmp_path, monkeypatch) -> None:
     pcm = bundled.generate("From a bundle.", None, temperature=0.0, max_frames=5)
     assert pcm.shape == (5 * 1920,) and np.abs(pcm).max() > 0
     # Version 1 bundles (one model.safetensors with every part, per-row int8 scales) still load.
+    v1 = tmp_path / "v1"
+    shutil.copytree(out, v1)
     merged, metadata = {}, {}
     for name in manifest["weights"].values():
-        tensors, metadata = safetensors_file.load(str(out / name))
+        tensors, metadata = safetensors_file.load(str(v1 / name))
         merged.update(
             {k: v.reshape(-1) if k.endswith(".int8_scale") and v.shape[1] == 1 else v for k, v in tensors.items()}
         )
-        (out / name).unlink()
-    save_tensors(str(out / "model.safetensors"), merged, dict(metadata, version="1"))
-    (out / "bundle.json").write_text(json.dumps(dict(manifest, version=1, weights="model.safetensors")))
-    assert np.array_equal(TTSModel.load(str(out)).generate("From a bundle.", None, temperature=0.0, max_frames=5), pcm)
-    # Re-exporting over a bundle replaces it; a folder that is not a bundle is never overwritten.
+        (v1 / name).unlink()
+    save_tensors(str(v1 / "model.safetensors"), merged, dict(metadata, version="1"))
+    (v1 / "bundle.json").write_text(json.dumps(dict(manifest, version=1, weights="model.safetensors")))
+    assert np.array_equal(TTSModel.load(str(v1)).generate("From a bundle.", None, temperature=0.0, max_frames=5), pcm)
+    # Re-exporting over a bundle replaces it; a folder that is not one exported here, unchanged, is never
+    # overwritten (core.files.NewFolder: tests/core/test_files.py).
     export(str(TINY_DIR / "tiny_gqa" / "config.yaml"), str(out), [str(VOICE_24K)], int8=False, voice_cloning=False)
     assert json.loads((out / "bundle.json").read_text())["quantization"] == "float32"
     assert not TTSModel.load(str(out)).can_clone_voices
     precious = tmp_path / "precious"
     precious.mkdir()
     (precious / "thesis.txt").write_text("do not delete")
-    with pytest.raises(ValueError, match="not a bundle"):
+    with pytest.raises(ValueError, match="not a folder this tool made"):
         export(str(TINY_DIR / "tiny_gqa" / "config.yaml"), str(precious))
     assert (precious / "thesis.txt").read_text() == "do not delete"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "precious"]  # no staging left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "precious", "v1"]  # no staging left behind
 
 
 def test_the_int8_text_table_stays_int8_and_only_the_rows_a_text_uses_are_dequantized(tmp_path, monkeypatch) -> None:

@@ -7,6 +7,8 @@ import asyncio
 import base64
 import io
 import json
+import os
+import stat
 import sys
 from typing import Any
 
@@ -79,3 +81,39 @@ def test_without_an_output_folder_no_file_is_written(tmp_path) -> None:
 
     result = run(work)
     assert result.is_error and "writes no files" in result.content[0].text
+
+
+def test_a_file_is_always_new_and_a_bad_name_is_a_typed_refusal(tmp_path) -> None:
+    """The output folder's files are the user's: a name that is taken (their file, a link planted to
+    elsewhere, a FIFO that would hang whoever opens it) gets the next free name, and nothing there is
+    opened, followed or replaced; a name no file system takes is `bad_path`, never a traceback."""
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere.txt"
+    out.mkdir()
+    (out / "notes.txt").write_text("the user's notes")
+    elsewhere.write_text("not in the output folder")
+    (out / "link.wav").symlink_to(elsewhere)
+    (out / "dangling.wav").symlink_to(tmp_path / "nothing-yet.wav")
+    os.mkfifo(out / "pipe.wav")
+    names = ["notes.txt", "link.wav", "dangling.wav", "pipe.wav", "notes.txt"]
+    bad = ["a\x00b.wav", "x" * 300 + ".wav", "tab\there.wav", "..", "sub/dir.wav", ""]
+
+    async def work(session: Any) -> Any:
+        written = [await session.call_tool("speak", {"text": "Hi.", "file": name}) for name in names]
+        refused = [await session.call_tool("speak", {"text": "Hi.", "file": name}) for name in bad]
+        return written, refused
+
+    written, refused = run(work, "--output-dir", str(out))
+    said = [result.content[0].text for result in written]
+    assert not any(result.is_error for result in written), said
+    made = ["notes-2.txt", "link-2.wav", "dangling-2.wav", "pipe-2.wav", "notes-3.txt"]
+    assert [text.split()[1] for text in said] == [str(out / name) for name in made]
+    assert (out / "notes.txt").read_text() == "the user's notes" and elsewhere.read_text() == "not in the output folder"
+    assert os.readlink(out / "link.wav") == str(elsewhere) and not (tmp_path / "nothing-yet.wav").exists()
+    assert stat.S_ISFIFO(os.lstat(out / "pipe.wav").st_mode)
+    for name in made:
+        assert soundfile.info(str(out / name)).samplerate == 24000
+    for result in refused:
+        text = result.content[0].text
+        assert result.is_error and "bad_path: " in text and "Traceback" not in text, text
+    expected = {"notes.txt", "link.wav", "dangling.wav", "pipe.wav", *made}
+    assert {p.name for p in out.iterdir()} == expected  # no temporary file left behind

@@ -42,7 +42,7 @@ def test_mistakes_are_one_line_before_any_work(tmp_path) -> None:
     other.mkdir()
     (other / "notes.txt").write_text("keep me")
     said = one_error(build_site("--model", str(TINY_CONFIG), "--out", str(other)))
-    assert "is not a site built here" in said and (other / "notes.txt").read_text() == "keep me"
+    assert "is not a folder this tool made" in said and (other / "notes.txt").read_text() == "keep me"
     said = one_error(build_site("--model", str(TINY_CONFIG), "--voice", "nope.wav", "--out", str(tmp_path / "a")))
     assert said == "error: voice file not found: nope.wav"
     said = one_error(build_site("--model", str(TINY_CONFIG), "--out", str(tmp_path / "b"), blocked="lz4"))
@@ -55,11 +55,21 @@ def test_mistakes_are_one_line_before_any_work(tmp_path) -> None:
 
 def test_a_build_that_fails_leaves_the_last_site_and_one_that_works_replaces_it(tmp_path, monkeypatch) -> None:
     out = tmp_path / "site"
-    out.mkdir()
-    (out / "site.json").write_text("{}")
-    (out / "old.txt").write_text("the last build")
+
+    def working(text: str):
+        def build(model: str, folder: Path, voices, int8: bool, python38):
+            (folder / "site.json").write_text(text)
+            (folder / "pyodide").mkdir(exist_ok=True)
+            (folder / "pyodide" / "pyodide.js").write_text("Pyodide")
+            return {"bytes": 1}
+
+        return build
+
+    monkeypatch.setattr(site, "_build", working('{"build": 1}'))
+    assert site.build(str(TINY_CONFIG), out, [str(VOICE_24K)], True) == {"bytes": 1, "site": str(out.resolve())}
 
     def failing(model: str, folder: Path, voices, int8: bool, python38):
+        assert (folder / "pyodide" / "pyodide.js").read_text() == "Pyodide"  # the last build's, reused
         (folder / "half.txt").write_text("half")
         raise KeyboardInterrupt
 
@@ -67,17 +77,48 @@ def test_a_build_that_fails_leaves_the_last_site_and_one_that_works_replaces_it(
     with pytest.raises(KeyboardInterrupt):
         site.build(str(TINY_CONFIG), out, [str(VOICE_24K)], True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
-    assert sorted(p.name for p in out.iterdir()) == ["old.txt", "site.json"]
+    assert (out / "site.json").read_text() == '{"build": 1}' and not (out / "half.txt").exists()
+
+    monkeypatch.setattr(site, "_build", working('{"build": 2}'))
+    site.build(str(TINY_CONFIG), out, [str(VOICE_24K)], True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"] and (out / "site.json").read_text() == '{"build": 2}'
+    assert (out.stat().st_mode & 0o777) == 0o755
+
+
+@pytest.mark.parametrize("meddle", ["added", "changed", "removed", "linked", "foreign site.json"])
+def test_a_folder_is_replaced_only_while_it_holds_what_the_last_build_wrote(tmp_path, monkeypatch, meddle) -> None:
+    """Any site.json is not a site built here: the folder must hold exactly the files the last build
+    recorded writing, unchanged; anything else is the user's, and is never removed."""
+    out = tmp_path / "site"
 
     def working(model: str, folder: Path, voices, int8: bool, python38):
-        (folder / "site.json").write_text('{"new": true}')
+        (folder / "site.json").write_text("{}")
+        (folder / "model").mkdir()
+        (folder / "model" / "flow_lm.safetensors").write_bytes(b"weights")
         return {"bytes": 1}
 
     monkeypatch.setattr(site, "_build", working)
-    report = site.build(str(TINY_CONFIG), out, [str(VOICE_24K)], True)
-    assert report == {"bytes": 1, "site": str(out.resolve())}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"] and [p.name for p in out.iterdir()] == ["site.json"]
-    assert (out.stat().st_mode & 0o777) == 0o755
+    if meddle == "foreign site.json":
+        out.mkdir()
+        (out / "site.json").write_text('{"format": "pocket-tts-numpy-site"}')
+        (out / "thesis.tex").write_text("years of work")
+    else:
+        site.build(str(TINY_CONFIG), out, [], True)
+        if meddle == "added":
+            (out / "model" / "notes.txt").write_text("mine")
+        elif meddle == "changed":
+            (out / "site.json").write_text('{"edited": true}')
+        elif meddle == "removed":
+            (out / "model" / "flow_lm.safetensors").unlink()
+        else:
+            (out / "model" / "flow_lm.safetensors").unlink()
+            (out / "model" / "flow_lm.safetensors").symlink_to(tmp_path / "elsewhere")
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    done = build_site("--model", str(TINY_CONFIG), "--out", str(out))
+    said = one_error(done)
+    assert "is not a folder this tool made" in said and str(out) in said
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]  # nothing built beside it
 
 
 def test_the_worker_ships_as_one_script_of_its_jobs_in_the_order_it_loads_them(tmp_path) -> None:
