@@ -69,7 +69,7 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
             host=settings.host,
             port=settings.port,
             log_level="warning",
-            http=connections.protocol(settings.client_timeout, engine),
+            http=connections.Protocol,
             timeout_keep_alive=5,
             h11_max_incomplete_event_size=16 * 1024,
             # A WebSocket frame past this is cut by uvicorn (close 1009); one past websocket's

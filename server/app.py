@@ -1,13 +1,14 @@
 """The Litestar app: the API over one loaded model, and the web UI at /.
 
     python -m server --model english --voice alba                       # see server/__main__.py
-    POCKET_TTS_MODEL=english uvicorn --factory server.app:create_app   # the same app, for uvicorn directly
+    POCKET_TTS_MODEL=english uvicorn --factory server.app:create_app \
+        --http server.connections:Protocol                               # the same, for uvicorn directly
 
 Routes: GET /health, GET /voices, POST /voices (upload), POST /generate (WAV), POST /stream
 (raw 16-bit PCM as it is generated), POST /tts (the official server's form): server/routes.py;
 POST /v1/audio/speech (OpenAI's), GET /v1/audio/voices and GET /v1/models: server/openai_routes.py;
 the WebSocket /v1/audio/speech/stream (text spoken as it arrives): server/websocket.py. OpenAPI at
-/schema. What every request passes first: server/guard.py; every error is a JSON body in OpenAI's
+/schema. What every request passes first: server/bounds.py and server/guard.py; every error is a JSON body in OpenAI's
 shape from one vocabulary (server/errors.py, server/http_errors.py).
 """
 
@@ -26,7 +27,7 @@ from litestar.static_files import create_static_files_router
 
 from core import threads
 from core.ui import web_folder
-from server import guard, http_errors, livekit_ws, openai_routes, routes, websocket
+from server import bounds, guard, http_errors, livekit_ws, openai_routes, routes, websocket
 from server.engine import ServerEngine, load_engine
 from server.settings import Settings
 
@@ -67,11 +68,13 @@ def create_app(engine: Optional[ServerEngine] = None, settings: Optional[Setting
     the page from `settings.site` (a site from pocket-tts-numpy build-site) or the UI's own files
     (web/); web pages of `settings.allow_origins` may use the API beside the server's own page
     (CORS headers for them); it answers to localhost and `settings.hosts`; a request's body must
-    arrive within `settings.body_timeout` (server/guard.py), and a WebSocket may speak nothing, or
-    leave a frame untaken, for `settings.client_timeout` (server/session.py; python -m server gives
-    the HTTP connections the same, server/connections.py). The API key every route but the public
-    ones needs is the engine's (server/access.py). Without an engine, the lifespan loads the
-    settings' model: `uvicorn --factory server.app:create_app`."""
+    arrive within `settings.body_timeout` (server/guard.py); each piece of an answer must be taken
+    within `settings.client_timeout`, and every request and WebSocket holds a place in the engine's
+    pool of connections (server/bounds.py); a WebSocket may speak nothing, or leave a frame untaken,
+    for `settings.client_timeout` (server/session.py). What only the server process can bound is
+    server/connections.py's (docs/deployment.md). The API key every route but the public ones needs
+    is the engine's (server/access.py). Without an engine, the lifespan loads the settings' model:
+    `uvicorn --factory server.app:create_app --http server.connections:Protocol`."""
     settings = settings if settings is not None else Settings.from_environment()
     web = settings.site if settings.site is not None else WEB
 
@@ -92,13 +95,17 @@ def create_app(engine: Optional[ServerEngine] = None, settings: Optional[Setting
         )
         handlers.append(page)
     origins = list(settings.allow_origins)
+    bounds.quiet_uvicorn_log()
     return Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],
         state=State({"client_timeout": settings.client_timeout, "site": routes.describe_site(web)}),
         openapi_config=OpenAPIConfig(title="Pocket TTS in NumPy", version="0.1.0", path="/schema"),
         request_max_body_size=routes.MAX_UPLOAD,
-        middleware=[guard.middleware(origins, settings.hosts, settings.body_timeout)],
+        middleware=[
+            bounds.middleware(settings.client_timeout),
+            guard.middleware(origins, settings.hosts, settings.body_timeout),
+        ],
         logging_config=None,  # the host's logging (python -m server sets it up; uvicorn's own otherwise)
         cors_config=CORSConfig(allow_origins=origins, expose_headers=list(routes.STREAM_HEADERS)) if origins else None,
         exception_handlers=http_errors.HANDLERS,

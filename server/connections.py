@@ -1,4 +1,5 @@
-"""The connection limits uvicorn leaves out, for `python -m server`: a client must send a request's
+"""The connection limits uvicorn leaves out, for `python -m server` (and for uvicorn's factory,
+`--http server.connections:Protocol`: docs/deployment.md): a client must send a request's
 headers, and keep its body coming, within `timeout` seconds, and must take the answer's bytes
 (its socket accepting more) within `timeout` seconds too, or the connection is closed; and every
 connection, a WebSocket's for as long as it lasts, holds a place in the process's one pool
@@ -21,13 +22,13 @@ the WebSocket's handler applies the same timeout to its frames (server/websocket
 from __future__ import annotations
 
 import asyncio
-import logging
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Optional
 
 import h11
+from litestar import Litestar
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from server import errors
+from server import bounds, errors
 from server.engine import ServerEngine
 from server.pool import Place
 from server.schemas import error_json
@@ -39,50 +40,29 @@ LINGER_SECONDS = 1.0
 LINGERING = 16
 
 
-class _DenialsAreNotErrors(logging.Filter):
-    """uvicorn's WebSocket protocol logs "ASGI callable returned without completing handshake" after
-    an app refuses a handshake with an HTTP response of its own (the ASGI denial response, as
-    server/guard.py sends a 401, 403 or 421), which is a complete handshake: that line only."""
+class Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with the client timeout and the engine's pool of connections of
+    the app it serves (server/app.py's: its state's `client_timeout` and `engine`). `python -m
+    server` runs it; `uvicorn --factory server.app:create_app --http server.connections:Protocol`
+    does too."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != "ASGI callable returned without completing handshake."
-
-
-def protocol(timeout: float, engine: ServerEngine) -> type:
-    """uvicorn's HTTP/1.1 protocol with the client timeouts and `engine`'s pool of connections
-    (pass it as uvicorn's `http`)."""
-    logger = logging.getLogger("uvicorn.error")
-    if not any(isinstance(f, _DenialsAreNotErrors) for f in logger.filters):
-        logger.addFilter(_DenialsAreNotErrors())
-
-    class TimedH11Protocol(_Timed):
-        pass
-
-    TimedH11Protocol.timeout = timeout
-    TimedH11Protocol.engine = engine
-    TimedH11Protocol.lingering = [0]
-    return TimedH11Protocol
-
-
-class _Timed(H11Protocol):
-    timeout = 30.0
-    engine: ServerEngine
-    lingering: List[int]  # refusals at accept waiting for their client, the protocol's all together
+    lingering = [0]  # refusals at accept waiting for their client, all the protocol's together
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        state = _served(self.app).state
+        self.engine: ServerEngine = state.engine
+        self.timeout: float = state.client_timeout
         self.limit_concurrency = None  # the pool is the cap, at accept
-        self.app = self._reserved(self.app)
+        self.app = self._reserved(_marked(self.app))
 
     def _may_use_reserve(self, scope: Dict[str, Any]) -> bool:
-        """Whether a request (or an upgrade) is what the pool's reserve is for."""
-        if scope["path"] == "/health":
-            return True
-        authorization = next((v for k, v in scope["headers"] if k.lower() == b"authorization"), None)
-        access = self.engine.access
-        return access.keyed and access.caller(authorization and authorization.decode("latin-1")).trusted
+        return bounds.may_use_reserve(scope, self.engine.access)
 
     def _reserved(self, app: Any) -> Any:
+        """The app, refusing a request whose connection's place is in the reserve where the request
+        is not what the reserve is for."""
+
         async def reserved(scope: Dict[str, Any], receive: Any, send: Any) -> None:
             place = self._place
             if scope["type"] == "http" and place is not None and place.in_reserve and not self._may_use_reserve(scope):
@@ -217,6 +197,15 @@ class _Timed(H11Protocol):
             self.transport.abort()
 
 
+def _served(app: Any) -> Any:
+    """The Litestar app uvicorn serves, inside uvicorn's own middleware (each keeps what it wraps as `app`)."""
+    while not isinstance(app, Litestar):
+        app = getattr(app, "app", None)
+        if app is None:
+            raise RuntimeError("server.connections.Protocol serves the app of server.app:create_app only")
+    return app
+
+
 def _full_response() -> bytes:
     """The whole 503 of a connection refused at accept, written before its request is read."""
     body = error_json(_FULL.status, _FULL.message, None, _FULL.code)
@@ -227,11 +216,23 @@ def _full_response() -> bytes:
     return head.encode() + body
 
 
+def _marked(app: Any) -> Any:
+    """The app, each scope it is given marked as holding its connection's place (server/bounds.py)."""
+
+    async def marked(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        scope.setdefault("extensions", {})[bounds.CONNECTION] = {}
+        await app(scope, receive, send)
+
+    return marked
+
+
 def _leaving(ws_protocol_class: Any, place: Optional[Place]) -> Callable[..., Any]:
-    """uvicorn's WebSocket protocol whose connection gives back `place` when it is lost."""
+    """uvicorn's WebSocket protocol whose connection holds `place` (its scope marked so) and gives
+    it back when it is lost."""
 
     def made(**kwargs: Any) -> Any:
         protocol = ws_protocol_class(**kwargs)
+        protocol.app = _marked(protocol.app)
         lost = protocol.connection_lost
 
         def connection_lost(exc: Optional[Exception]) -> None:

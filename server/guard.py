@@ -114,7 +114,7 @@ def middleware(allowed_origins: Sequence[str], hosts: Sequence[str], body_second
             if scope["type"] in ("http", "websocket"):
                 refused = refusal(scope)
                 if refused is not None:
-                    await _refuse(scope, receive, send, *refused)
+                    await refuse(scope, receive, send, *refused)
                     return
             if scope["type"] == "http":
                 receive = _in_time(receive, time.monotonic() + body_seconds, body_seconds)
@@ -150,7 +150,9 @@ def _in_time(receive: Any, deadline: float, seconds: float) -> Any:
     return received
 
 
-async def _refuse(scope: Dict[str, Any], receive: Any, send: Any, error: ServiceError, extra: Dict[str, str]) -> None:
+async def refuse(scope: Dict[str, Any], receive: Any, send: Any, error: ServiceError, extra: Dict[str, str]) -> None:
+    """`error` as the answer to a request, or to a WebSocket's handshake (an HTTP answer where the
+    server can send one, else a close with the error's code), with `extra` headers."""
     body = error_json(error.status, error.message, error.param, error.code)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(name.encode(), value.encode()) for name, value in extra.items()]

@@ -36,7 +36,7 @@ def serving(engine: ServerEngine, client_timeout: float = 30.0, **settings) -> I
         host="127.0.0.1",
         port=port,
         log_level="warning",
-        http=connections.protocol(client_timeout, engine),
+        http=connections.Protocol,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
