@@ -7,8 +7,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import string
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,8 @@ VALUES = {
 }
 
 FLAGS = {"allow_origins": "--allow-origin", "allow_hosts": "--allow-host"}  # repeated, one value each
+# A key that looks like one, to be found in no message.
+SECRET = "sk-live-7d1f0c9e5b3a"
 
 
 def test_every_setting_is_a_file_key_a_variable_and_a_flag(tmp_path: Path) -> None:
@@ -83,9 +87,12 @@ def test_a_file_then_the_environment_then_the_flags(tmp_path: Path, monkeypatch)
 @pytest.mark.parametrize(
     "source, message",
     [
-        ({ENVIRONMENT + "PORT": "nope"}, "the environment: port cannot be 'nope'"),
+        ({ENVIRONMENT + "PORT": "nope"}, "the environment: port must be an integer"),
+        ({ENVIRONMENT + "PORT": "8.5"}, "the environment: port must be an integer"),
         ({ENVIRONMENT + "MAX_CONCURRENT": "0"}, "--max-concurrent must be at least 1"),
-        ({ENVIRONMENT + "NO_HTTP": "maybe"}, "the environment: no_http cannot be 'maybe'"),
+        ({ENVIRONMENT + "NO_HTTP": "maybe"}, "the environment: no_http must be true or false"),
+        ({ENVIRONMENT + "BODY_TIMEOUT": "inf"}, "the environment: body_timeout must be a number"),
+        ({ENVIRONMENT + "SITE": ""}, "the environment: site must be a path"),
         ({ENVIRONMENT + "ZEROCONF": "x"}, "--no-http and --zeroconf go with --wyoming URI"),
         ({ENVIRONMENT + "WYOMING": "http://x"}, "--wyoming takes tcp://HOST:PORT or unix://PATH"),
         ({ENVIRONMENT + "CLIENT_TIMEOUT": "-1"}, "--client-timeout must be positive"),
@@ -100,15 +107,16 @@ def test_a_bad_file_is_refused_naming_it(tmp_path: Path) -> None:
     cases = {
         "unknown.yaml": ("max_concurent: 3\n", "unknown setting 'max_concurent'"),
         "list.yaml": ("- model\n", "holds a mapping of settings by name"),
-        "typed.json": ('{"max_concurrent": true}', "max_concurrent cannot be True"),
-        "fraction.json": ('{"port": 80.5}', "port cannot be 80.5"),
-        "broken.yaml": ("model: [\n", "is neither YAML nor JSON"),
+        "typed.json": ('{"max_concurrent": true}', "max_concurrent must be an integer"),
+        "fraction.json": ('{"port": 80.5}', "port must be an integer"),
+        "broken.yaml": ("model: [\n", "is neither YAML nor JSON: line 2, column 1: expected the node content"),
+        "date.yaml": ("model: 2024-13-45\n", "holds a date or a number out of range"),
     }
     for name, (text, message) in cases.items():
         (tmp_path / name).write_text(text)
         with pytest.raises(SettingsError, match=message):
             Settings.from_file(tmp_path / name)
-    with pytest.raises(SettingsError, match="is not a file"):
+    with pytest.raises(SettingsError, match="cannot read the settings file .*missing.yaml: No such file"):
         Settings.from_file(tmp_path / "missing.yaml")
     for path in (tmp_path, Path("/dev/zero")):  # a folder, a device that never ends: refused, not read
         with pytest.raises(SettingsError, match="is not a file"):
@@ -143,3 +151,110 @@ def test_the_servers_command_line_says_a_bad_setting_in_one_line_before_loading(
         last = done.stderr.strip().splitlines()[-1]
         assert done.returncode == 2 and "Traceback" not in done.stderr and "loading" not in done.stderr, done.stderr
         assert last.startswith("python -m server: error: ") and said in last, last
+
+
+def alias_bomb(levels: int) -> str:
+    """A settings file whose one value, once its aliases are expanded, holds 9**levels strings: each
+    line an anchored list of nine aliases of the line before."""
+    lines = ["max_concurrent:", f"  - &a [{','.join('x' * 9)}]"]
+    for level in range(1, levels):
+        before, name = string.ascii_lowercase[level - 1 : level + 1]
+        lines.append(f"  - &{name} [{','.join(['*' + before] * 9)}]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("levels, issue_bytes", [(7, 291), (9, 377)])
+def test_anchors_and_aliases_are_refused_before_any_value_is_built(
+    tmp_path: Path, levels: int, issue_bytes: int
+) -> None:
+    """The issue's files, of 291 and 377 bytes, made 56 MB and 1.4 GB of error: ours, no larger,
+    expand to 9**7 (4.8 million) and 9**9 (387 million) strings. Refused by their first anchor's
+    line, at the cost of reading a few hundred bytes."""
+    bomb = tmp_path / "settings.yaml"
+    bomb.write_text("port: 9000\n")
+    Settings.from_file(bomb)  # PyYAML imported before the count
+    bomb.write_text(alias_bomb(levels))
+    assert bomb.stat().st_size <= issue_bytes
+    tracemalloc.start()
+    try:
+        with pytest.raises(SettingsError) as refused:
+            Settings.from_file(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(refused.value) == f"{bomb}: line 2: anchors and aliases are not allowed"
+    assert peak < 512 * 1024, peak
+    for text, line in (("voice: &v alba\n", 1), ("port: 8000\nvoice: *v\n", 2)):  # an anchor alone, an alias alone
+        bomb.write_text(text)
+        with pytest.raises(SettingsError, match=f"line {line}: anchors and aliases are not allowed"):
+            Settings.from_file(bomb)
+
+
+@pytest.mark.parametrize("name, text", [("deep.yaml", "allow_hosts: " + "[" * 30000), ("deep.json", "[" * 30000)])
+def test_values_nested_past_any_setting_are_refused_by_their_line(tmp_path: Path, name: str, text: str) -> None:
+    """30,000 brackets (half the file's limit) were a RecursionError's traceback, JSON's or PyYAML's."""
+    (tmp_path / name).write_text(text)
+    with pytest.raises(SettingsError, match="line 1: settings nest at most 2 deep"):
+        Settings.from_file(tmp_path / name)
+
+
+@pytest.mark.parametrize(
+    "values, said",
+    [
+        ({"voice": True}, "voice must be a string"),
+        ({"model": 8}, "model must be a string"),
+        ({"api_key": 12345}, "api_key must be a string"),
+        ({"allow_hosts": [1, 2]}, "allow_hosts must be a list of strings"),
+        ({"allow_hosts": "a.lan,b.lan"}, "allow_hosts must be a list of strings"),
+        ({"port": "8000"}, "port must be an integer"),
+        ({"max_concurrent": True}, "max_concurrent must be an integer"),
+        ({"client_timeout": float("inf")}, "client_timeout must be a number"),
+        ({"body_timeout": 10**400}, "body_timeout must be a number"),
+        ({"no_http": "yes"}, "no_http must be true or false"),
+        ({"site": ""}, "site must be a path"),
+        ({"voices_dir": ["voices"]}, "voices_dir must be a path"),
+    ],
+)
+def test_a_files_values_are_taken_as_their_own_type_never_converted(tmp_path: Path, values: dict, said: str) -> None:
+    settings_file = tmp_path / "settings.json"
+    settings_file.write_text(json.dumps(values))
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_file(settings_file)
+    assert str(refused.value) == f"{settings_file}: {said}"
+
+
+def test_an_error_names_the_setting_never_its_value_and_shows_a_name_bounded(tmp_path: Path) -> None:
+    settings_file = tmp_path / "settings.json"
+    for values, said in (
+        ({"port": "x" * 60000}, "port must be an integer"),
+        ({"wyoming": "ftp://" + "x" * 60000}, "--wyoming takes tcp://HOST:PORT or unix://PATH"),
+        ({"y" * 60000: 1}, "unknown setting '" + "y" * 40 + "'..."),
+    ):
+        settings_file.write_text(json.dumps(values))
+        with pytest.raises(SettingsError) as refused:
+            Settings.from_file(settings_file)
+        assert said in str(refused.value) and len(str(refused.value)) < 400
+    settings_file.write_text("1: 2\n")
+    with pytest.raises(SettingsError, match="unknown setting of type int"):
+        Settings.from_file(settings_file)
+
+
+@pytest.mark.parametrize(
+    "line, said",
+    [
+        (f"api_key: {SECRET}: oops", "line 1, column 30: mapping values are not allowed here"),
+        (f'api_key: "{SECRET}\\q"', "line 1, column 32: found unknown escape character"),
+        (f"api_key: !{SECRET}!x y", "line 1, column 10: found undefined tag handle"),
+        (f"api_key: `{SECRET}", "line 1, column 10: found character that cannot start any token"),
+        (f"api_key: {SECRET}\x01", "line 1, column 30: special characters are not allowed"),
+        (f"api_key: [{SECRET}", "line 2, column 1: expected ',' or ']', but got '<stream end>'"),
+    ],
+)
+def test_a_syntax_error_says_where_and_what_never_the_lines_text(tmp_path: Path, line: str, said: str) -> None:
+    settings_file = tmp_path / "settings.yaml"
+    settings_file.write_text(line + "\n")
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_file(settings_file)
+    message = str(refused.value)
+    assert message.startswith(f"{settings_file} is neither YAML nor JSON: {said}"), message
+    assert SECRET[3:] not in message and "api_key" not in message, message
