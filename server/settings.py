@@ -16,7 +16,8 @@ value may be as long as the file).
 A file's values are taken as their own type, never converted: a list of strings for a list, an
 integer for an integer (not true, not 8.0), a string for a string (not 8, not yes). YAML's anchors,
 aliases and tags are refused before any value is built: a few hundred bytes of aliases expand to
-gigabytes.
+gigabytes. The API key may come from a file of its own (api_key_file), which keeps it out of the
+process list (`ps`, /proc/PID/cmdline) where --api-key puts it.
 
 Wyoming's settings (wyoming, no_http, zeroconf) are python -m server's: the app that uvicorn or a
 Serve replica runs is the HTTP front alone.
@@ -48,9 +49,11 @@ BODY_SECONDS = 120.0  # a request's body, however it trickles in (server/guard.p
 ENVIRONMENT = "POCKET_TTS_"
 CONFIG = ENVIRONMENT + "CONFIG"
 MAX_FILE = 64 * 1024  # a settings file's bytes, at most
+MAX_KEY_FILE = 4096  # an API key file's bytes, at most (a key is tens of characters)
 # A settings file is a mapping, some of its values lists: nothing nested deeper is a setting, and
 # PyYAML builds nested values by recursion (30,000 brackets would be a RecursionError).
 MAX_DEPTH = 2
+KEYS = ("api_key", "api_key_file")  # the settings that give the API key, one or the other
 SHOWN = 40  # characters of a file's name for a setting that an error shows, at most
 FALSE, TRUE = ("0", "false", "no", "off", ""), ("1", "true", "yes", "on")
 
@@ -59,10 +62,16 @@ class SettingsError(ValueError):
     """A setting that cannot be used: its message names it and says why."""
 
 
-def setting(default: Any, help: str, flag: str = "", metavar: Optional[str] = None) -> Any:  # noqa: A002
+def setting(
+    default: Any,
+    help: str,  # noqa: A002
+    flag: str = "",
+    metavar: Optional[str] = None,
+    secret: bool = False,
+) -> Any:
     """A field of Settings: its default, its help, its flag where it is not --NAME (a list's flag is
-    repeated: --allow-origin A --allow-origin B)."""
-    return field(default=default, metadata={"help": help, "flag": flag, "metavar": metavar})
+    repeated: --allow-origin A --allow-origin B); a `secret` one is left out of the settings' repr."""
+    return field(default=default, repr=not secret, metadata={"help": help, "flag": flag, "metavar": metavar})
 
 
 @dataclass(frozen=True)
@@ -110,7 +119,16 @@ class Settings:
         None,
         "require Authorization: Bearer KEY on every route but those marked public (the page, /health) and the "
         "WebSockets; Wyoming's callers, who carry none, are then guests: no uploaded voice, at most "
-        "--guest-slots slots",
+        "--guest-slots slots. Every local user reads a flag in the process list: prefer --api-key-file or "
+        f"{ENVIRONMENT}API_KEY",
+        metavar="KEY",
+        secret=True,
+    )
+    api_key_file: Optional[Path] = setting(
+        None,
+        f"the API key as the one line of this file (a regular file of at most {MAX_KEY_FILE // 1024} KB, read "
+        "once, at start): --api-key kept out of the process list",
+        metavar="PATH",
     )
     guest_slots: Optional[int] = setting(
         None,
@@ -165,17 +183,27 @@ class Settings:
 
     def updated(self, values: Mapping[Any, Any], source: str) -> Settings:
         """These settings with `values` (by name, each of its own type: a file's, or a flag's as
-        argparse made it), checked; `source` names where they came from in an error."""
+        argparse made it), checked; `source` names where they came from in an error. A key file's
+        key replaces the key, and a key given replaces an earlier key file's."""
         types = get_type_hints(Settings)
         known = {f.name for f in fields(self)}
         changes = {}
         for name, value in values.items():
             if name not in known:
                 raise SettingsError(f"{source}: unknown setting {_shown(name)} ({', '.join(sorted(known))})")
+            if value is None and name in KEYS:  # `api_key:` left blank, as a template may leave it
+                raise SettingsError(f"{source}: {name} is empty (leave it out for a server without a key)")
             try:
                 changes[name] = _typed(value, types[name])
             except ValueError as e:
                 raise SettingsError(f"{source}: {name} must be {e}") from None
+        if "api_key_file" in changes:
+            if "api_key" in changes:
+                raise SettingsError(f"{source}: {' or '.join(KEYS)}, not both")
+            changes["api_key"] = _key_of(changes["api_key_file"])
+        elif "api_key" in changes:
+            _check_key(changes["api_key"], f"{source}: api_key")
+            changes["api_key_file"] = None
         return dataclasses.replace(self, **changes).check()
 
     @classmethod
@@ -328,6 +356,23 @@ def _finite(number: float) -> bool:
         return math.isfinite(number)
     except OverflowError:  # an integer past any float
         return False
+
+
+def _check_key(key: str, what: str) -> None:
+    """A SettingsError unless `key` can be sent as Authorization: Bearer KEY: an empty key would
+    leave the server open to all, and one with a space at either end or outside printable ASCII could
+    never be sent whole (HTTP trims a header's spaces)."""
+    if not key.strip():
+        raise SettingsError(f"{what} is empty (leave it out for a server without a key)")
+    if key != key.strip() or not all(" " <= character <= "~" for character in key):
+        raise SettingsError(f"{what} must be printable ASCII, without spaces at either end")
+
+
+def _key_of(path: Path) -> str:
+    """The API key in the file at `path`: its text, less the spaces and line break around it."""
+    key = _text_of(path, MAX_KEY_FILE, "the API key file").strip()
+    _check_key(key, f"the API key file {_clipped(str(path))}")
+    return key
 
 
 def _text_of(path: Path, limit: int, what: str) -> str:
