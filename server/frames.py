@@ -1,6 +1,7 @@
 """What every WebSocket front of the engine shares (server/websocket.py, server/livekit_ws.py): a
-connection's tasks, its outcome and its close, reading a client's JSON frames within a size, and
-sending within the client timeout."""
+connection's tasks, its outcome and its close, reading a client's JSON frames within a size,
+sending within the client timeout, and its turns: each speech sent to the client, from its start to
+its end or its cut, with its sample counts at the client's rate."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ import anyio
 import msgspec
 from litestar import WebSocket
 
+from core import audio_formats
 from server import errors, reading
 from server.engine import ServerEngine
 from server.errors import NORMAL, ServiceError
-from server.session import Clock, Session
+from server.session import Audio, Clock, Done, Event, Session
 
 # Bytes of one client frame: a piece of text of MAX_TEXT characters, each escaped, fits.
 MAX_FRAME = 64 * 1024
+# Bytes of a sample in each streamed format (audio_formats.STREAMED): 16-bit PCM, G.711's a byte.
+SAMPLE_BYTES = {"pcm": 2, "mulaw": 1, "alaw": 1}
 log = logging.getLogger("pocket_tts.server")
 
 
@@ -41,12 +45,36 @@ class BadFrame(Exception):
         self.error, self.kind = error, kind
 
 
+class Turn:
+    """A speech on its way to the client, from its start to its end (its `Done`, or a cut): its
+    session, its audio out (the client's format and rate) and the samples of the connection's audio
+    sent so far, at that rate. The connection's reader and the task that sends it each hold the
+    turn: neither takes it from the other (FrameSocket._stop ends it, in one place)."""
+
+    def __init__(self, session: Session, output: audio_formats.Output, sent: int = 0):
+        self.session = session
+        self.output = output
+        self.sent = sent
+        self.done = False  # all was said (its `Done` came): what is left is its end, sent whatever comes
+        self.sender = anyio.CancelScope()  # the task that sends it
+        self.ended = anyio.Event()  # that task's end
+        self._origin = (sent, session.sent)  # where its audio begins: in the client's samples, in the session's
+
+    def at(self, sample: int) -> int:
+        """A sample of the session's audio, as a position in the audio the client receives: what
+        was sent before this turn (a cut turn's audio as far as it was sent, what its resampler
+        held never counted), then this turn's audio at the client's rate."""
+        sent, said = self._origin
+        return sent + self.output.samples(sample - said)
+
+
 class FrameSocket:
     """What every WebSocket front of the engine shares: the connection's tasks (the reader, the
     idle and lifetime clock, the sender of the speech), its outcome (a normal end; a refusal: its
     error, then a close with its kind's code; the client gone) and sending within the client
-    timeout. A front says how it reads (`_read`), sends its speech (`_send_speech`) and writes an
-    error (`_send_error`)."""
+    timeout; the turn under way (`turn`), sent by a task of its own (`_begin`) and ended (`_stop`).
+    A front says how it reads (`_read`), sends a turn's audio (`_send_audio`), its other events
+    (`_send_event`) and its end (`_send_end`), and writes an error (`_send_error`)."""
 
     path = ""  # the front's route, in the log
 
@@ -55,12 +83,10 @@ class FrameSocket:
         self.engine = engine
         self.timeout = timeout
         self.clock = Clock(timeout)
-        self.session: Optional[Session] = None
+        self.turn: Optional[Turn] = None  # set by the reader alone
         self.closing = anyio.Event()
         self.outcome: Optional[BaseException] = None
         self.group: Any = None
-        self.sender: Optional[anyio.CancelScope] = None
-        self.sender_ended = anyio.Event()
 
     @classmethod
     async def serving(cls, socket: WebSocket) -> None:
@@ -79,8 +105,8 @@ class FrameSocket:
                     await self.closing.wait()
                     group.cancel_scope.cancel()
             finally:
-                if self.session is not None:  # its slot is free before the client hears the end
-                    await self.session.close_and_free()
+                if self.turn is not None:  # its slot is free before the client hears the end
+                    await self.turn.session.close_and_free()
             if self.outcome is None:
                 await self._close(NORMAL)
             elif isinstance(self.outcome, Fatal):
@@ -112,7 +138,13 @@ class FrameSocket:
     async def _read(self) -> None:
         raise NotImplementedError
 
-    async def _send_speech(self) -> None:
+    async def _send_audio(self, turn: Turn, data: bytes) -> None:
+        raise NotImplementedError
+
+    async def _send_event(self, turn: Turn, event: Event) -> None:
+        """An event of the speech other than its audio and its end (none is sent unless a front says)."""
+
+    async def _send_end(self, turn: Turn) -> None:
         raise NotImplementedError
 
     async def _send_error(self, error: ServiceError) -> None:
@@ -152,25 +184,47 @@ class FrameSocket:
         except ServiceError as e:
             raise BadFrame(e, kind) from None
 
-    def _begin_sending(self) -> None:
-        self.sender = anyio.CancelScope()
-        self.sender_ended = anyio.Event()
-        scope, ended = self.sender, self.sender_ended
+    def _begin(self, turn: Turn) -> None:
+        """`turn` sent by a task of its own, until its end or its cut."""
 
         async def send() -> None:
             try:
-                with scope:
-                    await self._send_speech()
+                with turn.sender:
+                    await self._send_turn(turn)
             finally:
-                ended.set()
+                turn.ended.set()
 
         self.group.start_soon(self._guarded, send)
 
-    async def _stop_sending(self) -> None:
-        """The sender of the speech stopped: nothing more of it is sent."""
-        if self.sender is not None:
-            self.sender.cancel()
-            await self.sender_ended.wait()
+    async def _send_turn(self, turn: Turn) -> None:
+        async for event in turn.session.events():
+            if isinstance(event, Audio):
+                await self._send_samples(turn, turn.output.chunk(event.pcm))
+            elif isinstance(event, Done):
+                turn.done = True
+                await self._send_samples(turn, turn.output.end())
+                await turn.session.close_and_free()  # its slot is free before the client hears it is over
+                await self._send_end(turn)
+            else:
+                await self._send_event(turn, event)
+
+    async def _send_samples(self, turn: Turn, data: bytes) -> None:
+        if data:
+            # Counted as it is handed to the socket, which writes it at once (what may wait after
+            # is a full socket's drain): a cut during that wait does not take it back.
+            turn.sent += len(data) // SAMPLE_BYTES[turn.output.fmt]
+            await self._send_audio(turn, data)
+
+    async def _stop(self, turn: Turn) -> bool:
+        """`turn` over: cut (its speech stops within a frame, its sender at once: nothing more of
+        it is sent), unless all of it was said, whose end (what the resampler held, the front's
+        last frame) is sent first. Returns whether it was cut."""
+        cut = not turn.done
+        if cut:
+            turn.session.cancel()
+            turn.sender.cancel()
+        await turn.ended.wait()
+        return cut
 
     async def _send_json(self, payload: dict) -> None:
         await self._send(text=msgspec.json.encode(payload).decode())

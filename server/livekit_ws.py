@@ -40,10 +40,10 @@ from core.portable.options import GenerationOptions
 from core.portable.voices import FILE_ENDINGS
 from server import errors
 from server.errors import ServiceError
-from server.frames import BadFrame, FrameSocket
+from server.frames import BadFrame, FrameSocket, Turn
 from server.guard import caller_of
 from server.schemas import SampleRate
-from server.session import Audio, Done, Session
+from server.session import Session
 
 PATH = "/tts/ws"
 FRAMES = ("config", "text", "flush", "cancel", "ping")
@@ -92,16 +92,19 @@ async def livekit_stream(socket: WebSocket) -> None:
     await _Turns.serving(socket)
 
 
+class _Turn(Turn):
+    """A turn of the protocol: its speech, with its request id and how its audio is sent."""
+
+    def __init__(self, session: Session, config: ConfigData):
+        super().__init__(session, audio_formats.Output("pcm", session.sample_rate, config.sample_rate))
+        self.binary = config.binary
+        self.request_id = secrets.token_hex(8)
+
+
 class _Turns(FrameSocket):
     """A connection of turns: a session per turn, one at a time."""
 
     path = PATH
-
-    def __init__(self, *args: Any):
-        super().__init__(*args)
-        self.config = ConfigData()
-        self.request_id: Optional[str] = None
-        self.output: Optional[audio_formats.Output] = None
 
     async def _read(self) -> None:
         while True:
@@ -119,6 +122,7 @@ class _Turns(FrameSocket):
                 await self._send_error(error)
 
     async def _handle(self, frame: Any) -> None:
+        turn = self.turn
         if isinstance(frame, Ping):
             await self._send_json({"type": "pong"})
         elif isinstance(frame, Config):
@@ -126,14 +130,14 @@ class _Turns(FrameSocket):
             await self._begin_turn(frame.data)
         elif isinstance(frame, Cancel):
             await self._end_turn()
-        elif self.session is None:
+        elif turn is None:
             raise ServiceError(errors.UNEXPECTED_EVENT, f"{_kind(frame)} before config: send config first", "type")
-        elif self.session.ending:
+        elif turn.session.ending:
             raise ServiceError(errors.AFTER_END, f"{_kind(frame)} after flush: the turn's text has ended", "type")
         elif isinstance(frame, Text):
-            await self.session.push(frame.data.text)
+            await turn.session.push(frame.data.text)
         else:
-            await self.session.end()
+            await turn.session.end()
 
     async def _begin_turn(self, config: ConfigData) -> None:
         voice = config.voice
@@ -145,49 +149,34 @@ class _Turns(FrameSocket):
             message = f"language {config.language!r}: this model speaks {spoken!r}"
             raise ServiceError(errors.UNSUPPORTED_VALUE, message, "language")
         options = GenerationOptions(normalize=config.normalize, pauses=config.pauses)
-        self.session = await Session.open(self.engine, voice, options, self.clock, caller=caller_of(self.socket))
-        self.config = config
-        self.output = audio_formats.Output("pcm", self.session.sample_rate, config.sample_rate)
-        self.request_id = secrets.token_hex(8)
-        await self._event("config_accepted")
-        self._begin_sending()
+        session = await Session.open(self.engine, voice, options, self.clock, caller=caller_of(self.socket))
+        self.turn = turn = _Turn(session, config)
+        await self._event("config_accepted", turn)
+        self._begin(turn)
 
     async def _end_turn(self) -> None:
-        """The turn under way, if any, stopped (barge-in, or a new config): nothing more of it is
-        sent, and no `final`. A turn already over has its `final` sent first (the plugin takes any
-        `final` after its `config_accepted` as its turn's)."""
-        if self.session is None:
-            if self.sender is not None:
-                await self.sender_ended.wait()
+        """The turn under way, if any, over (barge-in, or a new config): cut, with no `final`, or,
+        all said, its `final` sent first (the plugin takes any `final` after its `config_accepted`
+        as its turn's); its slot free before the next turn asks for one."""
+        turn = self.turn
+        if turn is None:
             return
-        self.session.cancel()
-        await self._stop_sending()
-        await self.session.close_and_free()  # the next turn's session, asked for at once, finds the slot
-        self.session = None
+        await self._stop(turn)
+        await turn.session.close_and_free()
+        self.turn = None
 
-    async def _send_speech(self) -> None:
-        session, output, request_id = self.session, self.output, self.request_id
-        assert session is not None and output is not None
-        async for event in session.events():
-            if isinstance(event, Audio):
-                await self._audio(output.chunk(event.pcm))
-            elif isinstance(event, Done):
-                await self._audio(output.end())
-                await session.close_and_free()  # its slot is free before the client hears the turn is over
-                self.session = None
-                await self._event("final", request_id)
-
-    async def _audio(self, data: bytes) -> None:
-        if not data:
-            return
-        if self.config.binary:
+    async def _send_audio(self, turn: _Turn, data: bytes) -> None:
+        if turn.binary:
             await self._send(bytes=data)
             return
-        audio = {"audio": base64.b64encode(data).decode(), "sample_rate": self.output.rate, "format": "pcm"}
+        audio = {"audio": base64.b64encode(data).decode(), "sample_rate": turn.output.rate, "format": "pcm"}
         await self._send_json({"type": "audio", "data": audio})
 
-    async def _event(self, kind: str, request_id: Optional[str] = None) -> None:
-        data = {"event_type": kind, "request_id": request_id or self.request_id}
+    async def _send_end(self, turn: _Turn) -> None:
+        await self._event("final", turn)
+
+    async def _event(self, kind: str, turn: _Turn) -> None:
+        data = {"event_type": kind, "request_id": turn.request_id}
         await self._send_json({"type": "event", "data": data})
 
     async def _send_error(self, error: ServiceError) -> None:

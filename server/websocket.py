@@ -10,14 +10,16 @@ Client to server, JSON text frames (server/schemas.py):
     {"type": "end"}                                             no more text: speak the rest, `done`, close
     {"type": "cancel"}                                          stop now (barge-in), drop the buffered text,
                                                                 `done`; the connection takes text again
-Server to client: binary frames of 16-bit little-endian mono PCM at the engine's rate, and JSON text
-frames {"type": "started", "sample_rate": R}, {"type": "segment", "text": ..., "spoken": ...,
-"start_sample": N} (before a segment's first audio; `spoken`: the text as the model reads it,
-normalized; N: the samples sent before it), with `"words": true` in `start` {"type": "word",
-"word": ..., "index": I, "start_sample": N} (before the audio that starts it) and {"type":
-"word_end", "word", "index", "start_sample", "end_sample"} (word timestamps, in samples of the
-stream), {"type": "done", "samples": N} (N: all the samples sent) and {"type": "error", "error":
-{...}} (OpenAI's shape, with `status`, the HTTP status the same error gets from the HTTP routes).
+Server to client: binary frames of 16-bit little-endian mono PCM at the engine's rate (or at the
+start's rate and format), and JSON text frames {"type": "started", "sample_rate": R},
+{"type": "segment", "text": ..., "spoken": ..., "start_sample": N} (before a segment's first audio;
+`spoken`: the text as the model reads it, normalized; N: where its audio begins), with `"words":
+true` in `start` {"type": "word", "word": ..., "index": I, "start_sample": N} (before the audio
+that starts it) and {"type": "word_end", "word", "index", "start_sample", "end_sample"} (word
+timestamps), {"type": "done", "samples": N} (N: all the samples sent) and {"type": "error",
+"error": {...}} (OpenAI's shape, with `status`, the HTTP status the same error gets from the HTTP
+routes). Every sample count is at R, a position in the audio the client received: what a
+resampler held when a cancel cut its speech was never sent, and is never counted.
 
 The segments are said one after another, each as soon as the one before has made all its frames
 (not once it has been heard), so that their audio follows without a gap wherever generation is
@@ -41,7 +43,7 @@ from litestar import WebSocket, websocket
 from core import audio_formats
 from server import errors
 from server.errors import ServiceError
-from server.frames import BadFrame, Fatal, FrameSocket
+from server.frames import BadFrame, Fatal, FrameSocket, Turn
 from server.guard import caller_of
 from server.schemas import (
     CLIENT_FRAMES,
@@ -53,7 +55,7 @@ from server.schemas import (
     StreamText,
     error_detail,
 )
-from server.session import Audio, Done, Session, Started, WordEnd, WordStart
+from server.session import Event, Session, Started, WordEnd, WordStart
 
 PATH = "/v1/audio/speech/stream"
 
@@ -65,11 +67,11 @@ async def speech_stream(socket: WebSocket) -> None:
 
 
 class _Connection(FrameSocket):
-    """One session for the whole connection; its audio in the start's format and rate."""
+    """One session for the whole connection, a turn for each speech (a cancel starts the next);
+    its audio in the start's format and rate."""
 
     path = PATH
     start = StreamStart()
-    output: audio_formats.Output
 
     # Reading the client's frames
 
@@ -79,11 +81,11 @@ class _Connection(FrameSocket):
             try:
                 frame = self._frame(message, CLIENT_FRAMES, ClientFrame)
             except BadFrame as bad:
-                if bad.kind == "start" and self.session is None:  # the connection cannot speak as asked
+                if bad.kind == "start" and self.turn is None:  # the connection cannot speak as asked
                     raise Fatal(bad.error) from None
                 await self._send_error(bad.error)
                 continue
-            if self.session is None:
+            if self.turn is None:
                 await self._open(frame if isinstance(frame, StreamStart) else StreamStart())
                 if isinstance(frame, StreamStart):
                     continue
@@ -93,18 +95,22 @@ class _Connection(FrameSocket):
         """The connection's session (a bad voice or option, or no free slot, ends it), then `started`."""
         try:
             caller = caller_of(self.socket)
-            self.session = await Session.open(
+            session = await Session.open(
                 self.engine, start.voice, start.options(), self.clock, caller=caller, words=start.words
             )
         except ServiceError as e:
             raise Fatal(e) from None
         self.start = start
-        self.output = audio_formats.Output(start.format, self.session.sample_rate, start.sample_rate)
-        await self._send_json({"type": "started", "sample_rate": self.output.rate, "format": start.format})
-        self._begin_sending()
+        self.turn = self._turn(session, 0)
+        await self._send_json({"type": "started", "sample_rate": self.turn.output.rate, "format": start.format})
+        self._begin(self.turn)
+
+    def _turn(self, session: Session, sent: int) -> Turn:
+        """A speech of the connection's session, `sent` samples into its audio; its resampler fresh."""
+        return Turn(session, audio_formats.Output(self.start.format, session.sample_rate, self.start.sample_rate), sent)
 
     async def _handle(self, frame: Any) -> None:
-        session = self.session
+        session = self.turn.session
         if isinstance(frame, StreamStart):
             error = ServiceError(errors.UNEXPECTED_START, "start must be the first frame", "type")
             await self._send_error(error)
@@ -121,45 +127,43 @@ class _Connection(FrameSocket):
             await self._cancel()
 
     async def _cancel(self) -> None:
-        """Stop what is being said within a frame, drop the text buffered, answer `done`: the
-        speech gives out nothing more and the sender stops before `done`, so that no audio follows
-        the cancel (the sender may be running through audio already queued, which reaches no wait)."""
-        ending = self.session.ending
-        self.session.cancel()
-        await self._stop_sending()
-        await self._send_json({"type": "done", "samples": self.output.samples(self.session.sent)})
-        # What the resampler held of the cut speech is dropped: the next speech starts afresh.
-        self.output = audio_formats.Output(self.start.format, self.session.sample_rate, self.start.sample_rate)
+        """Stop what is being said within a frame, drop the text buffered, answer `done`: the turn
+        is cut before `done`, so that no audio follows the cancel (its sender may be running through
+        audio already queued, which reaches no wait). What its resampler held is dropped, never
+        counted: the next turn's audio follows what was sent. A turn all said (after `end`) sends
+        its own `done`, and the connection ends."""
+        turn = self.turn
+        ending = turn.session.ending
+        if not await self._stop(turn):
+            return
+        await self._send_json({"type": "done", "samples": turn.sent})
         if ending:
             self.closing.set()
             return
-        self._begin_sending()
+        self.turn = self._turn(turn.session, turn.sent)
+        self._begin(self.turn)
 
-    async def _send_speech(self) -> None:
-        out = self.output
-        at = out.samples  # a count of the model's samples, at the stream's rate
-        async for event in self.session.events():
-            if isinstance(event, Audio):
-                data = out.chunk(event.pcm)
-                if data:
-                    await self._send(bytes=data)
-            elif isinstance(event, Started):
-                segment = {"type": "segment", "text": event.text, "spoken": event.spoken}
-                await self._send_json(dict(segment, start_sample=at(event.start_sample)))
-            elif isinstance(event, WordStart):
-                await self._send_json(
-                    {"type": "word", "word": event.word, "index": event.index, "start_sample": at(event.sample)}
-                )
-            elif isinstance(event, WordEnd):
-                word = {"type": "word_end", "word": event.word, "index": event.index, "start_sample": at(event.start)}
-                await self._send_json(dict(word, end_sample=at(event.end)))
-            elif isinstance(event, Done):
-                tail = out.end()
-                if tail:
-                    await self._send(bytes=tail)
-                await self.session.close_and_free()  # its slot is free before the client hears it is over
-                await self._send_json({"type": "done", "samples": at(event.samples)})
-                self.closing.set()
+    # Sending the speech: every sample count a position in the audio the client received
+
+    async def _send_audio(self, turn: Turn, data: bytes) -> None:
+        await self._send(bytes=data)
+
+    async def _send_event(self, turn: Turn, event: Event) -> None:
+        at = turn.at
+        if isinstance(event, Started):
+            segment = {"type": "segment", "text": event.text, "spoken": event.spoken}
+            await self._send_json(dict(segment, start_sample=at(event.start_sample)))
+        elif isinstance(event, WordStart):
+            await self._send_json(
+                {"type": "word", "word": event.word, "index": event.index, "start_sample": at(event.sample)}
+            )
+        elif isinstance(event, WordEnd):
+            word = {"type": "word_end", "word": event.word, "index": event.index, "start_sample": at(event.start)}
+            await self._send_json(dict(word, end_sample=at(event.end)))
+
+    async def _send_end(self, turn: Turn) -> None:
+        await self._send_json({"type": "done", "samples": turn.sent})
+        self.closing.set()
 
     async def _send_error(self, error: ServiceError) -> None:
         detail = msgspec.structs.asdict(error_detail(error.status, error.message, error.param, error.code))

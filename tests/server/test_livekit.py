@@ -1,7 +1,8 @@
 """LiveKit's Pocket TTS protocol at /tts/ws, driven by the `livekit-plugins-pocket` plugin's own
 client (its protocol module, over aiohttp as the plugin opens it), against `python -m server`;
 then attacked as a hostile client would: frames out of order, twice, malformed, files for voices,
-a cancel at every point; slots counted after."""
+a cancel at every point, and (on the app in this process, whose work a test holds where it likes)
+a cancel or a config while a turn is ending; slots and connections counted after."""
 
 from __future__ import annotations
 
@@ -9,17 +10,26 @@ import asyncio
 import base64
 import importlib.util
 import json
+import logging
 import sys
+import threading
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Dict, Iterator, List
 
 import aiohttp
+import anyio
 import httpx
 import numpy as np
 import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
 
+from server import livekit_ws
+from server.engine import ServerEngine
+from server.session import Session
+from tests.support.paths import VOICE_24K
 from tests.support.processes import tiny_server
-from tests.support.serving import GUARD, until
+from tests.support.serving import GUARD, Held, serving, until
 
 
 def plugin_protocol() -> Any:
@@ -282,3 +292,156 @@ def test_turns_sent_back_to_back_never_get_another_turns_final(live) -> None:
                 finals += 1
     assert current is not None and codes(got) == []
     until(lambda: httpx.get(live + "/health").json()["active_generations"] == 0, "every turn's slot is free")
+
+
+# On the app in this process: a turn's work held where a test likes
+
+
+@pytest.fixture(scope="module")
+def engine(model) -> Iterator[ServerEngine]:
+    engine = ServerEngine(model, str(VOICE_24K), max_concurrent=2)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def here(engine) -> Iterator[str]:
+    with serving(engine) as url:
+        yield url
+
+
+@pytest.fixture
+def settled(engine) -> Iterator[None]:
+    """After the test: every slot free and every connection's place given back."""
+    yield
+    until(lambda: engine.active == 0 and engine.connections.open == 0, "every slot and connection given back")
+
+
+def raw(url: str) -> ClientConnection:
+    return connect(ws_url(url), open_timeout=GUARD)
+
+
+def heard_until(connection: ClientConnection, got: List[Any], until_type: str) -> Dict[str, Any]:
+    """Receive into `got` (binary frames as their length, the close as ("closed", code)) until a
+    frame of `until_type` (an event's `event_type`, else the frame's type), returned; {} at the close."""
+    while True:
+        try:
+            message = connection.recv(timeout=GUARD)
+        except ConnectionClosed as closed:
+            got.append(("closed", closed.rcvd.code if closed.rcvd is not None else None))
+            return {}
+        if isinstance(message, bytes):
+            got.append(len(message))
+            continue
+        frame = json.loads(message)
+        got.append(frame)
+        kind = frame["data"]["event_type"] if frame["type"] == "event" else frame["type"]
+        if kind == until_type:
+            return frame
+
+
+def events(got: List[Any], kind: str) -> List[str]:
+    """The request ids of the `kind` events, in order."""
+    return [f["data"]["request_id"] for f in got if isinstance(f, dict) and f.get("data", {}).get("event_type") == kind]
+
+
+def finals_are_their_turns(got: List[Any]) -> None:
+    """Each `final` names the turn whose `config_accepted` came last before it, once."""
+    current, finished = None, set()
+    for frame in got:
+        if isinstance(frame, dict) and frame["type"] == "event":
+            if frame["data"]["event_type"] == "config_accepted":
+                current = frame["data"]["request_id"]
+            else:
+                assert frame["data"]["request_id"] == current and current not in finished, got
+                finished.add(current)
+
+
+@pytest.mark.parametrize("freed", [False, True], ids=["before-its-slot-is-free", "after"])
+@pytest.mark.parametrize("frame", [{"type": "cancel"}, config()], ids=["cancel", "config"])
+def test_a_cancel_or_a_config_while_a_turn_ends_leaves_the_connection_speaking(
+    here, settled, monkeypatch, caplog, frame, freed
+) -> None:
+    """The turn's sender held between its `Done` and its `final` (before or after it frees its
+    slot), the frame taken meanwhile: the turn, all said, sends its `final`, and the connection goes
+    on. A reader that cut the sender there once lost the `final` (the client waited for good), or
+    found the turn's session gone and closed the connection with 1011."""
+    held = Held(lambda: None)
+    close_and_free = Session.close_and_free
+    first = [True]
+
+    async def held_close_and_free(self) -> None:
+        # The sender's, after Done: the first on a session still open (an earlier test's
+        # connection, ending meanwhile, closes a session closed already).
+        hold = first and not self.closed
+        if hold:
+            first.clear()
+        if freed:
+            await close_and_free(self)
+        if hold:
+            await anyio.to_thread.run_sync(held)
+        if not freed:
+            await close_and_free(self)
+
+    taken = threading.Event()
+    handle = livekit_ws._Turns._handle
+
+    async def taking(self, taken_frame) -> None:
+        if isinstance(taken_frame, (livekit_ws.Cancel, livekit_ws.Config)) and held.entered.is_set():
+            taken.set()  # the reader runs on from here to its first wait before the sender can resume
+        await handle(self, taken_frame)
+
+    monkeypatch.setattr(Session, "close_and_free", held_close_and_free)
+    monkeypatch.setattr(livekit_ws._Turns, "_handle", taking)
+    caplog.set_level(logging.ERROR)
+    got: List[Any] = []
+    with raw(here) as connection:
+        for sent in (config(), {"type": "text", "data": {"text": "Ending now."}}, {"type": "flush"}):
+            connection.send(json.dumps(sent))
+        assert held.entered.wait(GUARD), "the turn never ended"
+        connection.send(json.dumps(frame))
+        assert taken.wait(GUARD), "the frame was not taken"
+        held.release.set()
+        heard_until(connection, got, "final")
+        if frame["type"] == "cancel":
+            connection.send(json.dumps(config()))
+        for sent in ({"type": "text", "data": {"text": "The next turn."}}, {"type": "flush"}):
+            connection.send(json.dumps(sent))
+        ended = len(got)
+        heard_until(connection, got, "final")
+    accepted, finals = events(got, "config_accepted"), events(got, "final")
+    assert len(accepted) == 2 and finals == accepted, got
+    assert not codes(got) and not [f for f in got if isinstance(f, tuple)]
+    assert [f for f in got[ended:] if isinstance(f, int)], "the next turn spoke"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+def test_frames_out_of_order_twice_and_at_once_leave_the_connection_speaking(here, settled, caplog) -> None:
+    """A cancel before any config, flush twice, text after flush, configs back to back, a cancel
+    twice, all sent at once: each frame out of order is an error frame, in the order sent, whatever
+    the turns' timing; every `final` is its turn's; the last turn speaks."""
+    text = {"type": "text", "data": {"text": "Some words here."}}
+    flush = {"type": "flush"}
+    cancel = {"type": "cancel"}
+    hostile = [cancel, flush, text, config(), config(), config(), text, flush, flush, text]
+    hostile += [cancel, cancel, config(sample_rate=16000), text, flush, {"type": "ping"}]
+    caplog.set_level(logging.ERROR)
+    got: List[Any] = []
+    with raw(here) as connection:
+        for frame in hostile:
+            connection.send(json.dumps(frame))
+        heard_until(connection, got, "pong")
+        last = events(got, "config_accepted")[-1]
+        if events(got, "final")[-1:] != [last]:
+            heard_until(connection, got, "final")
+    assert codes(got) == ["unexpected_event", "unexpected_event", "after_end", "after_end"], got
+    accepted = events(got, "config_accepted")
+    assert len(accepted) == 4 and events(got, "final")[-1] == accepted[-1]
+    finals_are_their_turns(got)
+    assert not [f for f in got if isinstance(f, tuple)]
+    last = max(
+        i for i, f in enumerate(got) if isinstance(f, dict) and f.get("data", {}).get("event_type") == "config_accepted"
+    )
+    spoken = sum(f for f in got[last:] if isinstance(f, int))
+    assert spoken > 0 and spoken % 2560 == 0  # 16 kHz: 1280 samples for each 80 ms frame
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text

@@ -1,6 +1,7 @@
 """The WebSocket /v1/audio/speech/stream (server/websocket.py), driven by the `websockets` library
 against the app on uvicorn: text sent piece by piece is spoken segment by segment, the same audio as
-POST /stream of the whole text; flush, end, cancel; speed; and its limits.
+POST /stream of the whole text; flush, end, cancel; speed; sample counts at any rate, across a
+cancel; and its limits.
 
 Nothing here asserts a duration: the client and the server are synchronized by their frames (the
 idle timeout's test waits for the timeout, with a short one configured)."""
@@ -12,7 +13,7 @@ import json
 import socket
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import httpx
 import numpy as np
@@ -20,9 +21,11 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
+from core import audio_formats
 from server import frames, session, websocket
 from server.engine import ServerEngine
 from server.relay import LIMIT
+from tests.support.models import timed_tiny
 from tests.support.paths import VOICE_24K
 from tests.support.serving import GUARD, NEVER_ENDS, Held, serving, until
 
@@ -201,6 +204,131 @@ def test_cancel_stops_within_a_frame_answers_done_and_takes_new_text(url, engine
         assert listen(connection, heard, "done") == done
         listen(connection, heard)
     assert heard.close_code == 1000 and not heard.of("error")
+
+
+@pytest.fixture(scope="module")
+def timed_url(tmp_path_factory) -> Iterator[Tuple[str, ServerEngine]]:
+    """The app on the tiny model with timestamp heads (its words timed), and its engine."""
+    engine = ServerEngine(timed_tiny(tmp_path_factory.mktemp("timed")), str(VOICE_24K), max_concurrent=2)
+    try:
+        with serving(engine) as url:
+            yield url, engine
+    finally:
+        engine.close()
+
+
+def in_order(connection: ClientConnection, got: List[Any], until: Callable[[Any], bool]) -> None:
+    """Receive into `got`, in order (audio frames as bytes, JSON frames as dicts), until `until`
+    holds for the last one received, or the close."""
+    while True:
+        try:
+            message = connection.recv(timeout=GUARD)
+        except ConnectionClosed:
+            return
+        got.append(message if isinstance(message, bytes) else json.loads(message))
+        if until(got[-1]):
+            return
+
+
+def is_done(item: Any) -> bool:
+    return isinstance(item, dict) and item["type"] == "done"
+
+
+def audio_of(got: List[Any]) -> np.ndarray:
+    return np.frombuffer(b"".join(item for item in got if isinstance(item, bytes)), "<i2")
+
+
+def placed(got: List[Any]) -> List[Tuple[Dict[str, Any], int, Any]]:
+    """Each JSON frame, the samples received before it, and the samples received once the audio
+    frame after it arrived (None where a `done` came first: the turn was cut there)."""
+    received, out, waiting = 0, [], []
+    for item in got:
+        if isinstance(item, bytes):
+            received += len(item) // 2
+            for index in waiting:
+                out[index][2] = received
+            waiting = []
+            continue
+        if is_done(item):
+            waiting = []
+        waiting.append(len(out))
+        out.append([item, received, None])
+    return [(frame, before, heard_next) for frame, before, heard_next in out]
+
+
+def timings(frames: List[Tuple[Dict[str, Any], int, Any]]) -> List[Tuple[str, List[int]]]:
+    """The sample counts of the segment and word frames, in order."""
+    kinds = ("segment", "word", "word_end")
+    return [
+        (f["type"], [f[k] for k in ("start_sample", "end_sample") if k in f])
+        for f, _, _ in frames
+        if f["type"] in kinds
+    ]
+
+
+TIMED = {"words": True, "max_frames": 20, "normalize": False, **NEVER_ENDS}
+BEFORE_CANCEL = "One two three four. Five six seven eight. Nine ten eleven. Twelve thirteen. "
+AFTER_CANCEL = "Something else to say. And one more thing. "
+
+
+def spoken(url: str, start: Dict[str, Any], text: str, cancel_after: int = 0) -> List[Any]:
+    """`text` spoken (cut by a cancel once `cancel_after` samples are received, then AFTER_CANCEL
+    spoken), then the end: what the client received, in order."""
+    got: List[Any] = []
+    with ws(url) as connection:
+        send(connection, "start", **start)
+        send(connection, "text", text=text)
+        if cancel_after:
+            in_order(connection, got, lambda _: audio_of(got).size >= cancel_after)
+            send(connection, "cancel")
+            in_order(connection, got, is_done)
+            send(connection, "text", text=AFTER_CANCEL)
+        send(connection, "end")
+        in_order(connection, got, is_done)
+        in_order(connection, got, lambda _: False)
+    return got
+
+
+@pytest.mark.parametrize("rate", [8000, 16000, 48000])
+def test_every_sample_count_is_a_position_in_the_audio_received_across_a_cancel(timed_url, rate) -> None:
+    """At a rate other than the model's the resampler holds a little of the audio until the next
+    chunk (or the end), which a cancel drops unsent. Every `done` counts the samples received; the
+    speech after a cancel starts where the audio received ends; each segment and word comes before
+    the audio that holds its start, never pointing back into audio received, and names the place
+    in the audio received of the same audio at 24 kHz."""
+    url, engine = timed_url
+    got = spoken(url, dict(TIMED, sample_rate=rate), BEFORE_CANCEL, cancel_after=30 * 1920 * rate // 24000)
+    frames = placed(got)
+    done = [(frame, before) for frame, before, _ in frames if is_done(frame)]
+    assert [frame["samples"] for frame, _ in done] == [before for _, before in done] and len(done) == 2
+    assert done[-1][0]["samples"] == audio_of(got).size
+    cut = done[0][0]["samples"]
+    starts: Dict[int, int] = {}
+    for frame, before, heard_next in frames:
+        samples = [frame[key] for key in ("start_sample", "end_sample") if key in frame]
+        if frame["type"] in ("segment", "word"):
+            assert before <= frame["start_sample"], frame  # never back into the audio received
+        if frame["type"] == "word":
+            starts[frame["index"]] = frame["start_sample"]
+        if frame["type"] == "word_end":
+            assert frame["start_sample"] == starts[frame["index"]] <= frame["end_sample"], frame
+        if samples and heard_next is not None:
+            assert max(samples) <= heard_next, frame  # before the audio that holds it
+    after = frames[[frame for frame, _, _ in frames].index(done[0][0]) + 1 :]
+    assert all(heard_next is not None for frame, _, heard_next in after if not is_done(frame))  # none cut
+    # From `cut` on: AFTER_CANCEL's audio at 24 kHz resampled as a stream; its segments and words
+    # where that audio has them.
+    alone = spoken(url, TIMED, AFTER_CANCEL)
+    output = audio_formats.Output("pcm", 24000, rate)
+    model = audio_of(alone).astype(np.float32) / 32768
+    expected = b"".join(output.chunk(model[i : i + 1920]) for i in range(0, model.size, 1920)) + output.end()
+    heard = audio_of(got)[cut:].astype(np.int32)
+    assert heard.size == len(expected) // 2
+    # Resampled from 16-bit samples rather than floats: a few steps apart (a sample's shift: hundreds).
+    assert np.abs(heard - np.frombuffer(expected, "<i2")).max() <= 3
+    at_rate = [(kind, [round(n * rate / 24000) for n in samples]) for kind, samples in timings(placed(alone))]
+    assert [(kind, [n - cut for n in samples]) for kind, samples in timings(after)] == at_rate
+    until(lambda: engine.active == 0 and engine.connections.open == 0, "every slot and connection given back")
 
 
 def test_speed_two_gives_half_the_samples(url) -> None:
