@@ -58,7 +58,9 @@ UNEXPECTED_EVENT = Kind("unexpected_event", 400)  # Wyoming: an event out of ord
 # Who asks, and how
 UNAUTHORIZED = Kind("unauthorized", 401)
 FORBIDDEN_ORIGIN = Kind("forbidden_origin", 403)
+NOT_FOUND = Kind("not_found", 404)  # a path the app has no route or file for
 MODEL_NOT_FOUND = Kind("model_not_found", 404)
+METHOD_NOT_ALLOWED = Kind("method_not_allowed", 405)
 BODY_TIMEOUT = Kind("body_timeout", 408)
 IDLE_TIMEOUT = Kind("idle_timeout", 408)
 SESSION_EXPIRED = Kind("session_expired", 408)

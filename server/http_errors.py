@@ -48,8 +48,8 @@ def _validation(_: Request, error: ValidationException) -> Response:
 # Litestar's own refusals, in our words.
 _HTTP_KINDS = {
     400: errors.INVALID_REQUEST,
-    404: errors.Kind("not_found", 404),
-    405: errors.Kind("method_not_allowed", 405),
+    404: errors.NOT_FOUND,
+    405: errors.METHOD_NOT_ALLOWED,
     413: errors.BODY_TOO_LARGE,
     415: errors.UNSUPPORTED_MEDIA_TYPE,
 }

@@ -197,9 +197,23 @@ def main(argv: Optional[List[str]] = None, prog: str = "pocket-tts-numpy mcp") -
     with threads.serving():
         try:
             anyio.run(build(Speaker(engine, output_dir)).run_stdio_async)
+        except BaseException as e:
+            if not _client_gone(e):
+                raise
+            # The client went away mid-call (its pipes closed): its call ends here, and so does its server,
+            # quietly (Python would complain at exit of the stdout it cannot flush).
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         finally:
             engine.close()
     return 0
+
+
+def _client_gone(error: BaseException) -> bool:
+    """Whether `error` is the client's pipe closed under a write, alone or in anyio's groups."""
+    inner = getattr(error, "exceptions", None)
+    if inner:
+        return all(_client_gone(e) for e in inner)
+    return isinstance(error, (BrokenPipeError, ConnectionResetError))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,10 @@ from core.portable.options import SPEED_RANGE, GenerationOptions
 from core.portable.tsm import check_speed
 from server import errors
 from server.errors import ServiceError
+from server.session import MAX_TEXT
 
+# The fields that hold the text to speak (ours, OpenAI's), whose length is the session's limit.
+TEXT_FIELDS = ("text", "input")
 FORM_BOOLEANS = {**dict.fromkeys(("true", "1", "yes", "on"), True), **dict.fromkeys(("false", "0", "no", "off"), False)}
 
 
@@ -42,6 +45,8 @@ def decode(data: Any, schema: type, what: str = "request body") -> Any:
     except msgspec.ValidationError as e:
         found = re.search(r"`\$\.(\w+)|field `(\w+)`", str(e))
         param = next((name for name in found.groups() if name), None) if found else None
+        if param in TEXT_FIELDS and str(e).startswith("Expected `str` of length <="):  # the one code of every front
+            raise ServiceError(errors.TEXT_TOO_LONG, f"{param} is longer than {MAX_TEXT} characters", param) from None
         raise ServiceError(errors.INVALID_VALUE, f"invalid {what}: {e}", param) from None
     except msgspec.DecodeError as e:
         raise ServiceError(errors.INVALID_JSON, f"malformed JSON: {e}") from None

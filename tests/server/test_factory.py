@@ -9,63 +9,18 @@ Nothing is timed: a deadline only turns a hang into a failure."""
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
-import tempfile
-import time
-from contextlib import ExitStack, contextmanager
-from typing import Callable, Iterator, Tuple
+from contextlib import ExitStack
 
 import httpx
 from websockets.sync.client import connect
 
-from e2e.harness import free_port
 from server.pool import RESERVE
-from tests.support.paths import ROOT, TINY_CONFIG, VOICE_24K
+from tests.support.processes import uvicorn_factory
 from tests.support.serving import GUARD, NEVER_ENDS, unread_request, until
 
 PROTOCOL = ["--http", "server.connections:Protocol"]
 WARNING = "served without server.connections.Protocol"
-
-
-@contextmanager
-def factory(*uvicorn_args: str, timeout: float = 1.0) -> Iterator[Tuple[str, Callable[[], str]]]:
-    """uvicorn's factory over the tiny model (one slot, two connections, a client timeout of
-    `timeout`), as a user starts it; yields its URL and a function reading its log so far."""
-    port = free_port()
-    env = dict(
-        os.environ,
-        POCKET_TTS_MODEL=str(TINY_CONFIG),
-        POCKET_TTS_VOICE=str(VOICE_24K),
-        POCKET_TTS_MAX_CONCURRENT="1",
-        POCKET_TTS_MAX_CONNECTIONS="2",
-        POCKET_TTS_CLIENT_TIMEOUT=str(timeout),
-    )
-    command = [sys.executable, "-m", "uvicorn", "--factory", "server.app:create_app", "--port", str(port)]
-    with tempfile.TemporaryFile("w+") as log:
-        process = subprocess.Popen([*command, *uvicorn_args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-        def said() -> str:
-            log.seek(0)
-            return log.read()
-
-        try:
-            url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + GUARD
-            while True:
-                assert process.poll() is None, said()
-                assert time.monotonic() < deadline, "the factory did not start"
-                try:
-                    if httpx.get(url + "/health", timeout=GUARD).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
-            yield url, said
-        finally:
-            process.terminate()
-            process.wait(GUARD)
 
 
 def active(url: str) -> int:
@@ -84,10 +39,10 @@ def slot_is_freed_from_a_client_that_stops_reading(url: str) -> None:
 
 
 def test_plain_uvicorn_gets_the_apps_own_bounds_and_is_told_what_it_lacks() -> None:
-    with factory() as (url, said):
+    with uvicorn_factory() as (url, said):
         slot_is_freed_from_a_client_that_stops_reading(url)
         assert said().count(WARNING) == 1 and "Traceback" not in said(), said()
-    with factory(timeout=600) as (url, said), ExitStack() as stack:
+    with uvicorn_factory(timeout=600) as (url, said), ExitStack() as stack:
         ws = url.replace("http", "ws") + "/v1/audio/speech/stream"
         sockets = [stack.enter_context(connect(ws, open_timeout=GUARD)) for _ in range(2)]  # the pool's 2 places
         refused = httpx.get(url + "/voices", timeout=GUARD)
@@ -99,7 +54,7 @@ def test_plain_uvicorn_gets_the_apps_own_bounds_and_is_told_what_it_lacks() -> N
 
 
 def test_with_the_servers_protocol_the_factory_is_the_same_server() -> None:
-    with factory(*PROTOCOL) as (url, said):
+    with uvicorn_factory(*PROTOCOL) as (url, said):
         slot_is_freed_from_a_client_that_stops_reading(url)
         port = int(url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port)) as trickling:
@@ -108,7 +63,7 @@ def test_with_the_servers_protocol_the_factory_is_the_same_server() -> None:
             # Headers that never end: the connection is dropped after the client timeout, with no answer.
             assert trickling.recv(4096) == b""
         assert WARNING not in said() and "Traceback" not in said(), said()
-    with factory(*PROTOCOL, timeout=600) as (url, said), ExitStack() as stack:
+    with uvicorn_factory(*PROTOCOL, timeout=600) as (url, said), ExitStack() as stack:
         port = int(url.rsplit(":", 1)[1])
         for _ in range(2 + RESERVE):  # silent: every place, the reserve's too
             stack.enter_context(socket.create_connection(("127.0.0.1", port)))

@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator, List
+from typing import Callable, Dict, Iterator, List, Optional
 
 import uvicorn
 
@@ -90,14 +90,15 @@ def in_thread(call: Callable) -> List:
     return result
 
 
-def unread_request(url: str, path: str, body: dict) -> socket.socket:
-    """A client that sends a request and never reads the answer (a small receive buffer, so the
-    server's writes back up soon)."""
+def unread_request(url: str, path: str, body: dict, headers: Optional[Dict[str, str]] = None) -> socket.socket:
+    """A client that sends a request (with `headers`) and never reads the answer (a small receive
+    buffer, so the server's writes back up soon)."""
     port = int(url.rsplit(":", 1)[1])
     client = socket.socket()
     client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     client.connect(("127.0.0.1", port))
     payload = json.dumps(body).encode()
     head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    head += "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
     client.sendall(head.encode() + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
     return client
