@@ -49,14 +49,16 @@ class Speaker:
         if fmt not in FORMATS or not audio_formats.available(fmt):
             writable = ", ".join(f for f in FORMATS if audio_formats.available(f))
             raise ServiceError(errors.UNSUPPORTED_VALUE, f"format {fmt!r}: use one of {writable}", "format")
+        file = audio_formats.WholeFile(fmt, self.engine.sample_rate)
         session = await Session.open(self.engine, voice, GenerationOptions(speed=speed), caller=KEY_HOLDER)
         try:
             await session.say(text)
             await session.end()
-            chunks = [chunk async for chunk in session.audio()]
+            async for chunk in session.audio():
+                await anyio.to_thread.run_sync(file.add, chunk)  # encoded as it is made, off the event loop
         finally:
             session.close()
-        return await anyio.to_thread.run_sync(audio_formats.encode_chunks, chunks, self.engine.sample_rate, fmt)
+        return await anyio.to_thread.run_sync(file.end)
 
     def target(self, name: str) -> Path:
         """Where a file named `name` goes: in the output folder, nowhere else (a name with a folder in
