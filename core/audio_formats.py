@@ -2,9 +2,10 @@
 telephone codecs G.711 mu-law and A-law (which stream), WAV (a stream's header, or a whole file's),
 and the compressed formats soundfile's libsndfile can write (FLAC, MP3, Ogg/Opus), whole files; at
 the model's rate or any of RATES, resampled with soxr, each stream keeping its resampler's state
-(`Output`). The server's answers and the command line's files are written here. AAC is not among
-them: libsndfile has no AAC encoder, and an encoder of our own or ffmpeg's is not worth its weight
-for one of OpenAI's six."""
+(`Output`). A whole file (`WholeFile`) is encoded a chunk at a time too, so what it holds is the
+file so far, never the samples. The server's answers and the command line's files are written
+here. AAC is not among them: libsndfile has no AAC encoder, and an encoder of our own or ffmpeg's
+is not worth its weight for one of OpenAI's six."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from .portable.audio import pcm16, wav_bytes, wav_header
+from .portable.audio import pcm16, wav_header
 from .portable.errors import PocketTTSError
 
 MEDIA_TYPES = {
@@ -45,6 +46,8 @@ FILE_FORMATS = ("wav", "flac", "mp3", "opus", "pcm", "mulaw", "alaw")
 STREAMED = ("pcm", "mulaw", "alaw")  # sent as they are made, a chunk at a time
 # The rates audio may be asked at (telephone, wideband, the model's, CD, studio).
 RATES = (8000, 16000, 22050, 24000, 44100, 48000)
+# Those of RATES that Opus encodes at (it has no 22.05 or 44.1 kHz).
+OPUS_RATES = (8000, 16000, 24000, 48000)
 # What a client is told each streamed format is (the X-Sample-Format header).
 SAMPLE_FORMATS = {"pcm": "s16le", "mulaw": "mulaw", "alaw": "alaw"}
 
@@ -122,6 +125,12 @@ _ALAW_ENDS = np.array([0x1F, 0x3F, 0x7F, 0xFF, 0x1FF, 0x3FF, 0x7FF, 0xFFF])
 _CODECS = {"pcm": pcm16, "mulaw": mulaw, "alaw": alaw}
 
 
+def encode(pcm: np.ndarray, fmt: str) -> bytes:
+    """Samples as `fmt` (one of STREAMED, or "wav") holds them: 16-bit PCM (a WAV's too), or G.711
+    a byte each."""
+    return _CODECS["pcm" if fmt == "wav" else fmt](pcm)
+
+
 class Output:
     """One stream's audio out: in `fmt` (a streamed one: STREAMED, or "wav", a header then 16-bit
     PCM) at `rate`, from chunks at the model's `source_rate`. The resampler's state goes from chunk
@@ -132,7 +141,6 @@ class Output:
         self.fmt = fmt
         self.source_rate = source_rate
         self.rate = check_rate(rate) if rate is not None else source_rate
-        self._encode = _CODECS["pcm" if fmt == "wav" else fmt]
         self._resampler = None
         if self.rate != source_rate:
             import soxr
@@ -148,10 +156,10 @@ class Output:
         return wav_header(self.rate) if self.fmt == "wav" else b""
 
     def chunk(self, pcm: np.ndarray) -> bytes:
-        return self._encode(self._resampled(pcm, last=False))
+        return encode(self._resampled(pcm, last=False), self.fmt)
 
     def end(self) -> bytes:
-        return self._encode(self._resampled(np.zeros(0, np.float32), last=True))
+        return encode(self._resampled(np.zeros(0, np.float32), last=True), self.fmt)
 
     def _resampled(self, pcm: np.ndarray, last: bool) -> np.ndarray:
         if self._resampler is None:
@@ -159,32 +167,50 @@ class Output:
         return self._resampler.resample_chunk(np.asarray(pcm, np.float32), last=last)
 
 
-def resampled(pcm: np.ndarray, source_rate: int, rate: Optional[int]) -> np.ndarray:
-    """A whole signal at `rate` (None: as it is)."""
-    if rate is None or rate == source_rate:
-        return pcm
-    import soxr
+class WholeFile:
+    """A whole file in `fmt` (one of FILE_FORMATS) at `rate` (None: `source_rate`, the model's),
+    of chunks at `source_rate` given one at a time (`add`): each is resampled (the resampler's
+    state going from chunk to chunk, as a stream's), encoded and appended as it comes, so what is
+    held is the file so far and a chunk, never the samples. Its bytes are those of the whole signal
+    resampled and encoded at once (but for an Ogg stream's serial number, which libsndfile draws at
+    random). Opus at a rate it has not is a PocketTTSError, before any work."""
 
-    return soxr.resample(np.asarray(pcm, np.float32), source_rate, check_rate(rate), quality="HQ")
+    def __init__(self, fmt: str, source_rate: int, rate: Optional[int] = None):
+        self.fmt = fmt
+        self._output = Output(fmt if fmt in STREAMED + ("wav",) else "pcm", source_rate, rate)
+        self.rate = self._output.rate
+        if fmt == "opus" and self.rate not in OPUS_RATES:
+            rates = ", ".join(map(str, OPUS_RATES))
+            raise PocketTTSError(f"opus is not written at {self.rate} Hz: use one of {rates}")
+        self._file = io.BytesIO()
+        self._compressed = None
+        if fmt in _SOUNDFILE:
+            import soundfile
 
+            container, subtype = _SOUNDFILE[fmt]
+            self._compressed = soundfile.SoundFile(self._file, "w", self.rate, 1, subtype, format=container)
+        else:
+            self._file.write(self._output.header())  # a WAV's says "as long as it gets" until `end`
 
-def encode(pcm: np.ndarray, sample_rate: int, fmt: str) -> bytes:
-    """A whole file in `fmt`; a WAV's header says its length."""
-    if fmt == "wav":
-        return wav_bytes(pcm, sample_rate)
-    if fmt in _CODECS:
-        return _CODECS[fmt](pcm)
-    import soundfile
+    def add(self, pcm: np.ndarray) -> None:
+        self._append(self._output.chunk(pcm))
 
-    container, subtype = _SOUNDFILE[fmt]
-    out = io.BytesIO()
-    samples = np.frombuffer(pcm16(pcm), "<i2")  # [n] the WAV's samples: FLAC holds exactly them
-    soundfile.write(out, samples, sample_rate, format=container, subtype=subtype)
-    return out.getvalue()
+    def end(self) -> bytes:
+        """The whole file, what the resampler still held last and a WAV's header now saying its
+        length; the one copy there is of it (this file takes no more chunks)."""
+        self._append(self._output.end())
+        if self._compressed is not None:
+            self._compressed.close()
+        elif self.fmt == "wav":
+            length = self._file.tell() - len(self._output.header())
+            self._file.seek(0)
+            self._file.write(wav_header(self.rate, length))
+        data = self._file.getvalue()  # the buffer itself, not a copy of it
+        self._file.close()
+        return data
 
-
-def encode_chunks(chunks: List[np.ndarray], sample_rate: int, fmt: str, rate: Optional[int] = None) -> bytes:
-    """A whole file in `fmt` of a generation's chunks at `sample_rate`, joined (on the server, off
-    the event loop: up to a request's whole audio) and resampled to `rate` here."""
-    pcm = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
-    return encode(resampled(pcm, sample_rate, rate), rate or sample_rate, fmt)
+    def _append(self, data: bytes) -> None:
+        if self._compressed is not None:
+            self._compressed.write(np.frombuffer(data, "<i2"))  # [n] the WAV's samples: FLAC holds exactly them
+        else:
+            self._file.write(data)

@@ -163,21 +163,24 @@ def _write_audio(args: argparse.Namespace, output: Optional[str], fmt: str, chun
     for (--stream: raw 16-bit PCM, or -o - in a format that streams)."""
     stdout = sys.stdout.buffer
     streamed = args.stream or (args.output == "-" and fmt in ("wav",) + audio_formats.STREAMED)
-    kept: List[np.ndarray] = []
+    whole = None  # the file, encoded as the chunks come
+    if output is not None and not (streamed and output == "-"):
+        whole = audio_formats.WholeFile(fmt, sample_rate, args.sample_rate)
     if streamed:
         out = audio_formats.Output(fmt if args.output == "-" else "pcm", sample_rate, args.sample_rate)
         stdout.write(out.header())  # a WAV stream's: its length is not known yet
         for chunk in chunks:
             stdout.write(out.chunk(chunk))
             stdout.flush()
-            if output not in (None, "-"):
-                kept.append(chunk)
+            if whole is not None:
+                whole.add(chunk)
         stdout.write(out.end())
         stdout.flush()
     else:
-        kept = list(chunks)
-    if output is not None and not (streamed and output == "-"):
-        data = audio_formats.encode_chunks(kept, sample_rate, fmt, args.sample_rate)
+        for chunk in chunks:
+            whole.add(chunk)
+    if whole is not None:
+        data = whole.end()
         if output == "-":
             stdout.write(data)
         else:

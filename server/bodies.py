@@ -8,7 +8,7 @@ import base64
 import json
 import weakref
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, List, Optional, TypeVar
+from typing import AsyncIterator, Callable, List, Optional, TypeVar
 
 import anyio
 import msgspec
@@ -19,7 +19,7 @@ from litestar.response import Stream
 from core import audio_formats
 from core.portable.audio import pcm16
 from server.schemas import TimedWordEntry, WordsResponse
-from server.session import Audio, Done, Session, WordEnd, WordStart
+from server.session import Audio, Done, Event, Session, WordEnd, WordStart
 
 T = TypeVar("T")
 
@@ -97,15 +97,16 @@ async def sse(
 ) -> AsyncIterator[bytes]:
     """OpenAI's speech events: base64 audio deltas, then `speech.audio.done`.
 
-    PCM, G.711 and WAV deltas stream (at `rate`, None: the model's); a compressed format comes as
-    one delta at the end.
+    PCM, G.711 and WAV deltas stream (at `rate`, None: the model's); a compressed format is
+    encoded as it is made, off the event loop, and comes as one delta at the end.
     """
 
     def event(payload: dict) -> bytes:
         return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
     def delta(data: bytes) -> bytes:
-        return event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+        # json.dumps's bytes, without its copies of a whole file's base64 (which needs no escaping)
+        return b'data: {"type": "speech.audio.delta", "audio": "' + base64.b64encode(data) + b'"}\n\n'
 
     samples = 0
 
@@ -119,10 +120,11 @@ async def sse(
         async for data in streamed(counted(), audio_formats.Output(fmt, sample_rate, rate)):
             yield delta(data)
     else:
-        kept = [chunk async for chunk in counted()]
-        if kept:
-            data = await anyio.to_thread.run_sync(audio_formats.encode_chunks, kept, sample_rate, fmt, rate)
-            yield delta(data)
+        file = audio_formats.WholeFile(fmt, sample_rate, rate)
+        async for chunk in counted():
+            await anyio.to_thread.run_sync(file.add, chunk)
+        if samples:
+            yield await anyio.to_thread.run_sync(lambda: delta(file.end()))
     frames = -(-samples // frame_size)  # audio of 80 ms frames (at a speed other than 1, not those generated)
     usage = {"input_tokens": 0, "output_tokens": frames, "total_tokens": frames}
     yield event({"type": "speech.audio.done", "usage": usage})
@@ -152,28 +154,36 @@ async def word_lines(session: Session) -> AsyncIterator[bytes]:
 
 async def words_file(request: Request, answer: Answer) -> Response:
     """The whole audio as a WAV (base64) and its words, as JSON (server.schemas.WordsResponse),
-    made and encoded off the event loop, then sent under the request's session as `whole_file`."""
+    encoded off the event loop as `whole_file`'s, then sent under the request's session as it is."""
     session = answer.session
-    events = await _collect(request, session.events())
-    if events is None:
-        return Response(b"", status_code=499)
     rate = session.sample_rate
-    chunks = [event.pcm for event in events if isinstance(event, Audio)]
-    words = [TimedWordEntry(e.word, e.index, e.start / rate, e.end / rate) for e in events if isinstance(e, WordEnd)]
-    wav = await anyio.to_thread.run_sync(audio_formats.encode_chunks, chunks, rate, "wav")
-    data = msgspec.json.encode(WordsResponse(base64.b64encode(wav).decode(), rate, words))
-    return _sent(answer, data, "application/json")
+    file = audio_formats.WholeFile("wav", rate)
+    words: List[TimedWordEntry] = []
+
+    def take(event: Event) -> None:
+        if isinstance(event, Audio):
+            file.add(event.pcm)
+        elif isinstance(event, WordEnd):
+            words.append(TimedWordEntry(event.word, event.index, event.start / rate, event.end / rate))
+
+    def answered() -> bytes:  # the WAV is dropped once its base64 is made
+        return msgspec.json.encode(WordsResponse(base64.b64encode(file.end()).decode(), rate, words))
+
+    if not await _collect(request, session.events(), take):
+        return Response(b"", status_code=499)
+    return _sent(answer, await anyio.to_thread.run_sync(answered), "application/json")
 
 
 async def whole_file(request: Request, answer: Answer, fmt: str, rate: Optional[int] = None) -> Response:
-    """The whole audio as one file in `fmt` at `rate` (None: the model's), joined, resampled and
-    encoded off the event loop, then sent a piece at a time under the request's session (a client
-    that reads nothing holds it only until the client timeout)."""
+    """The whole audio as one file in `fmt` at `rate` (None: the model's), each chunk resampled and
+    encoded off the event loop as it is made (what is held is the file so far, never the samples),
+    then sent a piece at a time under the request's session (a client that reads nothing holds it
+    only until the client timeout)."""
     session = answer.session
-    chunks = await _collect(request, session.audio())
-    if chunks is None:
+    file = audio_formats.WholeFile(fmt, session.sample_rate, rate)
+    if not await _collect(request, session.audio(), file.add):
         return Response(b"", status_code=499)
-    data = await anyio.to_thread.run_sync(audio_formats.encode_chunks, chunks, session.sample_rate, fmt, rate)
+    data = await anyio.to_thread.run_sync(file.end)
     return _sent(answer, data, audio_formats.MEDIA_TYPES[fmt])
 
 
@@ -188,10 +198,9 @@ def _sent(answer: Answer, data: bytes, media_type: str) -> Stream:
     return Stream(answer.body(pieces()), media_type=media_type, headers=headers)
 
 
-async def _collect(request: Request, chunks: AsyncIterator[T]) -> Optional[List[T]]:
-    """All of a generation's items (its audio, or its events); None if the client went away first
-    (which stops it)."""
-    parts: List[T] = []
+async def _collect(request: Request, items: AsyncIterator[T], take: Callable[[T], None]) -> bool:
+    """Each of a generation's items (its audio, or its events) handed to `take` off the event loop,
+    as it is made; False if the client went away first (which stops it)."""
     gone = False
     async with anyio.create_task_group() as group:
 
@@ -203,10 +212,9 @@ async def _collect(request: Request, chunks: AsyncIterator[T]) -> Optional[List[
             group.cancel_scope.cancel()
 
         group.start_soon(watch)
-        async for chunk in chunks:
-            parts.append(chunk)
+        async for item in items:
+            await anyio.to_thread.run_sync(take, item)
         group.cancel_scope.cancel()
     if gone:
-        await chunks.aclose()
-        return None
-    return parts
+        await items.aclose()
+    return not gone

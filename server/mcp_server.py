@@ -55,14 +55,16 @@ class Speaker:
         if fmt not in FORMATS or not audio_formats.available(fmt):
             writable = ", ".join(f for f in FORMATS if audio_formats.available(f))
             raise ServiceError(errors.UNSUPPORTED_VALUE, f"format {fmt!r}: use one of {writable}", "format")
+        file = audio_formats.WholeFile(fmt, self.engine.sample_rate)
         session = await Session.open(self.engine, voice, GenerationOptions(speed=speed), caller=KEY_HOLDER)
         try:
             await session.say(text)
             await session.end()
-            chunks = [chunk async for chunk in session.audio()]
+            async for chunk in session.audio():
+                await anyio.to_thread.run_sync(file.add, chunk)  # encoded as it is made, off the event loop
         finally:
             session.close()
-        return await anyio.to_thread.run_sync(audio_formats.encode_chunks, chunks, self.engine.sample_rate, fmt)
+        return await anyio.to_thread.run_sync(file.end)
 
     def target(self, name: object) -> str:
         """The file name a call gave (`file`), refused before any work where it is no plain name in
