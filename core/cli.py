@@ -27,7 +27,7 @@ import numpy as np
 
 from . import __version__, audio_formats, host, hub
 from .extras import install_hint
-from .files import check_replaceable, check_writable, write_atomically
+from .files import check_folder, check_replaceable, check_writable, write_atomically, write_new
 from .portable import catalog, normalize, sources, voices
 from .portable.errors import PocketTTSError
 from .portable.model import TTSModel
@@ -42,6 +42,8 @@ from .subtitles import cues, subtitle_format, subtitles, words_json
 # status whose docstring's first line is its help. Found in the installed package's metadata, so
 # that core imports none of them.
 COMMANDS = "pocket_tts_numpy.commands"
+# generate's file where -o names none: made new (core.files.write_new), tts_output-2.wav where it is taken.
+DEFAULT_OUTPUT = "tts_output.wav"
 PROG = "pocket-tts-numpy"
 Handed = Dict[str, Callable[[List[str], str], int]]
 
@@ -106,12 +108,14 @@ def _generate(args: argparse.Namespace) -> None:
     else:
         text = _text(args.text)
     check_text(text)
-    output = args.output or ("tts_output.wav" if not args.stream else None)
+    output = args.output or (DEFAULT_OUTPUT if not args.stream else None)
     fmt = audio_formats.format_of(output, args.format)
     timed = [path for path in (args.words, args.subtitles) if path is not None]
-    for path in [output] + timed:
+    for path in [args.output] + timed:
         if path not in (None, "-"):
             check_writable(path)  # a missing folder, a folder named as the file: refused before any work
+    if output == DEFAULT_OUTPUT and args.output is None:
+        check_folder(os.getcwd(), f"cannot write {DEFAULT_OUTPUT}")
     if args.subtitles is not None:
         subtitle_format(args.subtitles)
     voices.check_before_loading(args.model, [args.voice] if args.voice is not None else [])
@@ -183,6 +187,8 @@ def _write_audio(args: argparse.Namespace, output: Optional[str], fmt: str, chun
         data = whole.end()
         if output == "-":
             stdout.write(data)
+        elif args.output is None:  # a name of ours, not the user's: never in place of a file already there
+            output = os.path.relpath(write_new(os.getcwd(), output, data))
         else:
             write_atomically(output, data)
     where = "stdout" if output in (None, "-") else output

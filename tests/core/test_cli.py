@@ -378,3 +378,27 @@ def test_a_missing_extra_is_one_line_naming_it(tmp_path) -> None:
         last = done.stderr.strip().splitlines()[-1]
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
         assert said in last and f"pip install 'pocket-tts-numpy[{extra}]'" in last, last
+
+
+def test_the_default_output_never_replaces_a_file_already_there(tmp_path) -> None:
+    """Without -o the file's name is ours, not the user's: a tts_output.wav already there (theirs, or
+    a link planted there) stays, and each run makes the next free name."""
+    (tmp_path / "tts_output.wav").write_bytes(b"the user's own recording")
+    (tmp_path / "elsewhere").write_bytes(b"elsewhere")
+    (tmp_path / "tts_output-2.wav").symlink_to(tmp_path / "elsewhere")
+    said = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-m", "core.cli", "generate", *TINY, "--text", "Hi.", "--max-frames", "2"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        said.append(done.stderr)
+    assert "wrote tts_output-3.wav" in said[0] and "wrote tts_output-4.wav" in said[1]
+    assert (tmp_path / "tts_output.wav").read_bytes() == b"the user's own recording"
+    assert (tmp_path / "elsewhere").read_bytes() == b"elsewhere" and (tmp_path / "tts_output-2.wav").is_symlink()
+    for name in ("tts_output-3.wav", "tts_output-4.wav"):
+        assert soundfile.info(str(tmp_path / name)).frames == 2 * 1920
