@@ -151,6 +151,10 @@ class Output:
         """The samples out for `count` samples in (a stream's whole length, once it has ended)."""
         return count if self._resampler is None else round(count * self.rate / self.source_rate)
 
+    def samples_in(self, data: bytes) -> int:
+        """The samples of what `chunk` or `end` gave (16-bit PCM, a WAV's too: 2 bytes each; G.711: 1)."""
+        return len(data) // (1 if self.fmt in ("mulaw", "alaw") else 2)
+
     def header(self) -> bytes:
         """What comes first: a WAV stream's header (its length unknown), else nothing."""
         return wav_header(self.rate) if self.fmt == "wav" else b""

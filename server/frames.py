@@ -20,8 +20,6 @@ from server.session import Audio, Clock, Done, Event, Session
 
 # Bytes of one client frame: a piece of text of MAX_TEXT characters, each escaped, fits.
 MAX_FRAME = 64 * 1024
-# Bytes of a sample in each streamed format (audio_formats.STREAMED): 16-bit PCM, G.711's a byte.
-SAMPLE_BYTES = {"pcm": 2, "mulaw": 1, "alaw": 1}
 log = logging.getLogger("pocket_tts.server")
 
 
@@ -212,7 +210,7 @@ class FrameSocket:
         if data:
             # Counted as it is handed to the socket, which writes it at once (what may wait after
             # is a full socket's drain): a cut during that wait does not take it back.
-            turn.sent += len(data) // SAMPLE_BYTES[turn.output.fmt]
+            turn.sent += turn.output.samples_in(data)
             await self._send_audio(turn, data)
 
     async def _stop(self, turn: Turn) -> bool:
