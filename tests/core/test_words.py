@@ -415,28 +415,71 @@ def test_a_model_without_heads_is_refused_on_every_front(model) -> None:
         engine.close()
 
 
-@pytest.mark.parametrize("suffix", [".srt", ".vtt"])
-def test_the_command_lines_subtitles_are_read_back_by_a_parser_of_their_own(timed, tmp_path, suffix) -> None:
+def read_cues(path: Path) -> list:
+    """(text, start, end) of each cue of a .srt or .vtt file, as `srt` and `webvtt-py` read it: the
+    text as shown (WebVTT's character references read; the word joiner of an SRT arrow dropped)."""
+    import html
+
     import srt
     import webvtt
 
-    text = "One two three four five six seven eight nine ten eleven twelve. Thirteen!"
+    if path.suffix == ".srt":
+        cues = srt.parse(path.read_text(encoding="utf-8"))
+        return [(c.content.replace("\u2060", ""), c.start.total_seconds(), c.end.total_seconds()) for c in cues]
+    return [
+        (html.unescape(c.text), c.start_in_seconds + c.start_time.milliseconds / 1000, None)
+        for c in webvtt.read(str(path))
+    ]
+
+
+@pytest.mark.parametrize("suffix", [".srt", ".vtt"])
+@pytest.mark.parametrize(
+    "text, normalized",
+    [
+        ("One two three four five six seven eight nine ten eleven twelve. Thirteen!", False),
+        ("Call 1-->2 now, #1#2 (1990s) Dr. Smith and A&B.", True),
+    ],
+)
+def test_the_command_lines_subtitles_are_read_back_by_a_parser_of_their_own(
+    timed, tmp_path, suffix, text, normalized
+) -> None:
+    """Every word of --words once in the cues as a parser reads them back, its times the cue's."""
     command = [sys.executable, "-m", "core.cli", "generate", "--model", str(Path(timed.name)), "--text", text]
-    command += ["--voice", str(VOICE_24K), "--no-normalize", "--temperature", "0", "--eos-threshold", "inf"]
+    command += ["--voice", str(VOICE_24K), "--temperature", "0", "--eos-threshold", "inf"]
+    command += [] if normalized else ["--no-normalize"]
     out = tmp_path / f"out{suffix}"
     command += ["--words", str(tmp_path / "words.json"), "--subtitles", str(out), "-o", str(tmp_path / "out.wav"), "-q"]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr
     words = json.loads((tmp_path / "words.json").read_text())
     assert words
-    if suffix == ".srt":
-        cues = [(c.content, c.start.total_seconds(), c.end.total_seconds()) for c in srt.parse(out.read_text())]
-    else:
-        cues = [(c.text, c.start_in_seconds + c.start_time.milliseconds / 1000, None) for c in webvtt.read(str(out))]
+    cues = read_cues(out)
     assert " ".join(text for text, _, _ in cues).split() == [w["word"] for w in words]
     assert cues[0][1] == pytest.approx(words[0]["start"], abs=1e-3)
     if suffix == ".srt":
         assert cues[-1][2] == pytest.approx(words[-1]["end"], abs=1e-3)
+
+
+@pytest.mark.parametrize("suffix", [".srt", ".vtt"])
+def test_a_cue_holds_its_words_whatever_they_hold(tmp_path, suffix) -> None:
+    """Words with an arrow, markup, a character reference or a blank line in them: each cue is one
+    line, no line but a timing line holds "-->", and a parser reads back each word as shown."""
+    from core.portable.timestamps import TimedWord
+    from core.subtitles import cues, subtitles
+
+    written = ["1-->2", "<b>bold</b>", "a&amp;b", "one\n\ntwo", "\u2028", "--->", "<", "end"]
+    words = [TimedWord(w, i, i * 0.1, i * 0.1 + 0.08) for i, w in enumerate(written)]
+    shown = [" ".join(w.split()) for w in written if w.split()]
+    out = tmp_path / f"out{suffix}"
+    out.write_bytes(subtitles(words, suffix))
+    blocks = out.read_text(encoding="utf-8").split("\n\n")
+    blocks = blocks if suffix == ".srt" else blocks[1:]  # WebVTT's header
+    assert len(blocks) == len(cues(words)) >= 1
+    for block in blocks:
+        lines = block.strip("\n").split("\n")
+        assert len(lines) == (3 if suffix == ".srt" else 2), block
+        assert "-->" not in lines[-1]
+    assert " ".join(text for text, _, _ in read_cues(out)) == " ".join(shown)
 
 
 def test_subtitles_of_another_kind_are_refused_before_any_work(tmp_path) -> None:
