@@ -140,45 +140,97 @@ def said_for(source: str, spoken: str, origins: List[Tuple[int, int]]) -> Dict[i
     of its characters comes from: core.portable.normalize.normalize_aligned), by index, the word
     of `source` it is said for: the same where the normalizer left it; where it rewrote a run of
     words ("$5.20" as "five dollars and twenty cents", "Dr." as "Doctor"), one word for the run,
-    written as the user wrote it (without the punctuation around it, but a period the normalizer
-    read: "Dr."). The user's words are numbered in order."""
-    theirs = {(w.begin, w.end): w for w in lexical_words(source)}
-    groups: List[Tuple[int, int, List[Word]]] = []  # (source begin, end, the spoken words said for it)
-    for word in lexical_words(spoken):
-        chars = origins[word.begin : word.end]
-        begin, end = min(b for b, _ in chars), max(e for _, e in chars)
-        if groups and begin < groups[-1][1]:  # from the same rewrite as the word before
-            groups[-1] = (groups[-1][0], max(end, groups[-1][1]), groups[-1][2] + [word])
-        else:
-            groups.append((begin, end, [word]))
+    written as the user wrote it: what the normalizer read (a period it read kept: "Dr."), widened
+    to the whole of the text's words it holds part of, and nothing it did not read (the quotes
+    around "10:30", the arrow of "1-->2"). A sign read as a word of its own ("#" of "#1", said
+    "number one") is one word with the word it touches; touching two or none ("A&B", "A & B"), it
+    is a word of its own. The user's words are numbered in order, each said for once."""
+    groups = _widened(_said_groups(spoken, origins), lexical_words(source))
+    for group in groups:
+        while group.begin < group.end and source[group.begin].isspace():
+            group.begin += 1
+        while group.begin < group.end and source[group.end - 1].isspace():
+            group.end -= 1
     said: Dict[int, Word] = {}
-    for index, (begin, end, spoken_words) in enumerate(groups):
-        mine = theirs.get((begin, end))
-        if len(spoken_words) == 1 and mine is not None and canonical(mine.text) == canonical(spoken_words[0].text):
-            user = Word(mine.text, index, begin, end)
-        else:
-            user = _written(source, begin, end, spoken, spoken_words[-1].end, index)
-        for word in spoken_words:
-            said[word.index] = user
+    for index, run in enumerate(_with_signs(groups)):
+        user = Word(source[run[0].begin : run[-1].end], index, run[0].begin, run[-1].end)
+        for group in run:
+            for word in group.spoken:
+                said[word.index] = user
     return said
 
 
-def _written(source: str, begin: int, end: int, spoken: str, spoken_end: int, index: int) -> Word:
-    """The user's word over source[begin:end]: widened to the whitespace around it, then without the
-    punctuation at its ends, but a final period the normalizer did not keep."""
-    while begin > 0 and not source[begin - 1].isspace():
-        begin -= 1
-    while end < len(source) and not source[end].isspace():
-        end += 1
-    while begin < end and _is_punctuation(source[begin]):
-        begin += 1
-    period = source[:end].rstrip(_TRAILING).endswith(".") and not spoken[spoken_end:].lstrip().startswith(".")
-    while begin < end and _is_punctuation(source[end - 1]) and not (period and source[end - 1] == "."):
-        end -= 1
-    return Word(source[begin:end], index, begin, end)
+class _Group:
+    """Spoken words said for one span of the source; `holds_word`: the span holds part of a word
+    of the source."""
+
+    def __init__(self, begin: int, end: int, word: Word):
+        self.begin, self.end, self.spoken, self.holds_word = begin, end, [word], False
 
 
-_TRAILING = "\"')]}\u201d\u2019\u00bb,;:!?"
+def _said_groups(spoken: str, origins: List[Tuple[int, int]]) -> List[_Group]:
+    """The words of `spoken` by the spans of the source they come from: words from one rewrite
+    (whose spans meet) are one group. In order, and their spans apart."""
+    groups: List[_Group] = []
+    for word in lexical_words(spoken):
+        chars = origins[word.begin : word.end]
+        begin, end = min(b for b, _ in chars), max(e for _, e in chars)
+        if groups and begin < groups[-1].end:
+            groups[-1].begin = min(begin, groups[-1].begin)
+            groups[-1].end = max(end, groups[-1].end)
+            groups[-1].spoken.append(word)
+        else:
+            groups.append(_Group(begin, end, word))
+    return groups
+
+
+def _widened(groups: List[_Group], words: List[Word]) -> List[_Group]:
+    """Each group widened to the whole of the source's `words` it holds part of; groups that then
+    share a word are one. One pass over both lists: a word is looked at by the groups it meets."""
+    first = 0
+    for group in groups:
+        while first < len(words) and words[first].end <= group.begin:
+            first += 1
+        at = first
+        while at < len(words) and words[at].begin < group.end:
+            group.begin, group.end = min(group.begin, words[at].begin), max(group.end, words[at].end)
+            group.holds_word = True
+            at += 1
+    merged: List[_Group] = []
+    for group in groups:
+        if merged and group.begin < merged[-1].end:
+            merged[-1].end = max(merged[-1].end, group.end)
+            merged[-1].spoken += group.spoken
+            merged[-1].holds_word = merged[-1].holds_word or group.holds_word
+        else:
+            merged.append(group)
+    return merged
+
+
+def _with_signs(groups: List[_Group]) -> List[List[_Group]]:
+    """The groups as the user's words: each with the groups that join it (_joins)."""
+    joins = [_joins(groups, i) for i in range(len(groups))]
+    runs: List[List[_Group]] = []
+    for i, group in enumerate(groups):
+        if runs and (joins[i] < 0 or joins[i - 1] > 0):
+            runs[-1].append(group)
+        else:
+            runs.append([group])
+    return runs
+
+
+def _joins(groups: List[_Group], i: int) -> int:
+    """Whether group i joins the group before it (-1), after it (1) or none (0): one that holds no
+    word joins the one it touches alone; holding nothing, the one before it (else after)."""
+    group = groups[i]
+    if group.holds_word:
+        return 0
+    before, after = i > 0, i + 1 < len(groups)
+    if group.begin == group.end:
+        return -1 if before else int(after)
+    touches_before = before and groups[i - 1].end == group.begin
+    touches_after = after and groups[i + 1].begin == group.end
+    return int(touches_after) - int(touches_before) if touches_before != touches_after else 0
 
 
 # Finding the text's words in the chunks

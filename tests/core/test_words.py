@@ -18,6 +18,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -234,20 +236,91 @@ def test_a_normalized_word_is_one_word_over_its_expansion(timed) -> None:
     assert ends == [("It", 0, 0, 1), ("costs", 1, 1, 2), ("$5.20", 2, 2, 7), ("today", 3, 7, 8)]
 
 
-def test_the_users_words_of_a_normalized_text() -> None:
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("I saw Dr. Smith at 3.14 pm.", ["I", "saw", "Dr.", "Smith", "at", "3.14", "pm"]),
+        ("\u201cCall me at 10:30,\u201d she said.", ["Call", "me", "at", "10:30", "she", "said"]),
+        ("Hello world", ["Hello", "world"]),
+        # Rewritten words with punctuation between them and no space: each its own, once.
+        ("1-->2", ["1", "2"]),
+        ("x 1-->2, y", ["x", "1", "2", "y"]),
+        ("#1#2", ["#1", "2"]),
+        ("$5,$6", ["$5", "6"]),
+        ("(1990s)", ["1990s"]),
+        ('He said "1990s".', ["He", "said", "1990s"]),
+        ("Dr.", ["Dr."]),
+        ("No. 5", ["No.", "5"]),
+        ("A&B", ["A", "&", "B"]),
+        ("A & B", ["A", "&", "B"]),
+        ("#5 & #6", ["#5", "&", "#6"]),
+    ],
+)
+def test_the_users_words_of_a_normalized_text(text, words) -> None:
+    """Each word as written, said for once: the spans in order, apart, and each the word's text."""
     from core.portable import normalize
     from core.portable.words import said_for
 
-    for text, words in [
-        ("I saw Dr. Smith at 3.14 pm.", ["I", "saw", "Dr.", "Smith", "at", "3.14", "pm"]),
-        ("“Call me at 10:30,” she said.", ["Call", "me", "at", "10:30", "she", "said"]),
-        ("Hello world", ["Hello", "world"]),
-    ]:
-        said = said_for(text, *normalize.normalize_aligned(text, "english"))
-        users = {}
-        for word in said.values():
-            users.setdefault(word.index, word.text)
-        assert [users[i] for i in sorted(users)] == words
+    said = said_for(text, *normalize.normalize_aligned(text, "english"))
+    users = {}
+    for word in said.values():
+        assert users.setdefault(word.index, word) == word
+    found = [users[i] for i in sorted(users)]
+    assert [w.text for w in found] == words
+    assert all(text[w.begin : w.end] == w.text for w in found)
+    assert all(a.end <= b.begin for a, b in zip(found, found[1:]))
+
+
+def test_a_generations_words_are_the_users_each_once(timed) -> None:
+    users = {}
+    for chunk in planning.plan(timed, "Call 1-->2 now, #1#2 (1990s) Dr. Smith and A&B.", 50, True, 0):
+        if isinstance(chunk, Chunk):
+            for word in chunk.words.users.values():
+                assert users.setdefault(word.index, word.text) == word.text
+    assert list(users) == sorted(users)
+    assert list(users.values()) == ["Call", "1", "2", "now", "#1", "2", "1990s", "Dr.", "Smith", "and", "A", "&", "B"]
+
+
+def lines_run(module: ModuleType, call: Callable[[], object]) -> int:
+    """The lines of `module` that `call` runs (sys.settrace's line events in its frames)."""
+    source = module.__file__
+    count = [0]
+
+    def local(frame, event, arg):
+        count[0] += event == "line"
+        return local
+
+    def calls(frame, event, arg):
+        return local if frame.f_code.co_filename == source else None
+
+    previous = sys.gettrace()
+    sys.settrace(calls)
+    try:
+        call()
+    finally:
+        sys.settrace(previous)
+    return count[0]
+
+
+@pytest.mark.parametrize("path", ["plan", "text stream"])
+@pytest.mark.parametrize("text", ["#1" * 300, "1-->2" * 120, "$5,$6" * 120, "A&B" * 200, "(1990s)" * 90, "a 1 " * 150])
+def test_the_users_words_cost_what_the_text_is_long(timed, path, text) -> None:
+    """Texts the normalizer rewrites word by word, with no space between the words (issue 56: each
+    word was widened to the whitespace around it, a scan of the whole run each time): the lines
+    of words.py that find the user's words double when the text doubles (4 times where they grow
+    with its square)."""
+    from core.portable import words
+
+    def found(text: str) -> None:
+        if path == "plan":
+            planning.plan(timed, text, 50, True, 0)
+        else:
+            stream = timed.text_stream(str(VOICE_24K), words=True)
+            stream.push(text)
+            stream.end()
+
+    once, twice = lines_run(words, lambda: found(text)), lines_run(words, lambda: found(text + text))
+    assert once > 0 and twice <= 2.5 * once, (once, twice)
 
 
 # Every front gives the same words for the same request
@@ -342,28 +415,71 @@ def test_a_model_without_heads_is_refused_on_every_front(model) -> None:
         engine.close()
 
 
-@pytest.mark.parametrize("suffix", [".srt", ".vtt"])
-def test_the_command_lines_subtitles_are_read_back_by_a_parser_of_their_own(timed, tmp_path, suffix) -> None:
+def read_cues(path: Path) -> list:
+    """(text, start, end) of each cue of a .srt or .vtt file, as `srt` and `webvtt-py` read it: the
+    text as shown (WebVTT's character references read; the word joiner of an SRT arrow dropped)."""
+    import html
+
     import srt
     import webvtt
 
-    text = "One two three four five six seven eight nine ten eleven twelve. Thirteen!"
+    if path.suffix == ".srt":
+        cues = srt.parse(path.read_text(encoding="utf-8"))
+        return [(c.content.replace("\u2060", ""), c.start.total_seconds(), c.end.total_seconds()) for c in cues]
+    return [
+        (html.unescape(c.text), c.start_in_seconds + c.start_time.milliseconds / 1000, None)
+        for c in webvtt.read(str(path))
+    ]
+
+
+@pytest.mark.parametrize("suffix", [".srt", ".vtt"])
+@pytest.mark.parametrize(
+    "text, normalized",
+    [
+        ("One two three four five six seven eight nine ten eleven twelve. Thirteen!", False),
+        ("Call 1-->2 now, #1#2 (1990s) Dr. Smith and A&B.", True),
+    ],
+)
+def test_the_command_lines_subtitles_are_read_back_by_a_parser_of_their_own(
+    timed, tmp_path, suffix, text, normalized
+) -> None:
+    """Every word of --words once in the cues as a parser reads them back, its times the cue's."""
     command = [sys.executable, "-m", "core.cli", "generate", "--model", str(Path(timed.name)), "--text", text]
-    command += ["--voice", str(VOICE_24K), "--no-normalize", "--temperature", "0", "--eos-threshold", "inf"]
+    command += ["--voice", str(VOICE_24K), "--temperature", "0", "--eos-threshold", "inf"]
+    command += [] if normalized else ["--no-normalize"]
     out = tmp_path / f"out{suffix}"
     command += ["--words", str(tmp_path / "words.json"), "--subtitles", str(out), "-o", str(tmp_path / "out.wav"), "-q"]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr
     words = json.loads((tmp_path / "words.json").read_text())
     assert words
-    if suffix == ".srt":
-        cues = [(c.content, c.start.total_seconds(), c.end.total_seconds()) for c in srt.parse(out.read_text())]
-    else:
-        cues = [(c.text, c.start_in_seconds + c.start_time.milliseconds / 1000, None) for c in webvtt.read(str(out))]
+    cues = read_cues(out)
     assert " ".join(text for text, _, _ in cues).split() == [w["word"] for w in words]
     assert cues[0][1] == pytest.approx(words[0]["start"], abs=1e-3)
     if suffix == ".srt":
         assert cues[-1][2] == pytest.approx(words[-1]["end"], abs=1e-3)
+
+
+@pytest.mark.parametrize("suffix", [".srt", ".vtt"])
+def test_a_cue_holds_its_words_whatever_they_hold(tmp_path, suffix) -> None:
+    """Words with an arrow, markup, a character reference or a blank line in them: each cue is one
+    line, no line but a timing line holds "-->", and a parser reads back each word as shown."""
+    from core.portable.timestamps import TimedWord
+    from core.subtitles import cues, subtitles
+
+    written = ["1-->2", "<b>bold</b>", "a&amp;b", "one\n\ntwo", "\u2028", "--->", "<", "end"]
+    words = [TimedWord(w, i, i * 0.1, i * 0.1 + 0.08) for i, w in enumerate(written)]
+    shown = [" ".join(w.split()) for w in written if w.split()]
+    out = tmp_path / f"out{suffix}"
+    out.write_bytes(subtitles(words, suffix))
+    blocks = out.read_text(encoding="utf-8").split("\n\n")
+    blocks = blocks if suffix == ".srt" else blocks[1:]  # WebVTT's header
+    assert len(blocks) == len(cues(words)) >= 1
+    for block in blocks:
+        lines = block.strip("\n").split("\n")
+        assert len(lines) == (3 if suffix == ".srt" else 2), block
+        assert "-->" not in lines[-1]
+    assert " ".join(text for text, _, _ in read_cues(out)) == " ".join(shown)
 
 
 def test_subtitles_of_another_kind_are_refused_before_any_work(tmp_path) -> None:
