@@ -41,12 +41,10 @@ from server import session, wyoming_discovery
 from server.access import GUEST, KEY_HOLDER, Access
 from server.engine import ServerEngine
 from server.voice_folder import VoiceFolder
-from server.wyoming_server import WyomingServer
-from server.wyoming_voices import Voices
 from tests.support.checks import pcm_close
 from tests.support.paths import ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K
 from tests.support.processes import tiny_server
-from tests.support.serving import GUARD, Held, until
+from tests.support.serving import GUARD, Held, until, wyoming_serving
 
 # Deterministic syntheses (the protocol carries no options: the server's own), and sentences that
 # are chunks of their own, so that a stream's segments are its whole text's chunks.
@@ -74,17 +72,7 @@ def serve(
 
     if folder is not None:  # as `--voices-dir` gives the engine one (ServerEngine's voices_dir)
         engine.voices_folder = VoiceFolder(folder)
-
-    async def main() -> Any:
-        port = free_port()
-        server = WyomingServer(engine, f"tcp://127.0.0.1:{port}", Voices(engine), timeout, options)
-        await server.start()
-        try:
-            return await asyncio.wait_for(body(port), GUARD)
-        finally:
-            await server.stop()
-
-    return asyncio.run(main())
+    return wyoming_serving(engine, body, options, timeout)
 
 
 async def heard(client: AsyncTcpClient, last: str) -> Tuple[List[Event], bytes]:

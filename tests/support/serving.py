@@ -5,12 +5,13 @@ turns a hang into a failure."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Any, Awaitable, Callable, Dict, Iterator, List, Optional
 
 import uvicorn
 
@@ -102,3 +103,23 @@ def unread_request(url: str, path: str, body: dict, headers: Optional[Dict[str, 
     head += "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
     client.sendall(head.encode() + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
     return client
+
+
+def wyoming_serving(
+    engine: ServerEngine, body: Callable[[int], Awaitable[Any]], options: Any = None, timeout: float = 30.0
+) -> Any:
+    """Run `body(port)` against a Wyoming server of `engine` (with these generation `options` and
+    client `timeout`) in an event loop of this thread's own."""
+    from server.wyoming_server import WyomingServer
+    from server.wyoming_voices import Voices
+
+    async def main() -> Any:
+        port = free_port()
+        server = WyomingServer(engine, f"tcp://127.0.0.1:{port}", Voices(engine), timeout, options)
+        await server.start()
+        try:
+            return await asyncio.wait_for(body(port), GUARD)
+        finally:
+            await server.stop()
+
+    return asyncio.run(main())
