@@ -9,18 +9,33 @@ default: "line-N", N its line number),
 relative path is relative to the input file's folder; default: --voice, else the model's) and any
 generation option by name ("temperature": 0, "seed": 7, ...). Each line becomes OUT/ID.wav, and
 OUT/manifest.jsonl has one entry per line, in input order: line (its number), id, file,
-duration_s, voice, options (the seed included), error (null when it worked) and a fingerprint.
+duration_s, voice, options (the seed included), error (null when it worked), a fingerprint, and
+the digest of the ID.wav (and words_digest, of the ID.words.json) this job wrote.
 
-- Resumable: a line whose WAV file exists, is complete, and was made from the same model, text,
-  voice and options (the manifest keeps a fingerprint) is not made again. Files are written to a
-  temporary name and renamed, and the manifest grows as lines finish, so an interrupted job leaves
-  no partial file and loses only the lines in progress.
-- A bad line (not UTF-8, not JSON, no text, a bad id or one used twice, an unknown option or
-  voice, an option outside a request's ranges: core.portable.options.REQUEST_RANGES) is an error in
-  the manifest and on stderr (its line number and id), not the end of the job; the command then
-  exits 1. A line makes at most a request's audio (REQUEST_SECONDS, counted after the speed
-  change: core.portable.budget); a max_frames or pauses asking for more are its error.
+- A request's bounds: a line's text has at most MAX_TEXT characters, a server request's (more is
+  its error; `max_text`, the command's --max-text, raises it), and the input is read a line at a
+  time, each read bounded by what a line within that limit can hold (`line_limit`): a longer line
+  is its error, read in pieces and dropped, never held whole. Lines are planned as they are read,
+  each handed to a worker when one is free, so the first is made while the rest are still unread,
+  and memory grows only by a manifest entry per line, not with the texts.
+- Resumable: a line whose WAV file is the one this job wrote (its digest in the manifest) for the
+  same model, text, voice and options (the manifest keeps a fingerprint) is not made again. Files
+  are written to a temporary name and renamed, and the manifest grows as lines finish, so an
+  interrupted job leaves no partial file and loses only the lines in progress.
+- Files: a line's files replace only what this job wrote there (core.files.write_own, by the digest
+  in the manifest): anything else by that name (the user's file, a link, a FIFO) is that line's
+  error, left as it is and never opened. A folder whose manifest.jsonl is not a batch manifest
+  is refused before any work; a link in its place is replaced, what it points to never read.
+- A bad line (not UTF-8, not JSON, no text or too long a text, a bad id or one used twice, an
+  unknown option or voice, an option outside a request's ranges:
+  core.portable.options.REQUEST_RANGES) is an error in the manifest and on stderr (its line number
+  and id), not the end of the job; the command then exits 1. A line makes at most a request's
+  audio (REQUEST_SECONDS, counted after the speed change: core.portable.budget); a max_frames or
+  pauses asking for more are its error.
 - One job per output folder: a second one on a folder in use stops at once with an error.
+- Stopped (SIGTERM, SIGINT: `stopped_by_signals`), a job kills its worker processes and ends; a
+  line that finished is in the manifest, so a rerun makes only the others. On Linux a worker also
+  dies with the job however the job dies (SIGKILL included).
 - Reproducible: a line without a "seed" gets one from its id, so a rerun, a retried task or
   another machine makes the same audio.
 - Word times (`--words`, models with timestamp heads): each line's also go to OUT/ID.words.json
@@ -38,20 +53,24 @@ only by the runner asked for.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
+import itertools
 import json
 import os
 import re
-import struct
+import signal
+import stat
 import sys
 import time
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from contextlib import closing, contextmanager
+from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
-from .files import appending, only_writer, read_regular, write_atomically
+from .files import appending, digest, only_writer, read_regular, write_atomically, write_own
 from .portable import catalog
 from .portable.audio import wav_bytes
 from .portable.errors import PocketTTSError
-from .portable.options import REQUEST_SECONDS, GenerationOptions
+from .portable.options import MAX_TEXT, REQUEST_SECONDS, GenerationOptions
 from .portable.text import check_text
 from .subtitles import words_json
 
@@ -59,6 +78,17 @@ MANIFEST = "manifest.jsonl"
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}\Z")
 # Ray runs a task again on another worker when its worker process dies, up to this many times.
 RAY_RETRIES = 3
+# Bytes of a line beside its text's: the id, a voice's path, the options, the spacing.
+LINE_ROOM = 64 * 1024
+# Bytes a character of the text may take in a line: JSON escapes one beyond the BMP as a pair of
+# \uXXXX (an emoji: 12 bytes; as UTF-8, 4).
+ESCAPED_CHARACTER = 12
+# What ends a job cleanly (`stopped_by_signals`).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# Opening a name never follows it where the system can refuse a link (every POSIX system).
+_NO_LINK = getattr(os, "O_NOFOLLOW", 0)
+# The keys every entry of a batch manifest has.
+_ENTRY_KEYS = frozenset(("line", "id", "file", "error", "fingerprint"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,33 +114,70 @@ class Outcome:
     words: Optional[bytes] = None  # its words file (words: the job's --words)
 
 
-def read_lines(path: str, model: str, voice: Optional[str]) -> Tuple[List[Line], List[Dict[str, Any]]]:
-    """The valid lines of the input, and a manifest entry for each invalid one; `voice` is the
-    voice of the lines that name none (None: without one, such a line is invalid)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    lines: List[Line] = []
-    invalid: List[Dict[str, Any]] = []
-    seen = set()
+def line_limit(max_text: int) -> int:
+    """Bytes of the longest line that a text of `max_text` characters fits in."""
+    return LINE_ROOM + ESCAPED_CHARACTER * max_text
+
+
+def numbered_lines(f: BinaryIO, limit: int) -> Iterator[Tuple[int, Optional[bytes]]]:
+    """Each line of `f` with its number (from 1), None in place of one longer than `limit` bytes:
+    that one is read in pieces of `limit` bytes at most and dropped, so none is ever held whole."""
+    for number in itertools.count(1):
+        data = f.readline(limit + 1)
+        if not data:
+            return
+        if len(data) <= limit or data.endswith(b"\n"):
+            yield number, data
+            continue
+        while data and not data.endswith(b"\n"):
+            data = f.readline(limit + 1)
+        yield number, None
+
+
+def _blank(data: bytes) -> bool:
+    try:
+        return not data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return False
+
+
+def count_lines(path: str, limit: int) -> int:
+    """The lines of the input a job counts (all but the blank ones), read as the job reads them."""
     with open(path, "rb") as f:
-        for number, data in enumerate(f, 1):
-            try:
-                raw = data.decode("utf-8")
-            except UnicodeDecodeError as e:
-                invalid.append(_entry(number, None, None, None, {}, f"not UTF-8 text ({e.reason} at byte {e.start})"))
-                continue
-            if not raw.strip():
-                continue
-            try:
-                line = _parse(number, raw, folder, model, voice)
-            except PocketTTSError as e:
-                invalid.append(_entry(number, _id_of(raw), None, None, {}, str(e)))
-                continue
-            if line.id in seen:
-                invalid.append(_entry(number, line.id, None, line.voice, line.options, f"id {line.id!r} used twice"))
-                continue
-            seen.add(line.id)
-            lines.append(line)
-    return lines, invalid
+        return sum(1 for _, data in numbered_lines(f, limit) if data is None or not _blank(data))
+
+
+def read_lines(
+    f: BinaryIO, folder: str, model: str, voice: Optional[str], max_text: int
+) -> Iterator[Union[Line, Dict[str, Any]]]:
+    """The lines of the input file `f` (in `folder`), as they are read: a Line for each valid one,
+    a manifest entry for each invalid one (one longer than `line_limit` included, never held
+    whole); `voice` is the voice of the lines that name none (None: without one, such a line is
+    invalid); a text may have `max_text` characters."""
+    limit = line_limit(max_text)
+    seen = set()
+    for number, data in numbered_lines(f, limit):
+        if data is None:
+            too_long = f"the line is longer than {limit} bytes, more than a text of {max_text} characters needs"
+            yield _entry(number, None, None, {}, f"{too_long}: not read (--max-text raises the limit)")
+            continue
+        try:
+            raw = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            yield _entry(number, None, None, {}, f"not UTF-8 text ({e.reason} at byte {e.start})")
+            continue
+        if not raw.strip():
+            continue
+        try:
+            line = _parse(number, raw, folder, model, voice, max_text)
+        except PocketTTSError as e:
+            yield _entry(number, _id_of(raw), None, {}, str(e))
+            continue
+        if line.id in seen:
+            yield _entry(number, line.id, line.voice, line.options, f"id {line.id!r} used twice")
+            continue
+        seen.add(line.id)
+        yield line
 
 
 def _json(raw: str) -> Any:
@@ -130,7 +197,7 @@ def _id_of(raw: str) -> Optional[str]:
     return found if isinstance(found, str) else None
 
 
-def _parse(number: int, raw: str, folder: str, model: str, default_voice: Optional[str]) -> Line:
+def _parse(number: int, raw: str, folder: str, model: str, default_voice: Optional[str], max_text: int) -> Line:
     value = _json(raw)
     if not isinstance(value, dict):
         raise PocketTTSError("not a JSON object")
@@ -141,6 +208,8 @@ def _parse(number: int, raw: str, folder: str, model: str, default_voice: Option
             f"id must be 1-200 letters, digits, '.', '_' or '-', starting with a letter or digit, got {line_id!r}"
         )
     check_text(text)
+    if len(text) > max_text:
+        raise PocketTTSError(f"text is longer than {max_text} characters (--max-text raises the limit)")
     if voice is not None and not isinstance(voice, str):
         raise PocketTTSError(f"voice must be a string, got {voice!r}")
     if voice is None:
@@ -164,12 +233,15 @@ def _parse(number: int, raw: str, folder: str, model: str, default_voice: Option
 def _entry(
     number: int,
     line_id: Optional[str],
-    duration_s: Optional[float],
     voice: Optional[str],
     options: Dict[str, Any],
     error: Optional[str],
     fingerprint: Optional[str] = None,
+    duration_s: Optional[float] = None,
+    digests: Optional[Dict[str, Any]] = None,
 ) -> Dict[str, Any]:
+    """A line's manifest entry; `digests`: those of the files of its name this job wrote (its
+    `digest` and `words_digest`), kept while they are there, whatever became of the line."""
     return {
         "line": number,
         "id": line_id,
@@ -179,45 +251,60 @@ def _entry(
         "options": options,
         "error": error,
         "fingerprint": fingerprint,
+        "digest": (digests or {}).get("digest"),
+        "words_digest": (digests or {}).get("words_digest"),
     }
 
 
-def complete_wav(path: str) -> bool:
-    """Whether a file is a whole 16-bit WAV as written here (its RIFF length is its size)."""
+def _is_entry(value: Any) -> bool:
+    return isinstance(value, dict) and _ENTRY_KEYS <= set(value)
+
+
+def _previous(path: str, limit: int) -> Dict[str, Dict[str, Any]]:
+    """The entries of earlier runs' valid lines in the manifest at `path`, the latest per id (a
+    damaged line is skipped). Nothing where there is no manifest, or a link in its place (replaced by
+    a new file, what it points to never read); a PocketTTSError, before any work, where it is
+    anything but a batch manifest (a FIFO, a folder, a file whose first line is not an entry of
+    ours), which is left as it is."""
+    refused = f"{path} is not a batch manifest: not replaced; choose another --out folder, or move it away"
     try:
-        with open(path, "rb") as f:
-            head = f.read(12)
-            size = os.fstat(f.fileno()).st_size
-    except OSError:
-        return False
-    if len(head) < 12 or head[:4] != b"RIFF" or head[8:] != b"WAVE":
-        return False
-    return struct.unpack("<I", head[4:8])[0] + 8 == size
-
-
-def _previous(out: str) -> Dict[str, Dict[str, Any]]:
-    """The manifest entries of earlier runs' valid lines, the latest per id (a line cut short by a
-    crash is skipped)."""
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NO_LINK)
+    except OSError as e:
+        if e.errno in (errno.ENOENT, errno.ELOOP):
+            return {}
+        raise PocketTTSError(f"{refused} ({e.strerror or e})") from None
     entries: Dict[str, Dict[str, Any]] = {}
-    for raw in (read_regular(os.path.join(out, MANIFEST)) or b"").splitlines():
-        try:
-            entry = _json(raw.decode("utf-8"))
-        except (UnicodeDecodeError, PocketTTSError):
-            continue
-        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry.get("fingerprint"):
-            entries[entry["id"]] = entry
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise PocketTTSError(refused)
+        first = True
+        for _, data in numbered_lines(f, limit):
+            if data is not None and _blank(data):
+                continue
+            try:
+                entry = None if data is None else _json(data.decode("utf-8"))
+            except (UnicodeDecodeError, PocketTTSError):
+                entry = None
+            if first and not _is_entry(entry):
+                raise PocketTTSError(refused)
+            first = False
+            if _is_entry(entry) and isinstance(entry["id"], str) and entry["fingerprint"]:
+                entries[entry["id"]] = entry
     return entries
 
 
-def _done(out: str, line: Line, previous: Dict[str, Dict[str, Any]], words: bool) -> bool:
-    entry = previous.get(line.id)
-    return (
-        entry is not None
-        and entry.get("error") is None
-        and entry.get("fingerprint") == line.fingerprint
-        and complete_wav(os.path.join(out, f"{line.id}.wav"))
-        and (not words or os.path.isfile(os.path.join(out, words_file(line.id))))
-    )
+def _made_here(path: str, made: Optional[str]) -> bool:
+    """Whether `path` is a regular file whose digest is `made`, one this job recorded writing (a
+    link or a FIFO is not opened)."""
+    if made is None:
+        return False
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+    except OSError:
+        return False
+    data = read_regular(path)
+    return data is not None and digest(data) == made
 
 
 def words_file(line_id: str) -> str:
@@ -256,32 +343,170 @@ def synthesize(model_source: str, line: Line, words: bool = False) -> Outcome:
     return Outcome(line.id, wav_bytes(pcm, model.sample_rate), pcm.shape[0] / model.sample_rate, None, timing)
 
 
-def local_outcomes(model_source: str, lines: List[Line], workers: int, words: bool = False) -> Iterator[Outcome]:
-    """The lines on a pool of worker processes on this machine, as they finish."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from concurrent.futures.process import BrokenProcessPool
+class Stopped(BaseException):
+    """The job was asked to stop (`signum`: SIGTERM, SIGINT): raised in the main thread, where it
+    ends the job as Ctrl-C would, every `finally` run on its way (the workers killed, no temporary
+    file left)."""
 
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-    futures = {pool.submit(synthesize, model_source, line, words): line for line in lines}
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@dataclasses.dataclass
+class _Hold:
+    """What must be done whole (`_held`): how deep in it the job is, and a stop that came meanwhile,
+    which waits for its end."""
+
+    depth: int = 0
+    stop: Optional[int] = None
+
+
+_hold = _Hold()
+
+
+def _stop(signum: int, frame: object) -> None:
+    if _hold.depth:
+        _hold.stop = signum
+        return
+    raise Stopped(signum)
+
+
+@contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT, within, stop the job (`Stopped`); one that comes while something is done
+    whole (a line's files and entry written, a worker started and recorded) stops it once that is
+    done. Only for the main thread (signals' own rule)."""
+    before = {number: signal.signal(number, _stop) for number in STOP_SIGNALS}
     try:
-        for future in as_completed(futures):
-            line_id = futures[future].id
-            try:
-                yield future.result()
-            except BrokenProcessPool:
-                yield Outcome(line_id, None, 0.0, "its worker process died (run the job again to resume)")
-            except Exception as e:  # a failure of ours: this line's error, not the job's end
-                yield Outcome(line_id, None, 0.0, f"{type(e).__name__}: {e}")
+        yield
     finally:
-        for future in futures:
-            future.cancel()
-        pool.shutdown(wait=True)
+        for number, handler in before.items():
+            signal.signal(number, handler)
 
 
-def ray_outcomes(model_source: str, lines: List[Line], address: str, words: bool = False) -> Iterator[Outcome]:
+@contextmanager
+def _held() -> Iterator[None]:
+    _hold.depth += 1
+    try:
+        yield
+    finally:
+        _hold.depth -= 1
+    if not _hold.depth and _hold.stop is not None:
+        stop, _hold.stop = _hold.stop, None
+        raise Stopped(stop)
+
+
+def _serve(connection: Any, parent: int) -> None:
+    """A worker process: (model source, line, words) in, the line's Outcome out, one at a time,
+    until the job closes its end. Ctrl-C is for the job, which ends its workers itself; on Linux
+    the worker is killed when the job dies, however it dies (SIGKILL, the OOM killer)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        _die_with(parent)
+    while True:
+        try:
+            model_source, line, words = connection.recv()
+        except EOFError:
+            return
+        try:
+            outcome = synthesize(model_source, line, words)
+        except Exception as e:  # a failure of ours: this line's error, not the worker's end
+            outcome = Outcome(line.id, None, 0.0, f"{type(e).__name__}: {e}")
+        connection.send(outcome)
+
+
+def _die_with(parent: int) -> None:
+    """This process killed (SIGKILL) when its parent, the job, dies (Linux's PR_SET_PDEATHSIG)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    try:
+        ctypes.CDLL(None).prctl(pr_set_pdeathsig, int(signal.SIGKILL))
+    except (OSError, AttributeError):  # a libc without prctl: the job's own ending is all there is
+        return
+    if os.getppid() != parent:  # the job died before the worker asked to die with it
+        os._exit(1)
+
+
+def _nonempty(lines: Iterable[Line]) -> Optional[Iterator[Line]]:
+    """The lines, or None where there are none (read up to the first: workers start only for one)."""
+    queue = iter(lines)
+    first = next(queue, None)
+    return None if first is None else itertools.chain([first], queue)
+
+
+def local_outcomes(model_source: str, lines: Iterable[Line], workers: int, words: bool = False) -> Iterator[Outcome]:
+    """The lines on worker processes on this machine, as they finish: each worker has one line at a
+    time, and the next line is read when a worker is free. A worker that dies costs its line (its
+    error), and the next line gets a new one. Closed before the end (an error, or the job stopped),
+    it kills its workers: none goes on with a line. Each worker has a pipe of its own, which its
+    death closes: a result cut short is an end of file, where a pool's shared queue would wait on
+    it for good."""
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    queue = _nonempty(lines)
+    if queue is None:
+        return
+    context = multiprocessing.get_context("spawn")
+    processes: Dict[Any, Any] = {}  # every live worker's process, by its connection
+    free: List[Any] = []  # the connections of idle workers
+    running: Dict[Any, Line] = {}  # busy workers' lines, by connection
+
+    def hand(line: Line) -> None:
+        if not free:
+            connection, theirs = context.Pipe()
+            process = context.Process(target=_serve, args=(theirs, os.getpid()), daemon=True)
+            with _held():  # a worker started is a worker known, to be killed if it comes to that
+                process.start()
+                processes[connection] = process
+            theirs.close()  # the worker's alone: its death is an end of file here
+            free.append(connection)
+        connection = free.pop()
+        running[connection] = line
+        try:
+            connection.send((model_source, line, words))
+        except OSError:  # it died idle: its pipe says so to `wait`, and the line is its error
+            pass
+
+    try:
+        while True:
+            while len(running) < workers:
+                line = next(queue, None)
+                if line is None:
+                    break
+                hand(line)
+            if not running:
+                return
+            connection = wait(list(running))[0]
+            try:
+                outcome = connection.recv()
+            except (EOFError, OSError):
+                line = running.pop(connection)
+                processes.pop(connection).join()
+                connection.close()
+                outcome = Outcome(line.id, None, 0.0, "its worker process died (run the job again to resume)")
+            else:
+                del running[connection]
+                free.append(connection)
+            yield outcome
+    except BaseException:
+        for process in processes.values():
+            process.kill()
+        raise
+    finally:
+        for connection, process in processes.items():
+            connection.close()  # an idle worker's end of file: it returns
+            process.join()
+
+
+def ray_outcomes(model_source: str, lines: Iterable[Line], address: str, words: bool = False) -> Iterator[Outcome]:
     """The lines as Ray tasks on the cluster at `address`, as they finish; this package travels with
     them, so the cluster's nodes need NumPy (and, for catalog models, huggingface_hub) only."""
+    queue = _nonempty(lines)
+    if queue is None:
+        return
     try:
         import ray
     except ImportError:
@@ -300,7 +525,6 @@ def ray_outcomes(model_source: str, lines: List[Line], address: str, words: bool
         # Enough tasks queued to keep every CPU busy, few enough that results do not pile up.
         window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
         pending: Dict[Any, Line] = {}
-        queue = iter(lines)
         while True:
             for line in queue:
                 pending[task.remote(model_source, line, words)] = line
@@ -328,6 +552,109 @@ class Summary:
     seconds: float
 
 
+class _Job:
+    """What a run knows as it goes: the earlier runs' entries, the manifest's entries of this one,
+    the lines in the workers' hands, the counts and the progress bar."""
+
+    def __init__(self, out: str, previous: Dict[str, Dict[str, Any]], words: bool, bar: Any):
+        self.out = out
+        self.previous = previous
+        self.words = words
+        self.bar = bar
+        self.entries: Dict[int, Dict[str, Any]] = {}
+        self.making: Dict[str, Line] = {}
+        self.summary = Summary(0, 0, 0, 0, 0.0, 0.0)
+
+    def to_make(self, read: Iterable[Union[Line, Dict[str, Any]]]) -> Iterator[Line]:
+        """The lines to make, as they are read; the others are recorded on the way: an invalid line,
+        one made before, one whose file of its name is not this job's."""
+        for item in read:
+            if isinstance(item, dict):
+                self._failed(item)
+                continue
+            entry = self.previous.get(item.id, {})
+            if self._done(item, entry):
+                self.entries[item.number] = dict(entry, line=item.number)
+                self.summary.skipped += 1
+                self._count()
+                continue
+            problem = self._not_ours(item.id, entry)
+            if problem is not None:
+                self._failed(
+                    _entry(item.number, item.id, item.voice, item.options, problem, item.fingerprint, None, entry)
+                )
+                continue
+            self.making[item.id] = item
+            yield item
+
+    def _done(self, line: Line, entry: Dict[str, Any]) -> bool:
+        return (
+            entry.get("error") is None
+            and entry.get("fingerprint") == line.fingerprint
+            and _made_here(os.path.join(self.out, f"{line.id}.wav"), entry.get("digest"))
+            and (not self.words or _made_here(os.path.join(self.out, words_file(line.id)), entry.get("words_digest")))
+        )
+
+    def _not_ours(self, line_id: str, entry: Dict[str, Any]) -> Optional[str]:
+        """Why the line cannot be made (a file of its name that this job did not write), or None."""
+        files = [(f"{line_id}.wav", "digest")] + ([(words_file(line_id), "words_digest")] if self.words else [])
+        for name, key in files:
+            path = os.path.join(self.out, name)
+            if os.path.lexists(path) and not _made_here(path, entry.get(key)):
+                return f"{path} is there and was not made by this job: not replaced (move it away to have it made)"
+        return None
+
+    def finished(self, outcome: Outcome, manifest: BinaryIO) -> None:
+        """A line's outcome: its files written, its entry added to the manifest, as one (`_held`)."""
+        line = self.making.pop(outcome.id)
+        before = self.previous.get(line.id, {})
+        digests = {key: before.get(key) for key in ("digest", "words_digest")}
+        error = outcome.error
+        with _held():
+            if outcome.wav is not None:
+                error = self._write(line.id, outcome, digests)
+            entry = _entry(
+                line.number, line.id, line.voice, line.options, error, line.fingerprint, outcome.duration_s, digests
+            )
+            manifest.write((json.dumps(entry) + "\n").encode("utf-8"))
+            manifest.flush()
+        self.entries[line.number] = entry
+        if error is None:
+            self.summary.made += 1
+            self.summary.audio_s += outcome.duration_s
+            self._count()
+        else:
+            self._failed(entry)
+
+    def _write(self, line_id: str, outcome: Outcome, digests: Dict[str, Optional[str]]) -> Optional[str]:
+        """The line's files, each over only what this job wrote there; `digests` then records
+        what it did write. The line's error, or None."""
+        wav = os.path.join(self.out, f"{line_id}.wav")
+        words = os.path.join(self.out, words_file(line_id))
+        try:
+            write_own(wav, outcome.wav, digests["digest"])
+            digests["digest"] = digest(outcome.wav)
+            if outcome.words is not None:
+                write_own(words, outcome.words, digests["words_digest"])
+                digests["words_digest"] = digest(outcome.words)
+            elif _made_here(words, digests["words_digest"]):  # an earlier audio's words: not this one's
+                os.unlink(words)
+                digests["words_digest"] = None
+        except PocketTTSError as e:
+            return str(e)
+        return None
+
+    def _failed(self, entry: Dict[str, Any]) -> None:
+        self.entries[entry["line"]] = entry
+        self.summary.failed += 1
+        _tell(entry)
+        self._count()
+
+    def _count(self) -> None:
+        self.bar.set_postfix_str(f"{self.summary.audio_s:.0f} s of audio, {self.summary.failed} failed", refresh=False)
+        self.bar.update(1)
+
+
 def run(
     input_path: str,
     out: str,
@@ -337,14 +664,20 @@ def run(
     ray_address: Optional[str] = None,
     progress: bool = True,
     words: bool = False,
+    max_text: int = MAX_TEXT,
 ) -> Summary:
     """Make every line of `input_path` not yet made in `out`; see the module's docstring. With
-    `words`, each line's word times too, in OUT/ID.words.json (a line made without is made again)."""
+    `words`, each line's word times too, in OUT/ID.words.json (a line made without is made again);
+    a line's text may have `max_text` characters."""
+    from tqdm import tqdm
+
     start = time.perf_counter()
     if not os.path.isfile(input_path):
         raise PocketTTSError(f"input file not found: {input_path}")
     if os.path.exists(out) and not os.path.isdir(out):
         raise PocketTTSError(f"--out must be a folder: {out} is a file")
+    if max_text < 1:
+        raise PocketTTSError(f"--max-text must be at least 1, got {max_text}")
     if not catalog.is_model(model) and os.path.exists(model):
         model = os.path.abspath(model)  # the workers may run elsewhere than here
     from .portable.sources import resolve
@@ -352,54 +685,32 @@ def run(
     files = resolve(model)  # a model that cannot load is one error now, not one per line
     if voice is not None and os.path.exists(voice):
         voice = os.path.abspath(voice)
-    lines, invalid = read_lines(input_path, model, voice if voice is not None else files.default_voice)
+    voice = voice if voice is not None else files.default_voice
+    limit = line_limit(max_text)
     os.makedirs(out, exist_ok=True)
+    manifest_path = os.path.join(out, MANIFEST)
     with only_writer(out):  # a second job on the same folder would make every line again
-        previous = _previous(out)
-        todo = [line for line in lines if not _done(out, line, previous, words)]
-        entries = {e["line"]: e for e in invalid}
-        waiting = {line.id for line in todo}
-        for line in lines:
-            if line.id not in waiting:
-                entries[line.number] = dict(previous[line.id], line=line.number)
-        summary = Summary(len(lines) + len(invalid), len(lines) - len(todo), 0, len(invalid), 0.0, 0.0)
-        for entry in invalid:
-            _tell(entry)
-        if todo:
+        previous = _previous(manifest_path, limit)
+        total = count_lines(input_path, limit)
+        with open(input_path, "rb") as f, appending(manifest_path) as manifest, tqdm(
+            total=total, unit="line", desc="synthesizing", disable=not progress, file=sys.stderr
+        ) as bar:
+            job = _Job(out, previous, words, bar)
+            folder = os.path.dirname(os.path.abspath(input_path))
+            to_make = job.to_make(read_lines(f, folder, model, voice, max_text))
             if ray_address is not None:
-                outcomes = ray_outcomes(model, todo, ray_address, words)
+                outcomes = ray_outcomes(model, to_make, ray_address, words)
             else:
-                outcomes = local_outcomes(model, todo, min(workers or os.cpu_count() or 1, len(todo)), words)
-            by_id = {line.id: line for line in todo}
-            with appending(os.path.join(out, MANIFEST)) as manifest:
-                for outcome in _progress(outcomes, summary, progress):
-                    line = by_id[outcome.id]
-                    if outcome.wav is not None:
-                        write_atomically(os.path.join(out, f"{line.id}.wav"), outcome.wav)
-                        if outcome.words is not None:
-                            write_atomically(os.path.join(out, words_file(line.id)), outcome.words)
-                        summary.made += 1
-                        summary.audio_s += outcome.duration_s
-                    else:
-                        summary.failed += 1
-                    entry = _entry(
-                        line.number,
-                        line.id,
-                        outcome.duration_s,
-                        line.voice,
-                        line.options,
-                        outcome.error,
-                        line.fingerprint,
-                    )
-                    entries[line.number] = entry
-                    if outcome.error is not None:
-                        _tell(entry)
-                    manifest.write((json.dumps(entry) + "\n").encode("utf-8"))
-                    manifest.flush()
-        text = "".join(json.dumps(entries[number]) + "\n" for number in sorted(entries))
-        write_atomically(os.path.join(out, MANIFEST), text.encode("utf-8"))
-        summary.seconds = time.perf_counter() - start
-        return summary
+                outcomes = local_outcomes(model, to_make, max(1, min(workers or os.cpu_count() or 1, total)), words)
+            with closing(outcomes):
+                for outcome in outcomes:
+                    job.finished(outcome, manifest)
+        text = "".join(json.dumps(job.entries[number]) + "\n" for number in sorted(job.entries))
+        write_atomically(manifest_path, text.encode("utf-8"))
+    summary = job.summary
+    summary.lines = summary.skipped + summary.made + summary.failed
+    summary.seconds = time.perf_counter() - start
+    return summary
 
 
 def _tell(entry: Dict[str, Any]) -> None:
@@ -408,18 +719,3 @@ def _tell(entry: Dict[str, Any]) -> None:
 
     which = f" ({entry['id']})" if entry.get("id") else ""
     tqdm.write(f"line {entry['line']}{which}: {entry['error']}", file=sys.stderr)
-
-
-def _progress(outcomes: Iterable[Outcome], summary: Summary, show: bool) -> Iterator[Outcome]:
-    """A progress bar over every line of the input (those already made and those that are invalid
-    count from the start), with the rate, the time left and the audio made so far, on stderr."""
-    from tqdm import tqdm
-
-    done = summary.skipped + summary.failed
-    with tqdm(
-        total=summary.lines, initial=done, unit="line", desc="synthesizing", disable=not show, file=sys.stderr
-    ) as bar:
-        for outcome in outcomes:
-            yield outcome  # the caller writes it and counts it in `summary`
-            bar.set_postfix_str(f"{summary.audio_s:.0f} s of audio, {summary.failed} failed", refresh=False)
-            bar.update(1)

@@ -31,7 +31,7 @@ from .files import check_folder, check_replaceable, check_writable, write_atomic
 from .portable import catalog, normalize, sources, voices
 from .portable.errors import PocketTTSError
 from .portable.model import TTSModel
-from .portable.options import GenerationOptions
+from .portable.options import MAX_TEXT, GenerationOptions
 from .portable.options import names as option_names
 from .portable.text import check_text, normalized
 from .portable.timestamps import TimedWord, timed_words
@@ -236,13 +236,36 @@ def _export(args: argparse.Namespace) -> None:
     )
 
 
-def _batch(args: argparse.Namespace) -> None:
-    from .batch import MANIFEST, run
+def _batch(args: argparse.Namespace) -> Optional[int]:
+    """The job; stopped by SIGTERM or SIGINT, it ends with 128 + the signal's number (143, 130), as a
+    shell reports a command a signal killed, once its workers are gone."""
+    import signal
+
+    from .batch import MANIFEST, Stopped, run, stopped_by_signals
 
     workers = args.workers or os.cpu_count() or 1
     where = f"the Ray cluster at {args.ray}" if args.ray else f"{workers} worker process{'es' if workers > 1 else ''}"
     _say(args, f"synthesizing {args.input} with {args.model} on {where}")
-    done = run(args.input, args.out, args.model, args.voice, args.workers, args.ray, not args.quiet, args.words)
+    try:
+        with stopped_by_signals():
+            done = run(
+                args.input,
+                args.out,
+                args.model,
+                args.voice,
+                args.workers,
+                args.ray,
+                not args.quiet,
+                args.words,
+                args.max_text,
+            )
+    except Stopped as e:
+        print(
+            f"stopped by {signal.Signals(e.signum).name}: the lines made are in the manifest, "
+            "and running the job again makes the others",
+            file=sys.stderr,
+        )
+        return 128 + e.signum
     _say(
         args,
         f"{done.lines} lines: {done.made} made, {done.skipped} already there, {done.failed} failed; "
@@ -439,6 +462,13 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
     ba.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster instead: its address, or auto")
     ba.add_argument(
         "--words", action="store_true", help="also write each line's word times to ID.words.json (as generate --words)"
+    )
+    ba.add_argument(
+        "--max-text",
+        type=int,
+        default=MAX_TEXT,
+        metavar="N",
+        help=f"characters a line's text may have (default: {MAX_TEXT}, as the server's); more is the line's error",
     )
 
     for name, run in (handed or {}).items():

@@ -37,7 +37,7 @@ import anyio
 import numpy as np
 
 from core import PocketTTSError, TextError
-from core.portable.options import REQUEST_SECONDS, GenerationOptions
+from core.portable.options import MAX_TEXT, REQUEST_SECONDS, GenerationOptions
 from core.portable.text import check_text
 from core.portable.text_stream import Segment, TextStream
 from core.portable.timestamps import WordEnd, WordStart, shifted
@@ -48,7 +48,6 @@ from server.relay import Relay
 from server.scheduler import Audio, Said, Stream, Words
 from server.slots import Slot
 
-MAX_TEXT = 5000  # characters of one whole text (a request)
 MAX_STREAM_TEXT = 2 * MAX_TEXT  # characters a text stream may push in all: about REQUEST_SECONDS of speech
 LIFETIME = 3 * REQUEST_SECONDS  # seconds a connection may stay open, whatever it does
 # Seconds a closed session's slot may take to be free: the scheduler lets go of it within a step.

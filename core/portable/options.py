@@ -15,8 +15,10 @@ from .errors import PocketTTSError
 from .tsm import MAX_SPEED, MIN_SPEED, check_speed
 
 # What a request may ask for where requests come from others (the server's requests, the batch
-# command's lines): the audio it may make, pauses included, and each option's range. The command
-# line and the Python API take any valid value (and the model's own cap, an hour of audio).
+# command's lines): the characters of its text, the audio it may make, pauses included, and each
+# option's range. The command line and the Python API take any valid value (and the model's own
+# cap, an hour of audio); a batch job may raise its text limit (batch --max-text).
+MAX_TEXT = 5000  # characters of one whole text
 REQUEST_SECONDS = 600.0
 REQUEST_RANGES: Dict[str, Tuple[float, float]] = {
     "temperature": (0.0, 5.0),
