@@ -86,19 +86,28 @@ def _load(args: argparse.Namespace) -> TTSModel:
     return TTSModel.load(args.model, runtime=runtime)
 
 
-def _text(value: str) -> str:
-    """--text: the text itself, or - for stdin; UTF-8 either way (a PocketTTSError naming the bad byte)."""
+def _text(value: str, max_text: int) -> str:
+    """--text: the text itself, or - for stdin; UTF-8 either way (a PocketTTSError naming the bad
+    byte), of at most `max_text` characters (stdin read no further than such a text can be)."""
+    if max_text < 1:
+        raise PocketTTSError(f"--max-text must be at least 1, got {max_text}")
+    too_long = PocketTTSError(f"the text is longer than {max_text} characters (--max-text raises the limit)")
     if value == "-":
-        data = sys.stdin.buffer.read()
+        data = sys.stdin.buffer.read(4 * max_text + 1)  # UTF-8: at most 4 bytes a character
+        if len(data) > 4 * max_text:
+            raise too_long
         try:
-            return data.decode("utf-8")
+            value = data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise PocketTTSError(f"the text on stdin is not UTF-8: byte {data[e.start]:#04x} at {e.start}") from None
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as e:  # bytes the locale could not decode arrive as lone surrogates
-        bad = value[e.start].encode("utf-8", "surrogateescape")
-        raise PocketTTSError(f"--text is not UTF-8: byte {bad[0]:#04x} at character {e.start}") from None
+    else:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:  # bytes the locale could not decode arrive as lone surrogates
+            bad = value[e.start].encode("utf-8", "surrogateescape")
+            raise PocketTTSError(f"--text is not UTF-8: byte {bad[0]:#04x} at character {e.start}") from None
+    if len(value) > max_text:
+        raise too_long
     return value
 
 
@@ -106,7 +115,7 @@ def _generate(args: argparse.Namespace) -> None:
     if args.text is None:
         text = catalog.default_text(args.model if catalog.is_model(args.model) else None)
     else:
-        text = _text(args.text)
+        text = _text(args.text, args.max_text)
     check_text(text)
     output = args.output or (DEFAULT_OUTPUT if not args.stream else None)
     fmt = audio_formats.format_of(output, args.format)
@@ -198,7 +207,7 @@ def _write_audio(args: argparse.Namespace, output: Optional[str], fmt: str, chun
 def _normalize(args: argparse.Namespace) -> None:
     if (args.text is None) == (args.text_option is None):
         raise PocketTTSError("normalize takes one text: as its argument, or as --text (- reads stdin)")
-    text = check_text(_text(args.text if args.text is not None else args.text_option))
+    text = check_text(_text(args.text if args.text is not None else args.text_option, args.max_text))
     print(normalized(text, args.language or normalize.language_of(args.model)))
 
 
@@ -375,10 +384,20 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
             help="catalog name, config .yaml/.json, or bundle folder (default: %(default)s)",
         )
 
+    def max_text_option(sub: argparse.ArgumentParser, what: str) -> None:
+        sub.add_argument(
+            "--max-text",
+            type=int,
+            default=MAX_TEXT,
+            metavar="N",
+            help=f"characters {what} may have (default: %(default)s, as a server request's); more is refused",
+        )
+
     gen = command("generate", _generate, "speak a text")
     gen.add_argument("--text", help="text to speak, or - to read stdin (default: the model's sample text)")
     gen.add_argument("--voice", help="predefined voice, audio file, or .safetensors voice state (default: the model's)")
     model_option(gen)
+    max_text_option(gen, "the text")
     gen.add_argument(
         "-o",
         "--output",
@@ -430,6 +449,7 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
         help="language of the words (default: the language of --model)",
     )
     model_option(no)
+    max_text_option(no, "the text")
 
     ev = command("export-voice", _export_voice, "save a voice as an official .safetensors voice state")
     ev.add_argument("audio", help="audio file (or predefined voice name)")
@@ -463,13 +483,7 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
     ba.add_argument(
         "--words", action="store_true", help="also write each line's word times to ID.words.json (as generate --words)"
     )
-    ba.add_argument(
-        "--max-text",
-        type=int,
-        default=MAX_TEXT,
-        metavar="N",
-        help=f"characters a line's text may have (default: {MAX_TEXT}, as the server's); more is the line's error",
-    )
+    max_text_option(ba, "a line's text")
 
     for name, run in (handed or {}).items():
         handed_on = commands.add_parser(name, help=(run.__doc__ or "").strip().splitlines()[0], add_help=False)
