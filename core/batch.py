@@ -66,7 +66,7 @@ import time
 from contextlib import closing, contextmanager
 from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
-from .files import appending, digest, only_writer, read_regular, write_atomically, write_own
+from .files import NO_LINK, appending, digest, only_writer, read_regular, write_atomically, write_own
 from .portable import catalog
 from .portable.audio import wav_bytes
 from .portable.errors import PocketTTSError
@@ -85,8 +85,6 @@ LINE_ROOM = 64 * 1024
 ESCAPED_CHARACTER = 12
 # What ends a job cleanly (`stopped_by_signals`).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-# Opening a name never follows it where the system can refuse a link (every POSIX system).
-_NO_LINK = getattr(os, "O_NOFOLLOW", 0)
 # The keys every entry of a batch manifest has.
 _ENTRY_KEYS = frozenset(("line", "id", "file", "error", "fingerprint"))
 
@@ -268,7 +266,7 @@ def _previous(path: str, limit: int) -> Dict[str, Dict[str, Any]]:
     ours), which is left as it is."""
     refused = f"{path} is not a batch manifest: not replaced; choose another --out folder, or move it away"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NO_LINK)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | NO_LINK)
     except OSError as e:
         if e.errno in (errno.ENOENT, errno.ELOOP):
             return {}
@@ -296,14 +294,7 @@ def _previous(path: str, limit: int) -> Dict[str, Dict[str, Any]]:
 def _made_here(path: str, made: Optional[str]) -> bool:
     """Whether `path` is a regular file whose digest is `made`, one this job recorded writing (a
     link or a FIFO is not opened)."""
-    if made is None:
-        return False
-    try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return False
-    except OSError:
-        return False
-    data = read_regular(path)
+    data = read_regular(path) if made is not None else None
     return data is not None and digest(data) == made
 
 

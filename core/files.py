@@ -46,7 +46,7 @@ def _umask() -> int:
 # Read once: reading it means setting it, which no thread should see half-way.
 _UMASK = _umask()
 # Opening a name never follows it where the system can refuse a link (every POSIX system).
-_NO_LINK = getattr(os, "O_NOFOLLOW", 0)
+NO_LINK = getattr(os, "O_NOFOLLOW", 0)
 # The record of a folder the product made: its files and their digests (NewFolder).
 RECORD = ".pocket-tts-numpy.json"
 MAX_RECORD = 16 * 1024 * 1024
@@ -173,7 +173,7 @@ def _temporary(path: str, data: bytes) -> str:
 def _create_exclusively(path: str, data: bytes) -> bool:
     """`data` as a new file at `path`, or False where the name is taken."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_LINK, 0o666)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_LINK, 0o666)
     except FileExistsError:
         return False
     with os.fdopen(fd, "wb") as f:
@@ -198,7 +198,7 @@ def appending(path: str) -> Iterator[BinaryIO]:
     """`path` opened to add to its end (made if it is not there): a link put in its place is
     replaced by a new file (what it points to is neither read nor written), and anything but a
     regular file is a PocketTTSError."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | _NO_LINK
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | NO_LINK
     try:
         fd = os.open(path, flags, 0o666)
     except OSError as e:
@@ -217,7 +217,7 @@ def read_regular(path: str, limit: Optional[int] = None) -> Optional[bytes]:
     """The bytes of the regular file at `path`, or None where there is none (nothing, a link, a FIFO,
     a device: none is opened to wait on, nor read), or where it holds more than `limit` bytes."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NO_LINK)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | NO_LINK)
     except OSError as e:
         if e.errno in (errno.ENOENT, errno.ELOOP, errno.ENXIO, errno.ENOTDIR):
             return None
