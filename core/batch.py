@@ -66,7 +66,16 @@ import time
 from contextlib import closing, contextmanager
 from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
-from .files import NO_LINK, appending, digest, only_writer, read_regular, write_atomically, write_own
+from .files import (
+    NO_LINK,
+    appending,
+    digest,
+    is_own,
+    only_writer,
+    remove_own,
+    write_atomically,
+    write_own,
+)
 from .portable import catalog
 from .portable.audio import wav_bytes
 from .portable.errors import PocketTTSError
@@ -289,13 +298,6 @@ def _previous(path: str, limit: int) -> Dict[str, Dict[str, Any]]:
             if _is_entry(entry) and isinstance(entry["id"], str) and entry["fingerprint"]:
                 entries[entry["id"]] = entry
     return entries
-
-
-def _made_here(path: str, made: Optional[str]) -> bool:
-    """Whether `path` is a regular file whose digest is `made`, one this job recorded writing (a
-    link or a FIFO is not opened)."""
-    data = read_regular(path) if made is not None else None
-    return data is not None and digest(data) == made
 
 
 def words_file(line_id: str) -> str:
@@ -582,8 +584,8 @@ class _Job:
         return (
             entry.get("error") is None
             and entry.get("fingerprint") == line.fingerprint
-            and _made_here(os.path.join(self.out, f"{line.id}.wav"), entry.get("digest"))
-            and (not self.words or _made_here(os.path.join(self.out, words_file(line.id)), entry.get("words_digest")))
+            and is_own(os.path.join(self.out, f"{line.id}.wav"), entry.get("digest"))
+            and (not self.words or is_own(os.path.join(self.out, words_file(line.id)), entry.get("words_digest")))
         )
 
     def _not_ours(self, line_id: str, entry: Dict[str, Any]) -> Optional[str]:
@@ -591,7 +593,7 @@ class _Job:
         files = [(f"{line_id}.wav", "digest")] + ([(words_file(line_id), "words_digest")] if self.words else [])
         for name, key in files:
             path = os.path.join(self.out, name)
-            if os.path.lexists(path) and not _made_here(path, entry.get(key)):
+            if os.path.lexists(path) and not is_own(path, entry.get(key)):
                 return f"{path} is there and was not made by this job: not replaced (move it away to have it made)"
         return None
 
@@ -628,8 +630,7 @@ class _Job:
             if outcome.words is not None:
                 write_own(words, outcome.words, digests["words_digest"])
                 digests["words_digest"] = digest(outcome.words)
-            elif _made_here(words, digests["words_digest"]):  # an earlier audio's words: not this one's
-                os.unlink(words)
+            elif remove_own(words, digests["words_digest"]):  # an earlier audio's words: not this one's
                 digests["words_digest"] = None
         except PocketTTSError as e:
             return str(e)

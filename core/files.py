@@ -110,12 +110,27 @@ def write_own(path: str, data: bytes, made: Optional[str]) -> None:
     as it is."""
     tmp = _temporary(path, data)
     try:
-        if os.path.lexists(path) and (made is None or _regular_digest(path) != made):
+        if os.path.lexists(path) and not is_own(path, made):
             raise PocketTTSError(f"{path} is there and was not made by this job: not replaced")
         os.replace(tmp, path)
     except BaseException:
         _remove(tmp)
         raise
+
+
+def is_own(path: str, made: Optional[str]) -> bool:
+    """Whether `path` is a regular file whose digest is `made`, one the product recorded writing (a
+    link or a FIFO there is not opened; None: nothing was recorded)."""
+    return made is not None and _regular_digest(path) == made
+
+
+def remove_own(path: str, made: Optional[str]) -> bool:
+    """Remove `path` where it is a file the product wrote (`is_own`); anything else is left as it
+    is. Whether it was removed."""
+    if not is_own(path, made):
+        return False
+    os.unlink(path)
+    return True
 
 
 def writes_through(path: str) -> bool:
