@@ -25,7 +25,7 @@ synthesis under way as it was), and is closed after one that ends it (idle, life
 too large or malformed). Events out of order: a `synthesize-chunk` or `synthesize-stop` after
 `synthesize-stop` (`after_end`), outside a stream, or a synthesis asked for while one is under
 way (`unexpected_event`). A voice is asked for by name or by language (server/wyoming_voices.py).
-`text_format: ssml` reads <break> as a pause and drops other tags (core.portable.ssml). While a
+`text_format: ssml` reads <break> as a pause and drops other tags (core.portable.text.ssml). While a
 stream is under way, the `synthesize` event Home Assistant sends beside it (the whole text, for
 servers without streaming) is not said again.
 """
@@ -52,8 +52,8 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
-from core.portable.audio import pcm16
-from core.portable.options import GenerationOptions
+from core.portable.audio.pcm import pcm16
+from core.portable.synthesis.options import GenerationOptions
 from server import errors
 from server.access import Caller
 from server.engine import ServerEngine
@@ -65,6 +65,10 @@ log = logging.getLogger("pocket_tts.server")
 
 # Bytes of an event's data or payload (a synthesize of MAX_TEXT characters fits many times).
 MAX_EVENT = 64 * 1024
+# How long a connection the server ends stays half-closed: the client reads the error that ends it
+# to the end, and what it sends meanwhile is read and dropped, where closing at once would answer it
+# with a reset that loses the error on the client's side.
+LINGER = 1.0
 
 
 class Listener(Protocol):
@@ -129,6 +133,7 @@ class Handler(AsyncEventHandler):
         self.streaming = False
         self.sender: Optional[asyncio.Task] = None
         self.writing = asyncio.Lock()  # the sender's events and the handler's, one whole event at a time
+        self.ended = False  # said the error that ends it: what comes now is dropped
 
     async def run(self) -> None:
         """Events until the client goes, or a refusal ends the connection (said first); the
@@ -154,7 +159,8 @@ class Handler(AsyncEventHandler):
                     if not self.reader.at_eof():
                         raise ServiceError(errors.INVALID_JSON, "a malformed event: not JSON")
                     return
-                await self.handle_event(event)
+                if not self.ended:
+                    await self.handle_event(event)
         except ServiceError as error:
             await self._say_error(error)
         except _Closed:
@@ -315,5 +321,9 @@ class Handler(AsyncEventHandler):
         error = await self.clock.expired()
         await self._end_synthesis()
         await self._say_error(error)
+        self.ended = True
+        if self.writer.can_write_eof():
+            self.writer.write_eof()
+            await asyncio.sleep(LINGER)
         self.writer.close()
         self.reader.feed_eof()

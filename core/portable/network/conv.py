@@ -1,0 +1,108 @@
+"""Streaming 1-D convolutions, channels first ([C, T]; [B, C, T] for B streams at once).
+
+Each convolution has a step form that carries its left context in a state array (mutated in
+place) and a batch form, which is the step form run once from a fresh state. The step forms take
+an optional leading axis of streams, each with its own state row: the streams share one product
+per convolution (the server steps many generations together). The official
+StreamingConv1d pads on the left only (causal), with zeros or, for `replicate`, copies of the
+first sample. The official StreamingConvTranspose1d keeps the overlapping tail of its output for
+the next call; here it keeps the last input steps instead, which gives the same sums with one
+matrix product per call (see `prepare_transposed`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from . import ops
+
+Params = Dict[str, Any]
+
+
+def conv1d_context(kernel_size: int, stride: int, dilation: int) -> int:
+    """Left context a streaming convolution keeps between calls."""
+    return (kernel_size - 1) * dilation + 1 - stride
+
+
+def conv1d_init_state(p: Params, stride: int, dilation: int) -> np.ndarray:
+    c_out, c_in, k = p["weight"].shape
+    return np.zeros((c_in, conv1d_context(k, stride, dilation)), dtype=np.float32)
+
+
+def conv1d_step(p: Params, x: np.ndarray, previous: np.ndarray, stride: int = 1, dilation: int = 1) -> np.ndarray:
+    """x [(B,) C_in, T] (T a multiple of stride) -> [(B,) C_out, T // stride]; `previous` [(B,) C_in, P]
+    is updated."""
+    context = previous.shape[-1]
+    padded = np.concatenate([previous, x], axis=-1) if context else np.ascontiguousarray(x)  # [(B,) C_in, P + T]
+    y = ops.conv(padded, p["weight"], x.shape[-1] // stride, stride, dilation, p.get("bias"))  # [(B,) C_out, T / S]
+    if context:
+        previous[...] = padded[..., padded.shape[-1] - context :]
+    return y
+
+
+def conv1d(p: Params, x: np.ndarray, stride: int = 1, dilation: int = 1, pad_mode: str = "constant") -> np.ndarray:
+    """Batch form: left padding with zeros, or with copies of the first sample for `replicate`."""
+    previous = conv1d_init_state(p, stride, dilation)
+    if pad_mode == "replicate":
+        previous[...] = x[:, :1]
+    return conv1d_step(p, x, previous, stride, dilation)
+
+
+def prepare_transposed(p: Params, stride: int, groups: int = 1) -> Params:
+    """p with `taps` added (p itself is left as it is): the transposed convolution's kernel as an
+    ordinary one (made once, at load).
+
+    Output frame t (`stride` samples) of a transposed convolution with K = m * stride taps sums
+    the input steps t - m + 1 .. t, so it is a convolution over input steps with C_out * stride
+    output channels, whose channels are then laid out in time. taps: [G, C_out/G * S, C_in/G * m].
+    """
+    weight = p["weight"]  # [C_in, C_out / G, K]
+    c_in, c_out_g, k = weight.shape
+    m = -(-k // stride)
+    if m * stride != k:
+        weight = np.concatenate([weight, np.zeros((c_in, c_out_g, m * stride - k), np.float32)], axis=2)
+    # Input step t - j meets tap block j; in the window over steps it sits at position m - 1 - j.
+    w = weight.reshape(groups, c_in // groups, c_out_g, m, stride)[:, :, :, ::-1, :]
+    taps = np.ascontiguousarray(w.transpose(0, 2, 4, 1, 3)).reshape(groups, c_out_g * stride, c_in // groups * m)
+    return dict(p, taps=taps)
+
+
+def conv_transpose1d_init_state(p: Params, stride: int) -> np.ndarray:
+    """The last m - 1 input steps (zeros before the first call)."""
+    c_in, _, k = p["weight"].shape
+    return np.zeros((c_in, -(-k // stride) - 1), dtype=np.float32)
+
+
+def conv_transpose1d_step(p: Params, x: np.ndarray, previous: np.ndarray, stride: int) -> np.ndarray:
+    """x [(B,) C_in, T] -> [(B,) C_out, T * stride]; `previous` [(B,) C_in, m - 1] is updated. Needs
+    `prepare_transposed`."""
+    kernel = p["taps"]  # [G, C_out/G * S, C_in/G * m]
+    groups, rows, _ = kernel.shape
+    lead, (c_in, t) = x.shape[:-2], x.shape[-2:]
+    m = previous.shape[-1] + 1
+    padded = np.concatenate([previous, x], axis=-1) if m > 1 else np.ascontiguousarray(x)  # [(B,) C_in, m - 1 + T]
+    if groups == 1:
+        out = ops.conv(padded, kernel[0].reshape(rows, c_in, m), t)  # [(B,) C_out * S, T]
+    else:
+        step = padded.strides[-1]
+        windows = as_strided(padded, shape=lead + (c_in, m, t), strides=padded.strides[:-1] + (step, step))
+        out = np.matmul(kernel, windows.reshape(lead + (groups, c_in // groups * m, t)))  # [(B,) G, C_out/G * S, T]
+    if m > 1:
+        previous[...] = padded[..., padded.shape[-1] - (m - 1) :]
+    c_out = groups * rows // stride
+    # Channels laid out in time: [(B,) C_out, S, T] -> [(B,) C_out, T, S].
+    y = np.swapaxes(out.reshape(lead + (c_out, stride, t)), -1, -2).reshape(lead + (c_out, t * stride))
+    bias = p.get("bias")
+    return y if bias is None else y + bias[:, None]
+
+
+def pad_for_frames(x: np.ndarray, frame_size: int) -> np.ndarray:
+    """Right-pad x [..., T] with zeros to a whole number of frames (the official pad_for_conv1d)."""
+    extra = -x.shape[-1] % frame_size
+    if extra == 0:
+        return x
+    pad = [(0, 0)] * (x.ndim - 1) + [(0, extra)]
+    return np.pad(x, pad)

@@ -1,0 +1,859 @@
+// The compiled kernels under core.ops: the matrix products and activations NumPy runs slowly where it
+// has no BLAS and no SIMD (Pyodide). Built to WebAssembly SIMD by scripts/build_kernels.py, and with
+// the same source natively (GCC/Clang vector extensions; the compiler picks the vector instructions).
+//
+// The WebAssembly module runs inside Pyodide's own memory: it imports that memory, and every pointer
+// is a NumPy array's data pointer handed over by core/portable/network/kernels.py, which checks dtype, contiguity,
+// shapes and writability before each call. So the code must not own any memory: no globals, no
+// static data, no local arrays or address-taken locals (they would need a shadow stack at a fixed
+// address inside Pyodide's heap), no libc. The build fails if the module has globals or data.
+//
+// Two WebAssembly builds come from this file: WebAssembly SIMD (every browser with SIMD), and relaxed
+// SIMD (-mrelaxed-simd, __wasm_relaxed_simd__), where the products' multiply-adds are fused (MADD).
+//
+// All arrays are C-contiguous float32 unless named otherwise; `bias` may be 0 (none).
+#include <stdint.h>
+#if defined(__AVX__) && !defined(__wasm__)
+#include <immintrin.h>
+#endif
+
+#if defined(__wasm__)
+#include <wasm_simd128.h>
+#define EXPORT(name) __attribute__((export_name(#name)))
+#define LANES 4
+#elif defined(__AVX512F__)
+// AVX-512's whole registers: the decoder's convolutions 1.2-1.4x faster than with 8 lanes (one
+// thread), the sums across lanes of the products of a few float rows ~10% slower.
+#define EXPORT(name) __attribute__((visibility("default")))
+#define LANES 16
+#else
+#define EXPORT(name) __attribute__((visibility("default")))
+#define LANES 8
+#endif
+
+// Vectors of LANES floats, loaded and stored at any 4-byte alignment.
+typedef float vf __attribute__((vector_size(LANES * 4), aligned(4), may_alias));
+typedef int32_t vi __attribute__((vector_size(LANES * 4), aligned(4), may_alias));
+
+#define LOAD(p) (*(const vf *)(p))
+#define STORE(p, v) (*(vf *)(p) = (v))
+
+#if defined(__wasm__)
+static inline vf splat(float x) { return (vf){0} + x; }
+#else
+// x - 0 is x for every x (-0 included), so the compiler broadcasts x alone, where x + 0 kept a
+// scalar add before every broadcast.
+static inline vf splat(float x) { return x - (vf){0}; }
+#endif
+
+// a + b * c. With relaxed SIMD one f32x4.relaxed_madd, which the engine runs fused (one rounding)
+// where the processor has fused multiply-add and as a multiply then an add elsewhere: so the last
+// bits of a product may differ between machines (browser/kernel_check.py's bound covers both).
+#if defined(__wasm_relaxed_simd__)
+#define MADD(a, b, c) ((vf)wasm_f32x4_relaxed_madd((v128_t)(b), (v128_t)(c), (v128_t)(a)))
+#else
+#define MADD(a, b, c) ((a) + (b) * (c))
+#endif
+
+// Lanes of a where mask (a comparison's result) is set, else of b.
+static inline vf blend(vi mask, vf a, vf b) { return (vf)(((vi)a & mask) | ((vi)b & ~mask)); }
+
+// The sum of the lanes (constant lane indices: a variable index would put the vector in memory).
+static inline float hsum(vf v) {
+#if LANES == 4
+  return (v[0] + v[1]) + (v[2] + v[3]);
+#elif LANES == 16
+  return (((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]))) +
+         (((v[8] + v[9]) + (v[10] + v[11])) + ((v[12] + v[13]) + (v[14] + v[15])));
+#else
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Linear layers: Y[M, N] = X[M, K] @ W[N, K]^T + bias[N], the weight stored as nn.Linear stores it.
+
+// Rows of X per pass over W: a block of X (40 KB at K = 512) stays in cache while W streams by.
+#define ROW_BLOCK 16
+
+// y[0..4) = the sums s0..s3 of four rows of W (w0, stride K) with x, plus the columns k >= kv.
+static inline void row_tail(const float *x, const float *w0, int K, int kv, float *y, float s0, float s1, float s2,
+                            float s3) {
+  const float *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+  for (int k = kv; k < K; k++) {
+    s0 += x[k] * w0[k]; s1 += x[k] * w1[k]; s2 += x[k] * w2[k]; s3 += x[k] * w3[k];
+  }
+  y[0] = s0; y[1] = s1; y[2] = s2; y[3] = s3;
+}
+
+// Columns [0, 4) of Y (row stride N) for all M rows: four rows of W (w, stride K) against every
+// row of X, two X rows at a time.
+static void linear_4cols(const float *X, const float *w0, float *Y, int M, int N, int K) {
+  const float *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+  int kv = K - K % LANES;
+  int m = 0;
+  for (; m + 2 <= M; m += 2) {
+    const float *x0 = X + (long)m * K, *x1 = x0 + K;
+    vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+    for (int k = 0; k < kv; k += LANES) {
+      vf u = LOAD(x0 + k), v = LOAD(x1 + k), w;
+      w = LOAD(w0 + k); a0 = MADD(a0, u, w); b0 = MADD(b0, v, w);
+      w = LOAD(w1 + k); a1 = MADD(a1, u, w); b1 = MADD(b1, v, w);
+      w = LOAD(w2 + k); a2 = MADD(a2, u, w); b2 = MADD(b2, v, w);
+      w = LOAD(w3 + k); a3 = MADD(a3, u, w); b3 = MADD(b3, v, w);
+    }
+    float *y = Y + (long)m * N;
+    row_tail(x0, w0, K, kv, y, hsum(a0), hsum(a1), hsum(a2), hsum(a3));
+    row_tail(x1, w0, K, kv, y + N, hsum(b0), hsum(b1), hsum(b2), hsum(b3));
+  }
+  if (m < M) {  // the last odd row (the matrix-vector case): k unrolled twice, 8 accumulators
+    const float *x = X + (long)m * K;
+    vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+    int k = 0;
+    for (; k + 2 * LANES <= kv; k += 2 * LANES) {
+      vf u = LOAD(x + k), v = LOAD(x + k + LANES);
+      a0 = MADD(a0, u, LOAD(w0 + k)); b0 = MADD(b0, v, LOAD(w0 + k + LANES));
+      a1 = MADD(a1, u, LOAD(w1 + k)); b1 = MADD(b1, v, LOAD(w1 + k + LANES));
+      a2 = MADD(a2, u, LOAD(w2 + k)); b2 = MADD(b2, v, LOAD(w2 + k + LANES));
+      a3 = MADD(a3, u, LOAD(w3 + k)); b3 = MADD(b3, v, LOAD(w3 + k + LANES));
+    }
+    for (; k < kv; k += LANES) {
+      vf u = LOAD(x + k);
+      a0 = MADD(a0, u, LOAD(w0 + k)); a1 = MADD(a1, u, LOAD(w1 + k));
+      a2 = MADD(a2, u, LOAD(w2 + k)); a3 = MADD(a3, u, LOAD(w3 + k));
+    }
+    row_tail(x, w0, K, kv, Y + (long)m * N, hsum(a0 + b0), hsum(a1 + b1), hsum(a2 + b2), hsum(a3 + b3));
+  }
+}
+
+static float dot(const float *x, const float *w, int K) {
+  vf a = {0};
+  int k = 0;
+  for (; k + LANES <= K; k += LANES) a = MADD(a, LOAD(x + k), LOAD(w + k));
+  float s = hsum(a);
+  for (; k < K; k++) s += x[k] * w[k];
+  return s;
+}
+
+// `count` columns of Y (row stride N) for all M rows, from `count` rows of W starting at W.
+static void linear_cols(const float *X, const float *W, float *Y, int M, int N, int K, int count) {
+  int n = 0;
+  for (; n + 4 <= count; n += 4) linear_4cols(X, W + (long)n * K, Y + n, M, N, K);
+  for (; n < count; n++)
+    for (int m = 0; m < M; m++) Y[(long)m * N + n] = dot(X + (long)m * K, W + (long)n * K, K);
+}
+
+static void add_bias(float *Y, const float *bias, int M, int N) {
+  if (!bias) return;
+  for (int m = 0; m < M; m++) {
+    float *y = Y + (long)m * N;
+    int n = 0;
+    for (; n + LANES <= N; n += LANES) STORE(y + n, LOAD(y + n) + LOAD(bias + n));
+    for (; n < N; n++) y[n] += bias[n];
+  }
+}
+
+EXPORT(pk_linear_f32)
+void pk_linear_f32(const float *X, const float *W, const float *bias, float *Y, int M, int N, int K) {
+  for (int m = 0; m < M; m += ROW_BLOCK) {
+    int rows = M - m < ROW_BLOCK ? M - m : ROW_BLOCK;
+    linear_cols(X + (long)m * K, W, Y + (long)m * N, rows, N, K, N);
+  }
+  add_bias(Y, bias, M, N);
+}
+
+// ---------------------------------------------------------------------------------------------
+// int8 weights times int8 activations: Y[M, N] = X[M, K] @ W[N, K]^T + bias[N], where
+// W[n, k] = Q[n, k] * S[n, k / G] (int8 values, a float32 scale per group of G consecutive columns).
+//
+// Each row x of X is quantized on the fly in two 7-bit parts, so that the products are int8 x int8
+// dot products (no widening of int8 to float) while the activations keep about 14 bits:
+//   lo = min(0, min x), hi = max(0, max x), scale = (hi - lo) / 125 (1 where that is not > 1e-30),
+//   inv = 1 / scale, zero = rint(-lo * inv) + 1; for each k, v = x[k] * inv, r = rint(v):
+//   u[k] = clamp(r + zero, 0, 127), f[k] = rint((v - r) * 126) + 63 (0..126),
+// so x[k] ~ scale * (u[k] - zero + (f[k] - 63) / 126), within scale / 252. (125 levels and the
+// zero point's + 1 keep r + zero inside 0..127 whatever the rounding at the ends.) Then
+//   Y[m, n] = scale * sum over g of S[n, g] * ((U - zero * sums) + (F - 63 * sums) / 126) + bias[n],
+// with U = u . Q[n, group g], F = f . Q[n, group g] and sums[n, g] the group's sum of Q (pk_i8_sums).
+// U and F are exact int32 sums: 0..127 times -128..127 never overflows the 16-bit pairwise sums
+// that the relaxed dot product and x86's pmaddubsw make, so only the float32 scaling rounds.
+// One relaxed dot product per 16 weights and part, where widening int8 to float took 10 operations.
+
+#if defined(__wasm__)
+#define I8_SUM(acc) \
+  (wasm_i32x4_extract_lane(acc, 0) + wasm_i32x4_extract_lane(acc, 1) + wasm_i32x4_extract_lane(acc, 2) + wasm_i32x4_extract_lane(acc, 3))
+#endif
+#if defined(__wasm_relaxed_simd__)
+#define I8_CHUNK 16
+typedef v128_t iacc;
+#define I8_WEIGHTS(q) v128_t w_ = wasm_v128_load(q)
+#define I8_DOT(acc, u) (acc = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(w_, wasm_v128_load(u), acc))
+#elif defined(__wasm__)
+// Without relaxed SIMD: both sides widened to 16 bits, then i32x4.dot_i16x8 (still exact).
+#define I8_CHUNK 16
+typedef v128_t iacc;
+#define I8_WEIGHTS(q) \
+  v128_t b_ = wasm_v128_load(q), wl_ = wasm_i16x8_extend_low_i8x16(b_), wh_ = wasm_i16x8_extend_high_i8x16(b_)
+#define I8_DOT(acc, u)                                                                                        \
+  do {                                                                                                        \
+    v128_t a_ = wasm_v128_load(u);                                                                            \
+    acc = wasm_i32x4_add(acc, wasm_i32x4_add(wasm_i32x4_dot_i16x8(wl_, wasm_u16x8_extend_low_u8x16(a_)),     \
+                                             wasm_i32x4_dot_i16x8(wh_, wasm_u16x8_extend_high_u8x16(a_)))); \
+  } while (0)
+#elif defined(__AVX512VNNI__)
+// AVX-512 VNNI: one vpdpbusd per 64 weights and part (unsigned by signed bytes, summed into int32:
+// no 16-bit pairwise sum at all), where AVX2 takes three instructions per 32.
+#define I8_CHUNK 64
+typedef __m512i iacc;
+#define I8_LOAD(p) _mm512_loadu_si512((const void *)(p))
+#define I8_DOTW(acc, a, w) (acc = _mm512_dpbusd_epi32(acc, a, w))
+#define I8_SUM(acc) _mm512_reduce_add_epi32(acc)
+#elif defined(__AVX2__)
+#define I8_CHUNK 32
+typedef __m256i iacc;
+#define I8_LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
+#define I8_DOTW(acc, a, w) (acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, w), _mm256_set1_epi16(1))))
+static inline int I8_SUM(__m256i acc) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+#endif
+// Natively with a vector instruction set: a chunk loaded (I8_LOAD), and the products of a loaded
+// chunk of a part with loaded weights added to an accumulator (I8_DOTW), of which the chunk-at-a-time
+// forms above are made.
+#if defined(I8_LOAD)
+#define I8_WEIGHTS(q) iacc w_ = I8_LOAD(q)
+#define I8_DOT(acc, u) I8_DOTW(acc, I8_LOAD(u), w_)
+#elif !defined(__wasm__)
+// Elsewhere natively: plain integer loops, which the compiler vectorizes as it can.
+#define I8_CHUNK 16
+typedef int32_t iacc;
+#define I8_WEIGHTS(q) const int8_t *w_ = (q)
+#define I8_DOT(acc, u)                                            \
+  do {                                                            \
+    const uint8_t *a_ = (u);                                      \
+    for (int i_ = 0; i_ < I8_CHUNK; i_++) acc += a_[i_] * w_[i_]; \
+  } while (0)
+#define I8_SUM(acc) (acc)
+#endif
+
+// rint of each lane (to nearest, ties to even), where the instruction set has it: the quantization
+// below runs a vector at a time there, and a value at a time elsewhere (the same results).
+#if defined(__wasm__)
+#define VRINT(v) ((vf)wasm_f32x4_nearest((v128_t)(v)))
+#elif LANES == 16
+#define VRINT(v) ((vf)_mm512_roundscale_ps((__m512)(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#elif defined(__AVX__)
+#define VRINT(v) ((vf)_mm256_round_ps((__m256)(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#endif
+
+// Bytes of a vector's lanes (integral values in 0..255), stored at any alignment.
+typedef uint8_t vb __attribute__((vector_size(LANES), aligned(1), may_alias));
+
+static inline float hmin(vf v) {
+  float m = v[0];
+  for (int i = 1; i < LANES; i++) m = v[i] < m ? v[i] : m;
+  return m;
+}
+
+static inline float hmax(vf v) {
+  float m = v[0];
+  for (int i = 1; i < LANES; i++) m = v[i] > m ? v[i] : m;
+  return m;
+}
+
+// Row x quantized into its two parts u and f, [0, K) each, as above; returns its scale and writes
+// its zero point to *zero. The vector loops compute each value as the scalar ones do (the minimum
+// and maximum are exact in any order), so the parts are the same either way.
+static inline __attribute__((always_inline)) float quantize_row(const float *x, uint8_t *u, uint8_t *f,
+                                                                uint8_t *zero, int K) {
+  float lo = 0, hi = 0;
+  int k = 0;
+#if defined(VRINT)
+  vf lows = {0}, highs = {0};
+  for (; k + LANES <= K; k += LANES) {
+    vf v = LOAD(x + k);
+    lows = blend(v < lows, v, lows);
+    highs = blend(v > highs, v, highs);
+  }
+  lo = hmin(lows), hi = hmax(highs);
+#endif
+  for (; k < K; k++) {
+    lo = x[k] < lo ? x[k] : lo;
+    hi = x[k] > hi ? x[k] : hi;
+  }
+  float scale = (hi - lo) / 125.0f;
+  if (!(scale > 1e-30f)) scale = 1.0f;
+  float inv = 1.0f / scale, z = __builtin_rintf(-lo * inv) + 1.0f;
+  k = 0;
+#if defined(VRINT)
+  vf inverse = splat(inv), zero_point = splat(z);
+  for (; k + LANES <= K; k += LANES) {
+    vf v = LOAD(x + k) * inverse, r = VRINT(v), c = r + zero_point;
+    c = blend(c > 0, c, splat(0));
+    c = blend(c < 127, c, splat(127));
+    vf fine = VRINT((v - r) * 126.0f) + 63.0f;
+    *(vb *)(u + k) = __builtin_convertvector(__builtin_convertvector(c, vi), vb);
+    *(vb *)(f + k) = __builtin_convertvector(__builtin_convertvector(fine, vi), vb);
+  }
+#endif
+  for (; k < K; k++) {
+    float v = x[k] * inv, r = __builtin_rintf(v), c = r + z;
+    c = c > 0 ? c : 0;
+    u[k] = (uint8_t)(c < 127 ? c : 127);
+    f[k] = (uint8_t)(__builtin_rintf((v - r) * 126.0f) + 63.0f);
+  }
+  *zero = (uint8_t)z;
+  return scale;
+}
+
+// R (1 to 4) quantized rows (parts U and F, row stride K) against the N rows of Q, into Y (row
+// stride ldy): each chunk of weights is loaded once for all R rows, and each row's result is the
+// same whatever R is.
+static inline __attribute__((always_inline)) void linear_i8_rows(const uint8_t *U, const uint8_t *F, const int8_t *Q,
+                                                                 const float *S, const int32_t *sums, float *Y, int R,
+                                                                 int N, int ldy, int K, int G, float x0, float x1,
+                                                                 float x2, float x3, int z0, int z1, int z2, int z3) {
+  int groups = K / G;
+  const uint8_t *u0 = U, *u1 = U + K, *u2 = U + 2 * K, *u3 = U + 3 * K;
+  const uint8_t *f0 = F, *f1 = F + K, *f2 = F + 2 * K, *f3 = F + 3 * K;
+  const float fine = 1.0f / 126.0f;
+  for (int n = 0; n < N; n++) {
+    const int8_t *q = Q + (long)n * K;
+    const float *s = S + (long)n * groups;
+    const int32_t *sum = sums + (long)n * groups;
+    float t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+    for (int g = 0; g < groups; g++) {
+      int k = g * G, end = k + G;
+      iacc a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+      for (; k + I8_CHUNK <= end; k += I8_CHUNK) {
+        I8_WEIGHTS(q + k);
+        I8_DOT(a0, u0 + k);
+        I8_DOT(b0, f0 + k);
+        if (R > 1) I8_DOT(a1, u1 + k);
+        if (R > 1) I8_DOT(b1, f1 + k);
+        if (R > 2) I8_DOT(a2, u2 + k);
+        if (R > 2) I8_DOT(b2, f2 + k);
+        if (R > 3) I8_DOT(a3, u3 + k);
+        if (R > 3) I8_DOT(b3, f3 + k);
+      }
+      int c0 = I8_SUM(a0), c1 = R > 1 ? I8_SUM(a1) : 0, c2 = R > 2 ? I8_SUM(a2) : 0, c3 = R > 3 ? I8_SUM(a3) : 0;
+      int d0 = I8_SUM(b0), d1 = R > 1 ? I8_SUM(b1) : 0, d2 = R > 2 ? I8_SUM(b2) : 0, d3 = R > 3 ? I8_SUM(b3) : 0;
+      for (; k < end; k++) {
+        c0 += u0[k] * q[k], d0 += f0[k] * q[k];
+        if (R > 1) c1 += u1[k] * q[k], d1 += f1[k] * q[k];
+        if (R > 2) c2 += u2[k] * q[k], d2 += f2[k] * q[k];
+        if (R > 3) c3 += u3[k] * q[k], d3 += f3[k] * q[k];
+      }
+      int middle = 63 * sum[g];
+      t0 += s[g] * ((float)(c0 - z0 * sum[g]) + (float)(d0 - middle) * fine);
+      if (R > 1) t1 += s[g] * ((float)(c1 - z1 * sum[g]) + (float)(d1 - middle) * fine);
+      if (R > 2) t2 += s[g] * ((float)(c2 - z2 * sum[g]) + (float)(d2 - middle) * fine);
+      if (R > 3) t3 += s[g] * ((float)(c3 - z3 * sum[g]) + (float)(d3 - middle) * fine);
+    }
+    Y[n] = x0 * t0;
+    if (R > 1) Y[ldy + n] = x1 * t1;
+    if (R > 2) Y[2 * ldy + n] = x2 * t2;
+    if (R > 3) Y[3 * ldy + n] = x3 * t3;
+  }
+}
+
+#if defined(I8_LOAD)
+// One quantized row (parts u and f) against four rows of Q at a time: the matrix-vector product of a
+// stream's step, which streams its weights from memory. Eight independent accumulator chains where
+// one row of Q had two, each chunk of the row loaded once for four, and the next four rows of Q
+// (contiguous) prefetched while these are multiplied: english's flow-LM matrices, 1.4x (AVX-512
+// VNNI) and 2.5x (AVX2) faster from the caches, 1.2x and 1.4x from memory. Each result is
+// linear_i8_rows's for R = 1, operation for operation (integer sums are exact in any order).
+static void linear_i8_vector(const uint8_t *u, const uint8_t *f, const int8_t *Q, const float *S, const int32_t *sums,
+                             float *Y, int N, int K, int G, float x0, int z0) {
+  int groups = K / G;
+  const float fine = 1.0f / 126.0f;
+  int n = 0;
+  for (; n + 4 <= N; n += 4) {
+    const int8_t *q0 = Q + (long)n * K, *q1 = q0 + K, *q2 = q1 + K, *q3 = q2 + K;
+    const float *s0 = S + (long)n * groups, *s1 = s0 + groups, *s2 = s1 + groups, *s3 = s2 + groups;
+    const int32_t *m0 = sums + (long)n * groups, *m1 = m0 + groups, *m2 = m1 + groups, *m3 = m2 + groups;
+    float t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+    for (int g = 0; g < groups; g++) {
+      int k = g * G, end = k + G;
+      iacc a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+      for (; k + I8_CHUNK <= end; k += I8_CHUNK) {
+        const int8_t *ahead = q0 + 4 * (long)K + 4 * (long)k;
+        __builtin_prefetch(ahead);
+        __builtin_prefetch(ahead + 64);
+        __builtin_prefetch(ahead + 128);
+        __builtin_prefetch(ahead + 192);
+        iacc uk = I8_LOAD(u + k), fk = I8_LOAD(f + k), w;
+        w = I8_LOAD(q0 + k); I8_DOTW(a0, uk, w); I8_DOTW(b0, fk, w);
+        w = I8_LOAD(q1 + k); I8_DOTW(a1, uk, w); I8_DOTW(b1, fk, w);
+        w = I8_LOAD(q2 + k); I8_DOTW(a2, uk, w); I8_DOTW(b2, fk, w);
+        w = I8_LOAD(q3 + k); I8_DOTW(a3, uk, w); I8_DOTW(b3, fk, w);
+      }
+      int c0 = I8_SUM(a0), c1 = I8_SUM(a1), c2 = I8_SUM(a2), c3 = I8_SUM(a3);
+      int d0 = I8_SUM(b0), d1 = I8_SUM(b1), d2 = I8_SUM(b2), d3 = I8_SUM(b3);
+      for (; k < end; k++) {
+        c0 += u[k] * q0[k], d0 += f[k] * q0[k];
+        c1 += u[k] * q1[k], d1 += f[k] * q1[k];
+        c2 += u[k] * q2[k], d2 += f[k] * q2[k];
+        c3 += u[k] * q3[k], d3 += f[k] * q3[k];
+      }
+      t0 += s0[g] * ((float)(c0 - z0 * m0[g]) + (float)(d0 - 63 * m0[g]) * fine);
+      t1 += s1[g] * ((float)(c1 - z0 * m1[g]) + (float)(d1 - 63 * m1[g]) * fine);
+      t2 += s2[g] * ((float)(c2 - z0 * m2[g]) + (float)(d2 - 63 * m2[g]) * fine);
+      t3 += s3[g] * ((float)(c3 - z0 * m3[g]) + (float)(d3 - 63 * m3[g]) * fine);
+    }
+    Y[n] = x0 * t0;
+    Y[n + 1] = x0 * t1;
+    Y[n + 2] = x0 * t2;
+    Y[n + 3] = x0 * t3;
+  }
+  if (n < N)
+    linear_i8_rows(u, f, Q + (long)n * K, S + (long)n * groups, sums + (long)n * groups, Y + n, 1, N - n, 0, K, G, x0,
+                   0, 0, 0, z0, 0, 0, 0);
+}
+#define I8_VECTOR 1
+#endif
+
+#if defined(__AVX512VNNI__)
+// Blocks of I8_BLOCK rows of X (a text prompt's) against I8_TILE rows of Q at a time, with no sum
+// across a vector's lanes: the block's parts are packed so that a vector holds 4 consecutive
+// columns of each of its 16 rows (an int32 lane per row, vpdpbusd's layout), and each 4 values of
+// a row of Q are broadcast to all lanes, so one vpdpbusd adds 4 products to each of 16 rows' sums.
+// Each row's result is still linear_i8_rows's, operation for operation: the same integer sums,
+// then the same float32 operations, a row per lane. Native only, as AVX-512 VNNI's 32 registers
+// hold the tile's 16 accumulators and the block's two parts (timings: pk_linear_i8).
+#define I8_BLOCK 16
+#define I8_TILE 8
+
+// R (<= 16) rows of a part (row stride K) packed, zeros after them: P[k / 4][r][k % 4] = part[r][k].
+static void pack_block(const uint8_t *part, int R, int K, uint8_t *P) {
+  for (int k = 0; k < K; k += 4)
+    for (int r = 0; r < I8_BLOCK; r++) {
+      uint8_t *to = P + (long)k * I8_BLOCK + 4 * r;
+      if (r < R)
+        __builtin_memcpy(to, part + (long)r * K + k, 4);
+      else
+        __builtin_memset(to, 0, 4);
+    }
+}
+
+// The integer sums of columns [k, end) of a packed block (parts PU, PF) against C (I8_TILE or 1)
+// rows of Q: into sums[2 c] their products with u, into sums[2 c + 1] those with f, a row of the
+// block per lane. Nothing else is live here: with the tile's float sums beside them in
+// linear_i8_tile, GCC 12 copied the 16 accumulators between registers on every step (0.8x).
+static inline __attribute__((always_inline)) void i8_block_sums(const uint8_t *PU, const uint8_t *PF, const int8_t *Q,
+                                                                int C, int K, int k, int end, __m512i *sums) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  __m512i b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
+  const int8_t *q = Q + k;
+  const uint8_t *pu = PU + (long)k * I8_BLOCK, *pf = PF + (long)k * I8_BLOCK;
+  long K1 = K, K2 = 2 * K1, K3 = 3 * K1, K4 = 4 * K1, K5 = 5 * K1, K6 = 6 * K1, K7 = 7 * K1;
+#define I8_BLOCK_DOT(offset, a, b)                     \
+  do {                                                 \
+    int32_t w4_;                                       \
+    __builtin_memcpy(&w4_, q + i + (offset), 4);       \
+    __m512i w_ = _mm512_set1_epi32(w4_);               \
+    a = _mm512_dpbusd_epi32(a, u, w_);                 \
+    b = _mm512_dpbusd_epi32(b, f, w_);                 \
+  } while (0)
+#pragma GCC unroll 2
+  for (long i = 0; i < end - k; i += 4) {
+    __m512i u = _mm512_loadu_si512((const void *)(pu + i * I8_BLOCK));
+    __m512i f = _mm512_loadu_si512((const void *)(pf + i * I8_BLOCK));
+    I8_BLOCK_DOT(0, a0, b0);
+    if (C > 1) {
+      I8_BLOCK_DOT(K1, a1, b1); I8_BLOCK_DOT(K2, a2, b2); I8_BLOCK_DOT(K3, a3, b3);
+      I8_BLOCK_DOT(K4, a4, b4); I8_BLOCK_DOT(K5, a5, b5); I8_BLOCK_DOT(K6, a6, b6); I8_BLOCK_DOT(K7, a7, b7);
+    }
+  }
+#undef I8_BLOCK_DOT
+  sums[0] = a0, sums[1] = b0;
+  if (C > 1) {
+    sums[2] = a1, sums[3] = b1, sums[4] = a2, sums[5] = b2, sums[6] = a3, sums[7] = b3;
+    sums[8] = a4, sums[9] = b4, sums[10] = a5, sums[11] = b5, sums[12] = a6, sums[13] = b6, sums[14] = a7, sums[15] = b7;
+  }
+}
+
+static __attribute__((noinline)) void i8_block_sums8(const uint8_t *PU, const uint8_t *PF, const int8_t *Q, int K,
+                                                     int k, int end, __m512i *sums) {
+  i8_block_sums(PU, PF, Q, I8_TILE, K, k, end, sums);
+}
+
+// C (I8_TILE or 1) rows of Q against a packed block: Y[r, c] for the block's R rows r, each row's
+// float32 operations linear_i8_rows's.
+static inline __attribute__((always_inline)) void linear_i8_tile(const uint8_t *PU, const uint8_t *PF, const int8_t *Q,
+                                                                 const float *S, const int32_t *sums, float *Y, int C,
+                                                                 int R, int ldy, int K, int G, vf xs, vi zs) {
+  int groups = K / G;
+  const float fine = 1.0f / 126.0f;
+  vf t[I8_TILE];
+  __m512i dots[2 * I8_TILE];
+  for (int c = 0; c < C; c++) t[c] = splat(0);
+  for (int g = 0; g < groups; g++) {
+    if (C == I8_TILE)
+      i8_block_sums8(PU, PF, Q, K, g * G, (g + 1) * G, dots);
+    else
+      i8_block_sums(PU, PF, Q, 1, K, g * G, (g + 1) * G, dots);
+    for (int c = 0; c < C; c++) {
+      int sum = sums[(long)c * groups + g];
+      vi whole = (vi)dots[2 * c] - zs * sum, parts = (vi)dots[2 * c + 1] - 63 * sum;
+      t[c] += S[(long)c * groups + g] * (__builtin_convertvector(whole, vf) + __builtin_convertvector(parts, vf) * fine);
+    }
+  }
+  for (int c = 0; c < C; c++) {
+    vf y = xs * t[c];
+    for (int r = 0; r < R; r++) Y[(long)r * ldy + c] = y[r];
+  }
+}
+
+// A packed block of R rows (parts PU, PF; scales xs and zero points zs of its rows) against N rows
+// of Q.
+static void linear_i8_block(const uint8_t *PU, const uint8_t *PF, const int8_t *Q, const float *S, const int32_t *sums,
+                            float *Y, int R, int N, int ldy, int K, int G, const float *xs, const uint8_t *zs) {
+  int groups = K / G;
+  vf scales = splat(0);
+  vi zero_points = scales < 0;
+  for (int r = 0; r < R; r++) scales[r] = xs[r], zero_points[r] = zs[r];
+  int n = 0;
+  for (; n + I8_TILE <= N; n += I8_TILE)
+    linear_i8_tile(PU, PF, Q + (long)n * K, S + (long)n * groups, sums + (long)n * groups, Y + n, I8_TILE, R, ldy, K, G,
+                   scales, zero_points);
+  for (; n < N; n++)
+    linear_i8_tile(PU, PF, Q + (long)n * K, S + (long)n * groups, sums + (long)n * groups, Y + n, 1, R, ldy, K, G,
+                   scales, zero_points);
+}
+#endif
+
+// Rows of Q per pass over every row of X: 128 KB of weights, which stay in the core's L2 cache while
+// X's blocks of rows go by, so that a product of many rows (a text prompt) reads Q from memory once,
+// not once per block of rows, and every row is quantized once.
+#define I8_PANEL_BYTES (128 * 1024)
+
+// scratch: uint8 [i8_scratch(M, K)], the caller's: every row's part u, then every row's part f,
+// their zero points, then (4-byte aligned) their float32 scales.
+EXPORT(pk_linear_i8)
+void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const int32_t *sums, const float *bias, float *Y,
+                  int M, int N, int K, int G, uint8_t *scratch) {
+  long parts = (long)M * K;
+  uint8_t *U = scratch, *F = scratch + parts, *zeros = scratch + 2 * parts;
+  float *scales = (float *)(scratch + ((2 * parts + M + 3) & ~3L));
+  for (int m = 0; m < M; m++) scales[m] = quantize_row(X + (long)m * K, U + (long)m * K, F + (long)m * K, zeros + m, K);
+  int groups = K / G, panel = I8_PANEL_BYTES / K;
+  panel = panel < 4 ? 4 : panel - panel % 4;
+#if defined(I8_BLOCK)
+  // Rows [0, blocked) go by blocks, the last one partial where 6 rows or more are left: on english's
+  // 24 flow-LM matrices, one thread, a block costs what 6 rows cost on linear_i8_rows. By block,
+  // 40 rows take 27-32 ms where 8 rows at a time on the dot-product form took 64, 16 rows 10-13
+  // where they took 29. The blocks are packed after the scales, from a 64-byte boundary: each
+  // block's part u, then its part f.
+  uint8_t *packed = (uint8_t *)(((uintptr_t)(scales + M) + 63) & ~(uintptr_t)63);
+  long block_bytes = (long)I8_BLOCK * K;
+  int blocked = 0;
+  if (K % 4 == 0 && G % 4 == 0) blocked = M % I8_BLOCK >= 6 ? M : M - M % I8_BLOCK;
+  for (int m = 0; m < blocked; m += I8_BLOCK) {
+    uint8_t *p = packed + 2 * (m / I8_BLOCK) * block_bytes;
+    int rows = blocked - m < I8_BLOCK ? blocked - m : I8_BLOCK;
+    pack_block(U + (long)m * K, rows, K, p);
+    pack_block(F + (long)m * K, rows, K, p + block_bytes);
+  }
+#endif
+  for (int n = 0; n < N; n += panel) {
+    int count = N - n < panel ? N - n : panel;
+    const int8_t *q = Q + (long)n * K;
+    const float *s = S + (long)n * groups;
+    const int32_t *sum = sums + (long)n * groups;
+    int m = 0;
+#if defined(I8_BLOCK)
+    for (; m < blocked; m += I8_BLOCK) {
+      const uint8_t *p = packed + 2 * (m / I8_BLOCK) * block_bytes;
+      int rows = blocked - m < I8_BLOCK ? blocked - m : I8_BLOCK;
+      linear_i8_block(p, p + block_bytes, q, s, sum, Y + (long)m * N + n, rows, count, N, K, G, scales + m, zeros + m);
+    }
+#endif
+    for (; m < M; m += 4) {
+      const uint8_t *u = U + (long)m * K, *f = F + (long)m * K, *z = zeros + m;
+      const float *x = scales + m;
+      float *y = Y + (long)m * N + n;
+      switch (M - m < 4 ? M - m : 4) {
+        case 1:
+#if defined(I8_VECTOR)
+          linear_i8_vector(u, f, q, s, sum, y, count, K, G, x[0], z[0]);
+#else
+          linear_i8_rows(u, f, q, s, sum, y, 1, count, N, K, G, x[0], 0, 0, 0, z[0], 0, 0, 0);
+#endif
+          break;
+        case 2: linear_i8_rows(u, f, q, s, sum, y, 2, count, N, K, G, x[0], x[1], 0, 0, z[0], z[1], 0, 0); break;
+        case 3: linear_i8_rows(u, f, q, s, sum, y, 3, count, N, K, G, x[0], x[1], x[2], 0, z[0], z[1], z[2], 0); break;
+        default:
+          linear_i8_rows(u, f, q, s, sum, y, 4, count, N, K, G, x[0], x[1], x[2], x[3], z[0], z[1], z[2], z[3]);
+          break;
+      }
+    }
+  }
+  add_bias(Y, bias, M, N);
+}
+
+// sums[n, g] = the sum of group g (G columns) of row n of Q [N, K]: computed once per matrix.
+EXPORT(pk_i8_sums)
+void pk_i8_sums(const int8_t *Q, int32_t *sums, int N, int K, int G) {
+  for (int n = 0; n < N; n++)
+    for (int g = 0; g < K / G; g++) {
+      const int8_t *q = Q + (long)n * K + (long)g * G;
+      int32_t s = 0;
+      for (int k = 0; k < G; k++) s += q[k];
+      sums[(long)n * (K / G) + g] = s;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Convolution over time, channels first: Y[M, N] = sum over c < C, j < T of
+// W[M, C, T][m, c, j] * X[c * ldx + n + j * dilation], + bias[m]. X rows hold the left context
+// (ldx >= N + (T - 1) * dilation). With T = 1 this is the plain product W[M, C] @ X[C, N].
+//
+// Output columns are computed in tiles of `rows` weight rows by `vecs` vectors: rows * vecs
+// accumulators, the vecs vectors of X read once per tap for all the rows, and one weight splat.
+// With 16 vector registers (V8's XMM registers on x86-64 for WebAssembly; AVX2) the tile is 2 rows
+// by 4 vectors: 13 live vectors, none spilled. 4 by 4, 21 vectors, spilled accumulators to the
+// stack on every tap: 0.7-0.85x the speed in Chromium (and fusing its multiply-adds gained at most
+// 1.1x), 0.7-0.8x natively with AVX2. Its 8 accumulators are 8 independent multiply-add chains,
+// enough to cover the latency of 2 a cycle. With AVX-512's 32 registers 4 by 4 fits, and needs
+// fewer loads per multiply-add (GCC: 1.2-1.35x faster than 2 by 4). The last vectors of columns
+// go 4 rows by 2 and 8 by 1, and rows left over one at a time.
+#if defined(__AVX512F__)
+#define CONV_ROWS 4
+#else
+#define CONV_ROWS 2
+#endif
+
+// splat(*p): in WebAssembly one v128.load32_splat (a scalar load and splat cost more, with the +0
+// of splat() kept as a scalar add).
+static inline vf splat_load(const float *p) {
+#if defined(__wasm__)
+  return (vf)wasm_v128_load32_splat(p);
+#else
+  return splat(*p);
+#endif
+}
+
+// rows and vecs are constants where inlined (rows * vecs <= 16, vecs <= 4): the loops over them
+// unroll and the accumulators live in registers.
+static inline __attribute__((always_inline)) void conv_tile(const float *W, const float *X, float *Y, int C, int T,
+                                                           int N, int ldx, int dilation, int m, int n, int rows,
+                                                           int vecs) {
+  int ct = C * T;
+  const float *w = W + (long)m * ct;
+  vf acc[8][4];
+  for (int r = 0; r < rows; r++)
+    for (int v = 0; v < vecs; v++) acc[r][v] = (vf){0};
+  // The taps (c, j) in two nested loops. The inner one runs over the channels where the kernel is
+  // short (an inner loop of 2 or 3 taps: 1.05-1.2x slower in Chromium), else over the taps, which
+  // reads each weight row in order (channels inner at T = 7: 1.1x slower).
+  int channels_inner = T <= 3;
+  int outer = channels_inner ? T : C, inner = channels_inner ? C : T;
+  long x_outer = channels_inner ? dilation : ldx, x_inner = channels_inner ? ldx : dilation;
+  int w_outer = channels_inner ? 1 : T, w_inner = channels_inner ? T : 1;
+  for (int o = 0; o < outer; o++) {
+    const float *x = X + n + o * x_outer, *wo = w + o * w_outer;
+    for (int k = 0; k < inner; k++, x += x_inner, wo += w_inner) {
+      vf u[4];
+      for (int v = 0; v < vecs; v++) u[v] = LOAD(x + v * LANES);
+      for (int r = 0; r < rows; r++) {
+        vf s = splat_load(wo + (long)r * ct);
+        for (int v = 0; v < vecs; v++) acc[r][v] = MADD(acc[r][v], u[v], s);
+      }
+    }
+  }
+  for (int r = 0; r < rows; r++)
+    for (int v = 0; v < vecs; v++) STORE(Y + (long)(m + r) * N + n + v * LANES, acc[r][v]);
+}
+
+// All M rows of `vecs` vectors of columns at n, `rows` at a time, then one by one.
+static inline __attribute__((always_inline)) void conv_cols(const float *W, const float *X, float *Y, int M, int C,
+                                                           int T, int N, int ldx, int dilation, int n, int rows,
+                                                           int vecs) {
+  int m = 0;
+  for (; m + rows <= M; m += rows) conv_tile(W, X, Y, C, T, N, ldx, dilation, m, n, rows, vecs);
+  for (; m < M; m++) conv_tile(W, X, Y, C, T, N, ldx, dilation, m, n, 1, vecs);
+}
+
+EXPORT(pk_conv_f32)
+void pk_conv_f32(const float *W, const float *X, const float *bias, float *Y, int M, int C, int T, int N, int ldx,
+                 int dilation) {
+  int n = 0;
+  for (; n + 4 * LANES <= N; n += 4 * LANES) conv_cols(W, X, Y, M, C, T, N, ldx, dilation, n, CONV_ROWS, 4);
+  for (; n + 2 * LANES <= N; n += 2 * LANES) conv_cols(W, X, Y, M, C, T, N, ldx, dilation, n, 4, 2);
+  for (; n + LANES <= N; n += LANES) conv_cols(W, X, Y, M, C, T, N, ldx, dilation, n, 8, 1);
+  for (; n < N; n++) {
+    for (int m = 0; m < M; m++) {
+      const float *w = W + (long)m * C * T;
+      float s = 0;
+      for (int c = 0; c < C; c++)
+        for (int j = 0; j < T; j++) s += w[c * T + j] * X[(long)c * ldx + n + j * dilation];
+      Y[(long)m * N + n] = s;
+    }
+  }
+  if (bias)
+    for (int m = 0; m < M; m++) {
+      float *y = Y + (long)m * N;
+      vf b = splat(bias[m]);
+      int i = 0;
+      for (; i + LANES <= N; i += LANES) STORE(y + i, LOAD(y + i) + b);
+      for (; i < N; i++) y[i] += bias[m];
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activations. exp(x) as 2^n * e^r with n = round(x / ln 2) and |r| <= ln(2) / 2, e^r by the
+// classic Cephes polynomial (within 2 ulp of the correctly rounded float).
+
+static inline vf vexp(vf x) {
+  x = blend(x < -87.3f, splat(-87.3f), x);  // below, e^x is no normal float (and e^x - 1 is -1 anyway)
+  x = blend(x > 88.3f, splat(88.3f), x);
+  vf shifter = splat(12582912.0f);      // 1.5 * 2^23: adding it rounds to an integer
+  vf n = (x * 1.44269504088896341f + shifter) - shifter;
+  vf r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln 2 in two parts, for an exact product
+  vf p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  vi bits = (__builtin_convertvector(n, vi) + 127) << 23;  // 2^n
+  return p * (vf)bits;
+}
+
+static inline float sexp(float x) {
+  vf v = vexp(splat(x));
+  return v[0];
+}
+
+// ELU: max(x, e^min(x, 0) - 1), as core.nn.elu.
+EXPORT(pk_elu)
+void pk_elu(const float *X, float *Y, int n) {
+  int i = 0;
+  for (; i + LANES <= n; i += LANES) {
+    vf x = LOAD(X + i);
+    vf e = vexp(blend(x < 0, x, splat(0))) - 1.0f;
+    STORE(Y + i, blend(x > e, x, e));
+  }
+  for (; i < n; i++) {
+    float x = X[i], e = sexp(x < 0 ? x : 0) - 1.0f;
+    Y[i] = x > e ? x : e;
+  }
+}
+
+// GELU with the tanh approximation: 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)),
+// u = sqrt(2 / pi) (x + 0.044715 x^3).
+EXPORT(pk_gelu_tanh)
+void pk_gelu_tanh(const float *X, float *Y, int n) {
+  const float c = -2.0f * 0.7978845608028654f;
+  int i = 0;
+  for (; i + LANES <= n; i += LANES) {
+    vf x = LOAD(X + i);
+    STORE(Y + i, x / (1.0f + vexp(c * (x + 0.044715f * x * x * x))));
+  }
+  for (; i < n; i++) {
+    float x = X[i];
+    Y[i] = x / (1.0f + sexp(c * (x + 0.044715f * x * x * x)));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Normalisation and attention.
+
+// LayerNorm over the last axis with the biased variance: each of `rows` rows of `cols` values,
+// (x - mean) / sqrt(var + eps) * weight + bias (weight and bias may be 0: none).
+EXPORT(pk_layer_norm)
+void pk_layer_norm(const float *X, const float *weight, const float *bias, float *Y, int rows, int cols, float eps) {
+  int cv = cols - cols % LANES;
+  for (int r = 0; r < rows; r++) {
+    const float *x = X + (long)r * cols;
+    float *y = Y + (long)r * cols;
+    vf acc = {0};
+    for (int i = 0; i < cv; i += LANES) acc += LOAD(x + i);
+    float sum = hsum(acc);
+    for (int i = cv; i < cols; i++) sum += x[i];
+    float mean = sum / (float)cols;
+    vf m = splat(mean), sq = {0};
+    for (int i = 0; i < cv; i += LANES) {
+      vf c = LOAD(x + i) - m;
+      sq += c * c;
+    }
+    float squares = hsum(sq);
+    for (int i = cv; i < cols; i++) squares += (x[i] - mean) * (x[i] - mean);
+    float root = __builtin_sqrtf(squares / (float)cols + eps);
+    vf s = splat(root);
+    for (int i = 0; i < cv; i += LANES) {
+      vf v = (LOAD(x + i) - m) / s;
+      if (weight) v = v * LOAD(weight + i) + LOAD(bias + i);
+      STORE(y + i, v);
+    }
+    for (int i = cv; i < cols; i++) {
+      float v = (x[i] - mean) / root;
+      y[i] = weight ? v * weight[i] + bias[i] : v;
+    }
+  }
+}
+
+// Causal attention of T queries (Q, out: [T, H, D]) over L keys and values ([H_kv, L, D] each,
+// a key head every `kv_stride` floats; query head h reads key head h / (H / H_kv)). Query t sees
+// the keys j with 0 <= lead + t - j (< context, when context > 0); `lead` is how far the first
+// query is past the first key. Softmax in float32 as NumPy computes it: scores scaled, their
+// maximum subtracted, exponentials divided by their sum, then the weighted sum of the values.
+// scores: the caller's float32 [L].
+EXPORT(pk_attention)
+void pk_attention(const float *Q, const float *K, const float *V, float *out, float *scores, int T, int H, int Hkv,
+                  int D, int L, int kv_stride, int lead, int context, float scale) {
+  int group = H / Hkv;
+  int dv = D - D % LANES;
+  for (int t = 0; t < T; t++) {
+    int hi = lead + t + 1 < L ? lead + t + 1 : L;
+    int lo = context > 0 && lead + t - context + 1 > 0 ? lead + t - context + 1 : 0;
+    for (int h = 0; h < H; h++) {
+      const float *q = Q + ((long)t * H + h) * D;
+      const float *k = K + (long)(h / group) * kv_stride;
+      const float *v = V + (long)(h / group) * kv_stride;
+      float *o = out + ((long)t * H + h) * D;
+      for (int i = 0; i < D; i++) o[i] = 0;
+      if (hi <= lo) continue;
+      float top = -3.402823466e38f;
+      for (int j = lo; j < hi; j++) {
+        float s = dot(q, k + (long)j * D, D) * scale;
+        scores[j] = s;
+        top = s > top ? s : top;
+      }
+      vf m = splat(top), total = {0};
+      int j = lo;
+      for (; j + LANES <= hi; j += LANES) {
+        vf e = vexp(LOAD(scores + j) - m);
+        STORE(scores + j, e);
+        total += e;
+      }
+      float sum = hsum(total);
+      for (; j < hi; j++) {
+        float e = sexp(scores[j] - top);
+        scores[j] = e;
+        sum += e;
+      }
+      for (j = lo; j < hi; j++) scores[j] /= sum;
+      for (j = lo; j + 4 <= hi; j += 4) {  // four values at a time into the output row
+        const float *v0 = v + (long)j * D, *v1 = v0 + D, *v2 = v1 + D, *v3 = v2 + D;
+        vf p0 = splat(scores[j]), p1 = splat(scores[j + 1]), p2 = splat(scores[j + 2]), p3 = splat(scores[j + 3]);
+        for (int i = 0; i < dv; i += LANES)
+          STORE(o + i, LOAD(o + i) + ((p0 * LOAD(v0 + i) + p1 * LOAD(v1 + i)) + (p2 * LOAD(v2 + i) + p3 * LOAD(v3 + i))));
+        for (int i = dv; i < D; i++)
+          o[i] += (scores[j] * v0[i] + scores[j + 1] * v1[i]) + (scores[j + 2] * v2[i] + scores[j + 3] * v3[i]);
+      }
+      for (; j < hi; j++) {
+        const float *v0 = v + (long)j * D;
+        vf p0 = splat(scores[j]);
+        for (int i = 0; i < dv; i += LANES) STORE(o + i, LOAD(o + i) + p0 * LOAD(v0 + i));
+        for (int i = dv; i < D; i++) o[i] += scores[j] * v0[i];
+      }
+    }
+  }
+}
