@@ -1,7 +1,7 @@
 """The optional native build of the kernels (everything else is in pyproject.toml).
 
 Where a C compiler and Python's headers exist, `pip install` (or `python -m build`, for a wheel)
-compiles core/portable/kernels.c into core/_kernels once per instruction set of the machine's
+compiles core/portable/network/kernels.c into core/_kernels once per instruction set of the machine's
 architecture, each copy's functions named after it (pk_linear_f32_avx2, ...): on x86-64 AVX-512
 with VNNI (Ice Lake, Zen 4 and later), AVX2 with FMA, and the baseline every x86-64 has; elsewhere
 (aarch64: NEON is its baseline) the baseline alone. core/native.py asks the library which sets
@@ -16,7 +16,7 @@ import re
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-KERNELS = os.path.join("core", "portable", "kernels.c")
+KERNELS = os.path.join("core", "portable", "network", "kernels.c")
 FLAGS = ["-O3", "-fno-math-errno", "-Wno-psabi"]
 # The instruction sets of each architecture, best first: compiler flags, and the features
 # core/_kernels.c checks before the set is used.

@@ -7,7 +7,7 @@ hands each frame or chunk on as soon as it exists and can stop between frames.
 
 The flow side speaks a queue of generations, one after another: a request's text is one
 generation; a text stream (text arriving in pieces: an LLM's reply, a user typing) adds one per
-segment as each is complete (core.portable.text_stream.TextStream). Each generation starts with a
+segment as each is complete (core.portable.synthesis.text_stream.TextStream). Each generation starts with a
 segment event (its text, the text it is read as, its speed), then its frames. Data crosses the JS
 boundary as JSON strings and files in Pyodide's file system, which every Pyodide version handles
 the same way; a frame's latent is a few dozen floats, exact through JSON.
@@ -23,16 +23,17 @@ from typing import Any, Deque, Dict, Iterator, List, Optional
 
 import numpy as np
 
-from core.portable import kernels, params, sources
-from core.portable.decoding import FrameDecoder
 from core.portable.errors import PocketTTSError
-from core.portable.generation import Frame
 from core.portable.model import Runtime, TTSModel
-from core.portable.options import GenerationOptions
-from core.portable.text_stream import Segment, TextStream
-from core.portable.timestamps import WordStart
+from core.portable.network import kernels
+from core.portable.synthesis.decoding import FrameDecoder
+from core.portable.synthesis.generation import Frame
+from core.portable.synthesis.options import GenerationOptions
+from core.portable.synthesis.text_stream import Segment, TextStream
+from core.portable.synthesis.timestamps import WordStart
+from core.portable.text.words import ChunkWords, Unit, Word
 from core.portable.voice_registry import VoiceRegistry
-from core.portable.words import ChunkWords, Unit, Word
+from core.portable.weights import params, sources
 
 # The parts each role loads at boot. Voice cloning (the Mimi encoder and the speaker projection) is
 # not among them: the flow side adds it when the first voice is uploaded (`add_cloning`), so that a

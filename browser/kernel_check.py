@@ -10,9 +10,9 @@ from typing import Any, Callable, Dict, List
 
 import numpy as np
 
-from core.portable import ops
-from core.portable.kernels import CompiledKernels, KernelArgumentError, i8_scratch
-from core.portable.quantize import Int8Matrix, quantize
+from core.portable.network import ops
+from core.portable.network.kernels import CompiledKernels, KernelArgumentError, i8_scratch
+from core.portable.network.quantize import Int8Matrix, quantize
 
 # Allowed error: this many float32 epsilons times sqrt(terms), relative to the sum of |terms|.
 TOLERANCE = 1e-6

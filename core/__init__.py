@@ -39,7 +39,7 @@ from .portable.errors import (
     WeightsError,
 )
 from .portable.model import Runtime
-from .portable.voice_state import VoiceState
+from .portable.voices.state import VoiceState
 
 
 class TTSModel(portable_model.TTSModel):

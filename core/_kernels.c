@@ -1,9 +1,9 @@
-// The compiled kernels of core/portable/kernels.c as an importable shared library of this package: pip
+// The compiled kernels of core/portable/network/kernels.c as an importable shared library of this package: pip
 // builds it at install time where a C compiler exists (setup.py; optional), with the kernels compiled
 // once per instruction set of the architecture, each copy's functions named after it
 // (pk_linear_f32_avx2, ...). Python calls the kernels through ctypes: core/native.py loads the same
 // file, asks which sets were compiled (pk_sets) and which this processor has (pk_supports), and binds
-// the pk_* functions of the best through core/portable/kernels.py, which checks every array before
+// the pk_* functions of the best through core/portable/network/kernels.py, which checks every array before
 // handing over a pointer; pk_linear_i8_two runs two of the chosen set's int8 products at once, one on
 // a thread of its own. As a module it has one function, `address`, the pointer of an array so
 // checked.
@@ -34,7 +34,7 @@ EXPORT int pk_supports(const char *set) {
 }
 
 // The address of a contiguous buffer's first byte (a NumPy array's data pointer, its offset
-// included): what core/portable/kernels.py hands a kernel once it has checked the array, in a
+// included): what core/portable/network/kernels.py hands a kernel once it has checked the array, in a
 // tenth of the time of NumPy's __array_interface__, which builds a dict for it.
 static PyObject *address(PyObject *module, PyObject *array) {
   Py_buffer view;
@@ -48,7 +48,7 @@ static PyObject *address(PyObject *module, PyObject *array) {
 // the two halves of a text prompt's product (core/native.py), handed over in microseconds where a
 // Python thread pool took 0.1-0.4 ms a product (its wake-up, the GIL, the Python around the call).
 // `fn` is the chosen instruction set's pk_linear_i8; each half's arguments are its own, checked by
-// core/portable/kernels.py's binding. The helper is started at the first call; after each half it
+// core/portable/network/kernels.py's binding. The helper is started at the first call; after each half it
 // waits for the next for HELPER_SPIN_NS, giving the core to any other thread that wants it (a
 // prompt's products come a fraction of a millisecond apart), then sleeps until woken. One caller at
 // a time has the helper: a second caller, or one where no thread could be started, runs both
@@ -153,7 +153,7 @@ static PyMethodDef kernels_methods[] = {
 };
 
 static struct PyModuleDef kernels_module = {PyModuleDef_HEAD_INIT, "_kernels",
-                                            "core/portable/kernels.c, compiled per instruction set (see core/native.py)",
+                                            "core/portable/network/kernels.c, compiled per instruction set (see core/native.py)",
                                             -1, kernels_methods};
 
 PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&kernels_module); }

@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from .portable.audio import pcm16, wav_header
+from .portable.audio.pcm import pcm16, wav_header
 from .portable.errors import PocketTTSError
 
 MEDIA_TYPES = {

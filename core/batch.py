@@ -28,9 +28,9 @@ the digest of the ID.wav (and words_digest, of the ID.words.json) this job wrote
   is refused before any work; a link in its place is replaced, what it points to never read.
 - A bad line (not UTF-8, not JSON, no text or too long a text, a bad id or one used twice, an
   unknown option or voice, an option outside a request's ranges:
-  core.portable.options.REQUEST_RANGES) is an error in the manifest and on stderr (its line number
+  core.portable.synthesis.options.REQUEST_RANGES) is an error in the manifest and on stderr (its line number
   and id), not the end of the job; the command then exits 1. A line makes at most a request's
-  audio (REQUEST_SECONDS, counted after the speed change: core.portable.budget); a max_frames or
+  audio (REQUEST_SECONDS, counted after the speed change: core.portable.synthesis.budget); a max_frames or
   pauses asking for more are its error.
 - One job per output folder: a second one on a folder in use stops at once with an error.
 - Stopped (SIGTERM, SIGINT: `stopped_by_signals`), a job kills its worker processes and ends; a
@@ -76,11 +76,11 @@ from .files import (
     write_atomically,
     write_own,
 )
-from .portable import catalog
-from .portable.audio import wav_bytes
+from .portable.audio.pcm import wav_bytes
 from .portable.errors import PocketTTSError
-from .portable.options import MAX_TEXT, REQUEST_SECONDS, GenerationOptions
-from .portable.text import check_text
+from .portable.synthesis.options import MAX_TEXT, REQUEST_SECONDS, GenerationOptions
+from .portable.text.prepare import check_text
+from .portable.weights import catalog
 from .subtitles import words_json
 
 MANIFEST = "manifest.jsonl"
@@ -672,7 +672,7 @@ def run(
         raise PocketTTSError(f"--max-text must be at least 1, got {max_text}")
     if not catalog.is_model(model) and os.path.exists(model):
         model = os.path.abspath(model)  # the workers may run elsewhere than here
-    from .portable.sources import resolve
+    from .portable.weights.sources import resolve
 
     files = resolve(model)  # a model that cannot load is one error now, not one per line
     if voice is not None and os.path.exists(voice):

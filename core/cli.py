@@ -28,13 +28,15 @@ import numpy as np
 from . import __version__, audio_formats, host, hub
 from .extras import install_hint
 from .files import check_folder, check_replaceable, check_writable, write_atomically, write_new
-from .portable import catalog, normalize, sources, voices
 from .portable.errors import PocketTTSError
 from .portable.model import TTSModel
-from .portable.options import MAX_TEXT, GenerationOptions
-from .portable.options import names as option_names
-from .portable.text import check_text, normalized
-from .portable.timestamps import TimedWord, timed_words
+from .portable.synthesis.options import MAX_TEXT, GenerationOptions
+from .portable.synthesis.options import names as option_names
+from .portable.synthesis.timestamps import TimedWord, timed_words
+from .portable.text import normalize
+from .portable.text.prepare import check_text, normalized
+from .portable.voices import sources as voices
+from .portable.weights import catalog, sources
 from .subtitles import cues, subtitle_format, subtitles, words_json
 
 # The commands of `pocket-tts-numpy` that live above core (the server's serve and mcp, the site's
@@ -287,7 +289,7 @@ def _batch(args: argparse.Namespace) -> Optional[int]:
 
 def _models(args: argparse.Namespace) -> None:
     """The catalog as a table: language, parameters, word times, and what of it is cached here."""
-    from .portable import params
+    from .portable.weights import params
 
     default = catalog.default_model()
     timed = set(catalog.timed_models())

@@ -1,4 +1,4 @@
-"""Exporting a model as a bundle (the format: core/portable/bundle.py), and a voice as a state file.
+"""Exporting a model as a bundle (the format: core/portable/weights/bundle.py), and a voice as a state file.
 
 The folder is written beside its destination and renamed into place (core.files.NewFolder), so an
 interrupted export never leaves a half-written bundle, and a folder there is replaced only where it
@@ -15,10 +15,12 @@ import numpy as np
 
 from . import host
 from .files import NewFolder, save_tensors, write_atomically
-from .portable import bundle, params, quantize, sources, voice_state
 from .portable.errors import PocketTTSError
 from .portable.model import TTSModel, load_weights
-from .portable.voice_state import VoiceSource
+from .portable.network import quantize
+from .portable.voices import state as voice_state
+from .portable.voices.state import VoiceSource
+from .portable.weights import bundle, params, sources
 
 
 def export(

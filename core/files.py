@@ -33,8 +33,8 @@ from typing import BinaryIO, Dict, Iterator, Optional
 
 import numpy as np
 
-from .portable import safetensors_file
 from .portable.errors import PocketTTSError, WeightsError
+from .portable.weights import safetensors_file
 
 
 def _umask() -> int:

@@ -1,5 +1,5 @@
-"""The kernels of core/portable/kernels.c compiled by pip (core/_kernels, built at install time where
-a C compiler exists: setup.py), as the core.portable.ops backend of every CPython entry: the command
+"""The kernels of core/portable/network/kernels.c compiled by pip (core/_kernels, built at install time where
+a C compiler exists: setup.py), as the core.portable.network.ops backend of every CPython entry: the command
 line, the Python API, the batch workers and the server. core/__init__.py installs it on import;
 where pip built nothing, NumPy runs everything and `backend()` says why.
 
@@ -31,9 +31,9 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from .portable import ops
-from .portable.kernels import SIGNATURES, CompiledKernels, i8_scratch
-from .portable.quantize import Int8Matrix, Weight
+from .portable.network import ops
+from .portable.network.kernels import SIGNATURES, CompiledKernels, i8_scratch
+from .portable.network.quantize import Int8Matrix, Weight
 
 # Rows up to which a float product is the kernels' (a flow-LM step of up to 16 streams).
 SMALL_BATCH = 16

@@ -18,10 +18,10 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from . import threads
-from .portable import ops
-from .portable.decoding import decoded
-from .portable.generation import Frame, Generation
 from .portable.model import TTSModel, one_thread
+from .portable.network import ops
+from .portable.synthesis.decoding import decoded
+from .portable.synthesis.generation import Frame, Generation
 
 # Frames the flow LM may make ahead of the decoder: enough to keep both busy.
 AHEAD = 2

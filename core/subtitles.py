@@ -17,7 +17,7 @@ import json
 from typing import List, Sequence
 
 from .portable.errors import PocketTTSError
-from .portable.timestamps import TimedWord
+from .portable.synthesis.timestamps import TimedWord
 
 MAX_WORDS = 7
 MAX_CHARACTERS = 42

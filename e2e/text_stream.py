@@ -26,10 +26,10 @@ import argparse
 import sys
 from typing import Any, Dict, List
 
-from core.portable import sources
-from core.portable.segmenter import Segmenter
-from core.portable.text import TextOptions
-from core.portable.tokenizer import Tokenizer
+from core.portable.text.prepare import TextOptions
+from core.portable.text.segmenter import Segmenter
+from core.portable.text.tokenizer import Tokenizer
+from core.portable.weights import sources
 from e2e import harness, measured
 
 REPLY = (

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from core import TTSModel
-from core.portable import timestamps
+from core.portable.synthesis import timestamps
 from e2e import measured
 
 REFERENCE = Path(__file__).resolve().parent.parent / "build" / "reference"

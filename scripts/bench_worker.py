@@ -86,7 +86,7 @@ class Ours:
         return iter(chunks)
 
     def stages(self, text: str) -> Dict[str, float]:
-        from core.portable import ops
+        from core.portable.network import ops
 
         with ops.using(self.model.runtime.backend):  # the stages' parts run outside the model's entries
             return self._stages(text)
@@ -94,7 +94,7 @@ class Ours:
     def _stages(self, text: str) -> Dict[str, float]:
         import numpy as np
 
-        from core.portable import flow_lm, mimi, transformer
+        from core.portable.network import flow_lm, mimi, transformer
 
         model = self.model
         spec, p = model.flow_spec, model.params["flow_lm"]

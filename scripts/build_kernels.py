@@ -1,4 +1,4 @@
-"""Build the compiled kernels (core/portable/kernels.c) the browser runs: the two WebAssembly modules. (The
+"""Build the compiled kernels (core/portable/network/kernels.c) the browser runs: the two WebAssembly modules. (The
 same source natively is pip's: setup.py, once per instruction set.)
 
     python -m scripts.build_kernels              # core/portable/kernels*.wasm (committed)
@@ -27,12 +27,12 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional
 
-from core.portable.kernels import NAMES, SIGNATURES
+from core.portable.network.kernels import NAMES, SIGNATURES
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ROOT / "core" / "portable" / "kernels.c"
-WASM = ROOT / "core" / "portable" / "kernels.wasm"
-RELAXED_WASM = ROOT / "core" / "portable" / "kernels-relaxed.wasm"
+SOURCE = ROOT / "core" / "portable" / "network" / "kernels.c"
+WASM = ROOT / "core" / "portable" / "network" / "kernels.wasm"
+RELAXED_WASM = ROOT / "core" / "portable" / "network" / "kernels-relaxed.wasm"
 WASM_FLAGS = [
     "--target=wasm32",
     "-msimd128",
@@ -135,7 +135,7 @@ def check_module(path: Path, features: Optional[List[str]] = None) -> None:
 
 
 def signatures(source: str) -> Dict[str, str]:
-    """Each exported kernel's arguments as core/portable/kernels.py's SIGNATURES writes them ("p" a
+    """Each exported kernel's arguments as core/portable/network/kernels.py's SIGNATURES writes them ("p" a
     pointer, "i" an int, "f" a float), read from the C prototypes after EXPORT(name)."""
     found = {}
     for name, arguments in re.findall(r"EXPORT\((\w+)\)\s*void\s+\1\s*\(([^)]*)\)", source):
@@ -152,7 +152,9 @@ def check_signatures() -> None:
     wheel carries no C source)."""
     declared = signatures(SOURCE.read_text())
     if declared != SIGNATURES:
-        raise BuildError(f"core/portable/kernels.py SIGNATURES {SIGNATURES} differ from {SOURCE.name}'s {declared}")
+        raise BuildError(
+            f"core/portable/network/kernels.py SIGNATURES {SIGNATURES} differ from {SOURCE.name}'s {declared}"
+        )
 
 
 def _listing(details: str, section: str) -> List[str]:

@@ -13,7 +13,7 @@ OUT = ROOT / "build" / "bench"
 def int8_bundle(model: str) -> Path:
     """build/bench/MODEL-int8, exported from the fixture of `model` with its voice if not there yet."""
     from core.export import export
-    from core.portable.bundle import is_bundle
+    from core.portable.weights.bundle import is_bundle
 
     bundle = OUT / f"{model}-int8"
     if not is_bundle(str(bundle)):

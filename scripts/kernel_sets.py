@@ -43,7 +43,7 @@ def best_ms(run: Callable[[], object], repeats: int) -> float:
 
 def measure() -> List[Dict[str, object]]:
     from core import native
-    from core.portable.quantize import Int8Matrix, quantize
+    from core.portable.network.quantize import Int8Matrix, quantize
     from core.threads import one_blas_thread
 
     rng = np.random.default_rng(0)

@@ -1,4 +1,4 @@
-"""Write core/portable/catalog.json from the installed official package (pocket-tts 4.0.1).
+"""Write core/portable/weights/catalog.json from the installed official package (pocket-tts 4.0.1).
 
 The catalog is what `TTSModel.load("english")` needs without the official package: every shipped
 config (architecture, Hugging Face files with their pinned revisions, text options), the predefined
@@ -21,7 +21,7 @@ from pocket_tts import default_parameters as defaults
 from pocket_tts.utils import utils
 from pocket_tts.utils.config import CONFIGS_DIR
 
-OUT = Path(__file__).resolve().parent.parent / "core" / "portable" / "catalog.json"
+OUT = Path(__file__).resolve().parent.parent / "core" / "portable" / "weights" / "catalog.json"
 
 
 def main() -> None:

@@ -76,7 +76,7 @@ def limits(progress: Callable[[str], None]) -> Dict[str, Dict[int, float]]:
     from threadpoolctl import threadpool_limits
 
     from core import host, native
-    from core.portable.quantize import Int8Matrix
+    from core.portable.network.quantize import Int8Matrix
 
     found: Dict[str, Dict[int, float]] = {"bandwidth": {}, "float32": {}, "int8": {}, "kernels_int8": {}}
     rng = np.random.default_rng(0)
@@ -136,7 +136,7 @@ class Counted:
         return self.inner.keeps_int8(shape)
 
     def linear(self, x: np.ndarray, weight: Any, bias: Optional[np.ndarray]) -> np.ndarray:
-        from core.portable.quantize import Int8Matrix
+        from core.portable.network.quantize import Int8Matrix
 
         rows = 1 if x.ndim == 1 else x.shape[0]
         ops = 2 * rows * weight.shape[0] * weight.shape[1]
@@ -198,7 +198,7 @@ class Stages:
 
     def prompt(self) -> Any:
         """A fresh state after the voice, with the text prompted (the prompt is the work)."""
-        from core.portable import flow_lm, transformer
+        from core.portable.network import flow_lm, transformer
 
         state = self.voice.transformer.copy()
         transformer.reserve(state, state.offset + len(self.tokens) + 2 * STEPS + 2)
@@ -207,7 +207,7 @@ class Stages:
 
     def step(self, state: Any, previous: Any) -> np.ndarray:
         """One flow-LM step after `previous` (None: the first): its latent."""
-        from core.portable import flow_lm
+        from core.portable.network import flow_lm
 
         noise, times = np.zeros((1, self.spec.latent_dim), np.float32), self.model.time_terms(1)
         return flow_lm.step(self.spec, self.p, [state], [previous], noise, times)[0][0]
@@ -217,12 +217,12 @@ class Stages:
         return (latent * self.p["emb_std"] + self.p["emb_mean"])[None]
 
     def decoder(self) -> Any:
-        from core.portable import mimi
+        from core.portable.network import mimi
 
         return mimi.init_decoder_state(self.model.mimi_spec, self.model.params["mimi"])
 
     def decode(self, frame: np.ndarray, state: Any) -> None:
-        from core.portable import mimi
+        from core.portable.network import mimi
 
         mimi.decode_step(self.model.mimi_spec, self.model.params["mimi"], frame, state)
 
@@ -290,7 +290,7 @@ def measure(
     """The rows of one model (a config or a bundle): each stage's bytes, operations, time and
     fractions of its roof."""
     from core import TTSModel, host, pipeline
-    from core.portable import ops
+    from core.portable.network import ops
 
     runtime = host.runtime()
     counted = Counted(runtime.backend)

@@ -5,7 +5,7 @@
 #   3. writes the full-size parity fixtures to build/reference with the official code (skipped
 #      when they are up to date with the script and the committed tokenizer/voice files), and the
 #      word-timestamp fixtures with pocket-tts-timestamped (skipped likewise);
-#   4. rebuilds the WebAssembly kernels and checks they equal the committed core/portable/kernels.wasm
+#   4. rebuilds the WebAssembly kernels and checks they equal the committed core/portable/network/kernels.wasm
 #      and kernels-relaxed.wasm;
 #   5. checks core/ against Python 3.8, lints and formats (ruff; prettier for the JavaScript), builds the
 #      docs (mkdocs build --strict), and runs pytest (extra arguments go to pytest).
@@ -50,7 +50,7 @@ else
     echo "up to date" >&2
 fi
 
-step "the committed WebAssembly kernels (SIMD, relaxed SIMD) are the builds of core/portable/kernels.c"
+step "the committed WebAssembly kernels (SIMD, relaxed SIMD) are the builds of core/portable/network/kernels.c"
 .venv/bin/python -m scripts.build_kernels --check
 
 step "core/ runs on Python 3.8 (vermin), lint and format (ruff)"

@@ -17,7 +17,7 @@ from litestar import Request, Response
 from litestar.response import Stream
 
 from core import audio_formats
-from core.portable.audio import pcm16
+from core.portable.audio.pcm import pcm16
 from server.schemas import TimedWordEntry, WordsResponse
 from server.session import Audio, Done, Event, Session, WordEnd, WordStart
 

@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Callable, Dict, List, NamedTuple, Optional, Protocol, Set, Tuple
 
 from core import AudioError, PocketTTSError, TTSModel, VoiceError, VoiceState
-from core.portable import audio, catalog, normalize, params
-from core.portable.options import GenerationOptions
-from core.portable.text_stream import TextStream
+from core.portable.audio import pcm as audio
+from core.portable.synthesis.options import GenerationOptions
+from core.portable.synthesis.text_stream import TextStream
+from core.portable.text import normalize
 from core.portable.voice_registry import RECORDING, VoiceRegistry
+from core.portable.weights import catalog, params
 from server import errors, voice_folder
 from server.access import KEY_HOLDER, Access, Caller
 from server.pool import ConnectionPool

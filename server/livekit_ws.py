@@ -35,9 +35,9 @@ import msgspec
 from litestar import WebSocket, websocket
 
 from core import audio_formats
-from core.portable import normalize as normalization
-from core.portable.options import GenerationOptions
-from core.portable.voices import FILE_ENDINGS
+from core.portable.synthesis.options import GenerationOptions
+from core.portable.text import normalize as normalization
+from core.portable.voices.sources import FILE_ENDINGS
 from server import errors
 from server.errors import ServiceError
 from server.frames import BadFrame, FrameSocket, Turn

@@ -28,8 +28,8 @@ import anyio
 
 from core import PocketTTSError, audio_formats, threads
 from core.files import check_folder, write_new
-from core.portable import catalog
-from core.portable.options import GenerationOptions
+from core.portable.synthesis.options import GenerationOptions
+from core.portable.weights import catalog
 from server import errors
 from server.access import KEY_HOLDER
 from server.engine import ServerEngine, load_engine

@@ -10,8 +10,8 @@ import msgspec
 from litestar import Request
 
 from core import PocketTTSError
-from core.portable.options import SPEED_RANGE, GenerationOptions
-from core.portable.tsm import check_speed
+from core.portable.audio.tsm import check_speed
+from core.portable.synthesis.options import SPEED_RANGE, GenerationOptions
 from server import errors
 from server.errors import ServiceError
 from server.session import MAX_TEXT

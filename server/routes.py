@@ -21,7 +21,7 @@ from litestar.response import Stream
 
 import core
 from core import audio_formats
-from core.portable.audio import MAX_PROMPT_SECONDS, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
+from core.portable.audio.pcm import MAX_PROMPT_SECONDS, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
 from server import bodies, errors, reading
 from server.engine import ServerEngine
 from server.errors import ServiceError

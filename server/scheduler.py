@@ -3,9 +3,9 @@
 A session's speech is a `Stream`: its generations said one after another (a request: one; a text
 stream: one per segment, added as its text completes them), all handed to one Relay. Two threads,
 as the two halves of a frame: the flow thread steps the current generation of every stream at once
-(core.portable.generation.advance: one pass through the flow LM for all of them, so its weights are
+(core.portable.synthesis.generation.advance: one pass through the flow LM for all of them, so its weights are
 read once per step, not once per stream), and the decoder thread turns each step's frames into
-audio in one pass through Mimi's decoder (core.portable.decoding.decode_together). The decoder is
+audio in one pass through Mimi's decoder (core.portable.synthesis.decoding.decode_together). The decoder is
 the larger half (english: ~10 ms a stream, the flow LM's step ~15 ms for all), so from SPLIT_AT
 streams a step's decoding is split in two, the second half on a third thread: the decoder then uses
 the time the flow thread leaves on both cores. A generation's END frame comes through the decoder
@@ -33,9 +33,9 @@ from typing import Any, Callable, Deque, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from core import TTSModel
-from core.portable.decoding import FrameDecoder, decode_together
-from core.portable.generation import Frame, Generation, advance
-from core.portable.timestamps import WordEvent
+from core.portable.synthesis.decoding import FrameDecoder, decode_together
+from core.portable.synthesis.generation import Frame, Generation, advance
+from core.portable.synthesis.timestamps import WordEvent
 from server.relay import Relay
 
 # Rows of a newcomer's text read per step while other streams run. Measured on english with 4
@@ -58,7 +58,7 @@ class Audio(NamedTuple):
 
 
 class Words(NamedTuple):
-    """The word events a frame of a generation made (core.portable.timestamps), in samples of the
+    """The word events a frame of a generation made (core.portable.synthesis.timestamps), in samples of the
     generation's audio; handed on before the frame's audio."""
 
     tag: Any

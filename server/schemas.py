@@ -9,8 +9,8 @@ import msgspec
 from msgspec import Meta
 from typing_extensions import Annotated
 
-from core.portable.options import REQUEST_RANGES, SPEED_RANGE, GenerationOptions
-from core.portable.options import names as option_names
+from core.portable.synthesis.options import REQUEST_RANGES, SPEED_RANGE, GenerationOptions
+from core.portable.synthesis.options import names as option_names
 from server.session import MAX_TEXT
 
 
@@ -19,12 +19,12 @@ def _doc(name: str) -> str:
 
 
 def _ranged(kind: type, name: str, low: str = "ge") -> type:
-    """An option with the range a request may ask for (core.portable.options.REQUEST_RANGES)."""
+    """An option with the range a request may ask for (core.portable.synthesis.options.REQUEST_RANGES)."""
     first, last = REQUEST_RANGES[name]
     return Annotated[kind, Meta(**{low: kind(first)}, le=kind(last), description=_doc(name))]
 
 
-# Text with nothing to speak is refused by the routes (core.portable.text.check_text), not here.
+# Text with nothing to speak is refused by the routes (core.portable.text.prepare.check_text), not here.
 Text = Annotated[str, Meta(max_length=MAX_TEXT, description="text to speak (pause markup allowed)")]
 Temperature = _ranged(float, "temperature")
 EosThreshold = _ranged(float, "eos_threshold")

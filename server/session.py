@@ -2,15 +2,15 @@
 Wyoming server), so that none keeps its own copy of the rules.
 
 A session holds one of the engine's slots from `open` to `close`, one voice and one set of options,
-one noise generator and one audio budget (core.portable.budget: REQUEST_SECONDS of audio after the
+one noise generator and one audio budget (core.portable.synthesis.budget: REQUEST_SECONDS of audio after the
 speed change, for everything it says), and one speech at a time: its generations, said one after
 another by the scheduler into one relay. It says a whole text (`say`: a request, chunked as the
 official package chunks it) or text that arrives in pieces (`push`, `flush`: a segment as soon as
-each is complete, core.portable.text_stream); `end` says there is no more; `cancel` stops the
+each is complete, core.portable.synthesis.text_stream); `end` says there is no more; `cancel` stops the
 speech within a frame, drops the text buffered, and starts a new speech for what comes next.
 `events()` gives out the speech: each segment's start (`Segment`) before its first audio, its audio
 (`Audio`, never empty), its end (`Said`), then `Done` once the text has ended and all is said; a
-session whose words are timed (`words`) gives out each word's events too (core.portable.timestamps
+session whose words are timed (`words`) gives out each word's events too (core.portable.synthesis.timestamps
 WordStart, WordEnd, in samples of the session's audio), a word's start before the audio it starts.
 
 Who opens it (its `caller`: server/access.py) decides which voices it may use and which slots it
@@ -37,10 +37,10 @@ import anyio
 import numpy as np
 
 from core import PocketTTSError, TextError
-from core.portable.options import MAX_TEXT, REQUEST_SECONDS, GenerationOptions
-from core.portable.text import check_text
-from core.portable.text_stream import Segment, TextStream
-from core.portable.timestamps import WordEnd, WordStart, shifted
+from core.portable.synthesis.options import MAX_TEXT, REQUEST_SECONDS, GenerationOptions
+from core.portable.synthesis.text_stream import Segment, TextStream
+from core.portable.synthesis.timestamps import WordEnd, WordStart, shifted
+from core.portable.text.prepare import check_text
 from server import errors
 from server.access import KEY_HOLDER, Caller
 from server.errors import ServiceError
@@ -55,7 +55,7 @@ FREE_SECONDS = 5.0
 
 
 def text_to_say(text: object, field: str = "text", message: Optional[str] = None) -> str:
-    """A whole text through the core's one check (core.portable.text.check_text), before any work:
+    """A whole text through the core's one check (core.portable.text.prepare.check_text), before any work:
     nothing to speak is `empty_text` about `field`, in `message` where the API a front mirrors has
     its own words for it."""
     try:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, get_type_hints
 from urllib.parse import urlsplit
 
-from core.portable import catalog
+from core.portable.weights import catalog
 
 # What a server starts with unless told otherwise, whichever way it starts.
 DEFAULT_MODEL = catalog.default_model()

@@ -14,7 +14,7 @@ from typing import AsyncIterator, Optional
 from wyoming.server import AsyncServer
 
 from core import threads
-from core.portable.options import GenerationOptions
+from core.portable.synthesis.options import GenerationOptions
 from server.engine import ServerEngine
 from server.wyoming_discovery import announce, announced_address
 from server.wyoming_tts import Handler

@@ -13,7 +13,7 @@ import anyio
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 from wyoming.tts import SynthesizeVoice
 
-from core.portable import normalize
+from core.portable.text import normalize
 from server import errors
 from server.access import Caller
 from server.engine import ServerEngine

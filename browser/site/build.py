@@ -9,7 +9,7 @@ of core, nothing of the server nor of this builder) and num2words's wheel, which
 normalization imports, in one file (site-packages.bin, which the worker fetches while Python starts
 and writes into site-packages), the modules a worker imports compiled for its Python 3.8
 (browser/site/compiled.py; where a Python 3.8 with NumPy 1.17.5 is at hand), the WebAssembly kernels
-(core/portable/kernels.wasm and kernels-relaxed.wasm: the worker picks one), the model as an int8
+(core/portable/network/kernels.wasm and kernels-relaxed.wasm: the worker picks one), the model as an int8
 bundle in model/ (core.export.write_bundle: a weights file per part, config JSON, tokenizer, voice
 states), and site.json, which tells the page where everything is, which worker needs which model
 file, and which file is the voice-cloning part (fetched on the first voice upload, not on a cold
@@ -36,9 +36,9 @@ import core.browser
 from core.browser.site import compiled, num2words_wheel
 from core.browser.site.pyodide import ON_FIRST_USE, SITE_PACKAGES, libraries, tarball_cached, vendor
 from core.files import NewFolder, check_replaceable
-from core.portable import kernels
-from core.portable.bundle import MANIFEST
-from core.portable.normalize import LANGUAGE_CODES
+from core.portable.network import kernels
+from core.portable.text.normalize import LANGUAGE_CODES
+from core.portable.weights.bundle import MANIFEST
 from core.ui import web_folder
 
 BROWSER = Path(core.browser.__file__).resolve().parent
@@ -98,8 +98,8 @@ def page_modules() -> Dict[str, bytes]:
         todo += [parent for parent in _parents(name) if parent not in found]
         todo += [target for target in _imported(found[name], package) if target not in found]
     files = {SITE_PACKAGES + _site_path(name, path): path.read_bytes() for name, path in found.items()}
-    catalog = Path(importlib.util.find_spec("core.portable").origin).with_name("catalog.json")
-    files[SITE_PACKAGES + "core/portable/catalog.json"] = catalog.read_bytes()
+    catalog = Path(importlib.util.find_spec("core.portable.weights").origin).with_name("catalog.json")
+    files[SITE_PACKAGES + "core/portable/weights/catalog.json"] = catalog.read_bytes()
     return dict(sorted(files.items()))
 
 
@@ -228,8 +228,8 @@ def check(model: str, out: Path, voices: List[str]) -> None:
     tool (lz4, npm where Pyodide is not cached), a model that cannot be had (its files are fetched
     now: offline, an error naming them), a voice it does not have."""
     from core import hub
-    from core.portable import sources
-    from core.portable import voices as voice_sources
+    from core.portable.voices import sources as voice_sources
+    from core.portable.weights import sources
 
     check_replaceable(str(out))
     import lz4.block  # noqa: F401  (Pyodide's packed standard library is read with it: the `site` extra)

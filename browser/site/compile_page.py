@@ -146,7 +146,8 @@ for name in start.split():
         pass
 for name in imports.split():
     importlib.import_module(name)
-from core.portable import normalize, planning
+from core.portable.synthesis import planning
+from core.portable.text import normalize
 for language in normalize.LANGUAGES:
     planning.spoken(text, language)
 compiled = {source: compile(source, "<string>", "exec", dont_inherit=True) for source in sorted(set(sources))}

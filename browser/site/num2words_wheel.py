@@ -2,7 +2,7 @@
 
 num2words's package imports every one of its ~60 language modules and makes a converter of each
 as it is imported: 62 modules and ~45 ms of a worker's start in the page (measured: re-importing
-num2words in the page's Python), for the 7 languages core.portable.normalize speaks. `trim`
+num2words in the page's Python), for the 7 languages core.portable.text.normalize speaks. `trim`
 rewrites the wheel with the converters of those languages alone (their modules, the ones those
 import, and the package's own helpers), and the rest of the package as it is: what
 num2words(...) says in those languages is the same (tests/site/test_num2words_wheel.py compares).

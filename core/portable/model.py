@@ -18,30 +18,23 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 
 import numpy as np
 
-from . import (
-    config,
-    flow_lm,
-    mimi,
-    normalize,
-    ops,
-    params,
-    planning,
-    quantize,
-    safetensors_file,
-    sources,
-    voices,
-)
-from .budget import Budget
-from .decoding import FrameDecoder, decoded
+from . import config
 from .errors import ConfigError, PocketTTSError
-from .generation import Frame, Generation, Plan, advance
-from .options import GenerationOptions
-from .segmenter import Segmenter
-from .text import TextOptions
-from .text_stream import TextStream
-from .timestamps import TimedWord, shifted, timed_words
-from .tokenizer import Tokenizer
-from .voice_state import VoiceSource, VoiceState
+from .network import flow_lm, mimi, ops, quantize
+from .synthesis import planning
+from .synthesis.budget import Budget
+from .synthesis.decoding import FrameDecoder, decoded
+from .synthesis.generation import Frame, Generation, Plan, advance
+from .synthesis.options import GenerationOptions
+from .synthesis.text_stream import TextStream
+from .synthesis.timestamps import TimedWord, shifted, timed_words
+from .text import normalize
+from .text.prepare import TextOptions
+from .text.segmenter import Segmenter
+from .text.tokenizer import Tokenizer
+from .voices import sources as voices
+from .voices.state import VoiceSource, VoiceState
+from .weights import params, safetensors_file, sources
 
 # The most audio one generation may make, pauses included (an hour): speech that could run longer
 # stops there, and pauses or a max_frames asking for more are refused. The server allows less.
@@ -61,7 +54,7 @@ def one_thread(model: TTSModel, generation: Generation) -> Iterator[np.ndarray]:
 @dataclasses.dataclass(frozen=True)
 class Runtime:
     """What the host that loads a model gives it (plain data, chosen by whoever loads it): the
-    backend its products run on (core.portable.ops: NumPy, or compiled kernels; it also decides
+    backend its products run on (core.portable.network.ops: NumPy, or compiled kernels; it also decides
     which int8 weights stay int8 at load), how a generation runs alone to its end (`runner`), and
     how its hf:// files are fetched. These defaults are the portable model's own: NumPy, the
     caller's thread, no downloads; a host gives its own (core/host.py on CPython, the browser's
@@ -110,7 +103,7 @@ class TTSModel:
         if params.DECODER in self.parts:
             self.params["mimi"] = mimi.prepare(self.mimi_spec, self.params["mimi"])
         self.text_options = TextOptions.from_config(cfg)
-        # Of the words that numbers, dates, ... are read as (core.portable.normalize).
+        # Of the words that numbers, dates, ... are read as (core.portable.text.normalize).
         self.language = normalize.language_of(name)
         self.voices = dict(voices or {})
         self.default_voice = default_voice
@@ -267,7 +260,7 @@ class TTSModel:
     ) -> Iterator[Any]:
         """Yield float32 PCM chunks as the frames are decoded (`frame_size` samples each at speed 1);
         options and `max_seconds` as for `generation`, checked now (bad input fails before any work).
-        With `words`, the word events come between them (core.portable.timestamps WordStart,
+        With `words`, the word events come between them (core.portable.synthesis.timestamps WordStart,
         WordEnd, in samples of the audio at `sample_rate`; a word's start before the audio that
         starts it)."""
         first_word = 0 if words else None
@@ -285,7 +278,7 @@ class TTSModel:
         **overrides: Any,
     ) -> Iterator[Any]:
         """Speak text that arrives in pieces (an LLM's tokens: any split): yield float32 PCM chunks of
-        each segment as soon as it is complete (core.portable.segmenter), the rest at the end. The
+        each segment as soon as it is complete (core.portable.text.segmenter), the rest at the end. The
         audio equals `stream` of the whole text whenever the segments are the whole text's chunks
         (one noise generator runs through them). Voice and options are checked now; `pieces` is
         read lazily, so a generation starts before the last piece exists. With `words`, the word
@@ -325,8 +318,8 @@ class TTSModel:
     ) -> TextStream:
         """Text arriving in pieces, as one generation per segment to run one after another (for
         callers that push: the server's sessions, the browser worker); see `stream_text`. All of them
-        make at most `max_seconds` of audio (core.portable.budget), or draw on `budget`; `ssml`:
-        the text is SSML (core.portable.ssml); `words`: its words are timed (a PocketTTSError now
+        make at most `max_seconds` of audio (core.portable.synthesis.budget), or draw on `budget`; `ssml`:
+        the text is SSML (core.portable.text.ssml); `words`: its words are timed (a PocketTTSError now
         for a model without timestamp heads)."""
         options = _options(options, overrides)
         if words:
@@ -345,7 +338,7 @@ class TTSModel:
         return self.step(self.generation(text, voice, options, **overrides))
 
     def step(self, generation: Generation) -> Iterator[Frame]:
-        """The frames of a generation stepped alone, END last (core.portable.generation.advance steps several)."""
+        """The frames of a generation stepped alone, END last (synthesis.generation.advance steps several)."""
         while not generation.finished:
             frame = advance(self, [generation])[0]
             if frame is not None:
@@ -362,16 +355,16 @@ class TTSModel:
         first_word: Optional[int] = None,
         **overrides: Any,
     ) -> Generation:
-        """A generation of `text` to step frame by frame (core.portable.generation), alone or with others.
+        """A generation of `text` to step frame by frame (core.portable.synthesis.generation), alone or with others.
 
-        `options` (core.portable.options.GenerationOptions), or any of them by name as keywords
+        `options` (core.portable.synthesis.options.GenerationOptions), or any of them by name as keywords
         (`model.generate(text, voice, temperature=0)`); `rng`: the noise source, instead of a seed.
         Options are checked, and the text is split and tokenized now, so that bad input fails before
         any work. The audio lasts at most `max_seconds` (after the speed change, pauses included;
-        core.portable.budget), or draws on `budget` (a session's, shared by its generations): a
+        core.portable.synthesis.budget), or draws on `budget` (a session's, shared by its generations): a
         LimitError when max_frames or the pauses alone ask for more; speech that could run longer
         stops there. With `first_word` (the index of its first word), its words are timed: its
-        frames carry their scores (core.portable.timestamps); a PocketTTSError for a model without
+        frames carry their scores (core.portable.synthesis.timestamps); a PocketTTSError for a model without
         timestamp heads.
         """
         self.require(params.FLOW_LM)
@@ -386,7 +379,7 @@ class TTSModel:
         return planning.spoken(text, self.language, normalize_words)
 
     def plan(self, text: str, max_tokens: int, normalize_words: bool = True) -> Plan:
-        """The text as a generation reads it: chunks of tokens and pauses (core.portable.planning)."""
+        """The text as a generation reads it: chunks of tokens and pauses (core.portable.synthesis.planning)."""
         return planning.plan(self, text, max_tokens, normalize_words)
 
     def decoder(self, speed: float = 1.0) -> FrameDecoder:
@@ -438,7 +431,7 @@ def load_weights(
 ) -> Dict[str, quantize.Weight]:
     """The tensors of a model's weights files (part -> file, as sources.ModelFiles has them), of
     `parts` only when given: float32, int8 ones dequantized, except that matrices of linear layers
-    whose shape `keep_int8` accepts stay `Int8Matrix` (for a core.portable.ops backend that multiplies them),
+    whose shape `keep_int8` accepts stay `Int8Matrix` (for a core.portable.network.ops backend that multiplies them),
     and so does the text embedding table (of which a text reads a few rows).
     A file whose path `in_memory` holds (its bytes, as uint8) is read from there: its tensors are
     views of those bytes (a browser worker puts the downloaded files there, not in its file system)."""

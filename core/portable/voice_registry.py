@@ -16,10 +16,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import audio
+from .audio import pcm as audio
 from .errors import VoiceError
 from .model import TTSModel
-from .voice_state import VoiceState
+from .voices.state import VoiceState
 
 RECORDING = "upload:"  # the prefix of a recording's id
 # What a registry keeps: prepared voice states, and the recordings to clone again (see VoiceRegistry).

@@ -14,7 +14,7 @@ import pytest
 from core import TTSModel
 from core.browser.site import compiled
 from core.browser.site.build import download_bytes
-from core.portable.audio import pcm16
+from core.portable.audio.pcm import pcm16
 from e2e import harness
 from tests.support.metrics import max_abs, nmse_db
 from tests.support.needs import require_browser
@@ -163,7 +163,7 @@ served = {key: pattern for key, pattern in re._cache.items() if (key[1], key[2])
 sre_compile._ahead = {}
 fresh = {key: sre_compile.compile(key[1], key[2]) for key in served}
 sre_compile._ahead = ahead
-normalize = sys.modules.get("core.portable.normalize")
+normalize = sys.modules.get("core.portable.text.normalize")
 rules = [id(pattern) for rule in (normalize._RULES.values() if normalize else []) for pattern, _ in rule]
 ids = {id(pattern) for pattern in served.values()}
 json.dumps([len(served), served == fresh, len(rules), all(rule in ids for rule in rules)])

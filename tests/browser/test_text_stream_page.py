@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.portable.normalize import normalize_text
+from core.portable.text.normalize import normalize_text
 from e2e import harness
 from tests.support.needs import require_browser
 from tests.support.paths import SMALL

@@ -17,8 +17,8 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from core.portable.audio import wav_bytes
-from core.portable.options import MAX_TEXT, GenerationOptions
+from core.portable.audio.pcm import wav_bytes
+from core.portable.synthesis.options import MAX_TEXT, GenerationOptions
 from e2e.harness import ray_cluster
 from tests.support.checks import pcm_close
 from tests.support.needs import require_ray

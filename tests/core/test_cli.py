@@ -125,7 +125,7 @@ def test_export_bundle_and_generate_from_it_with_its_default_voice(tmp_path) -> 
 def test_models_and_voices_are_described() -> None:
     """A heading, then a row per model: its language, parameters (counted from its config's
     tensors), word times; voices with the language they were recorded in."""
-    from core.portable import catalog
+    from core.portable.weights import catalog
 
     done = cli("models")
     heading, *rows = [line[2:].split() for line in done.stdout.splitlines()]

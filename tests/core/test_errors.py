@@ -186,7 +186,7 @@ def test_errors_are_value_errors() -> None:
 
 
 def test_voice_prompt_longer_than_30_s_is_cut(model: TTSModel) -> None:
-    from core.portable import audio
+    from core.portable.audio import pcm as audio
 
     samples, rate = audio.read(str(VOICE_24K))
     long = np.concatenate([samples] * 12)  # ~58 s

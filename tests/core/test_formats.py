@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from core import AudioError, WeightsError
 from core.files import save_tensors
-from core.portable import audio, safetensors_file
+from core.portable.audio import pcm as audio
+from core.portable.weights import safetensors_file
 
 
 def test_safetensors_reads_what_the_library_writes(tmp_path) -> None:

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from core import PocketTTSError, TTSModel
-from core.portable import planning
-from core.portable.decoding import decoded
-from core.portable.params import DECODER, FLOW_LM, VOICE_CLONING
-from core.portable.planning import noise_source
+from core.portable.synthesis import planning
+from core.portable.synthesis.decoding import decoded
+from core.portable.synthesis.planning import noise_source
+from core.portable.weights.params import DECODER, FLOW_LM, VOICE_CLONING
 from tests.support.paths import FIXTURES, TINY_DIR, VOICE_24K
 
 
@@ -104,8 +104,8 @@ def test_a_model_without_its_flow_lm_reads_its_tokenizer_only_when_asked(monkeyp
     """The browser's decoder worker (the decoder part alone) reads no text: its tokenizer is not read
     at load, but when first asked for, the same as a whole model's; adding the flow LM reads it
     then, so that a tokenizer that does not fit fails at that load, not at the first request."""
-    from core.portable import sources
-    from core.portable.tokenizer import Tokenizer
+    from core.portable.text.tokenizer import Tokenizer
+    from core.portable.weights import sources
 
     config = str(TINY_DIR / "tiny_lsd" / "config.yaml")
     read = []
@@ -139,9 +139,10 @@ def test_a_part_that_was_not_loaded_is_a_clear_error() -> None:
 
 def test_the_derived_layouts_leave_the_checkpoint_as_it_is() -> None:
     """prepare() returns new dicts: the checkpoint's nested tensors are not rewritten."""
-    from core.portable import flow_lm, mimi, params
     from core.portable.model import load_weights
-    from core.portable.sources import resolve
+    from core.portable.network import flow_lm, mimi
+    from core.portable.weights import params
+    from core.portable.weights.sources import resolve
 
     files = resolve(str(TINY_DIR / "tiny_lsd" / "config.yaml"))
     nested = params.nest(load_weights(files.weights))

@@ -1,4 +1,4 @@
-"""The compiled kernels (core/portable/kernels.c, bound by core/portable/kernels.py) against NumPy: every kernel on
+"""The compiled kernels (core/portable/network/kernels.c, bound by kernels.py beside it) against NumPy: every kernel on
 random shapes with odd tails, the refusals of the binding, whole models on the kernel backend, and
 the build's safety checks. Here the kernels are compiled natively; tests/browser/test_e2e.py runs the same
 checks on the WebAssembly module in Chromium."""
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from core import Runtime, TTSModel
-from core.portable import ops
-from core.portable.kernels import SIGNATURES, CompiledKernels, KernelArgumentError, KernelBinding, i8_scratch
-from core.portable.quantize import Int8Matrix
+from core.portable.network import ops
+from core.portable.network.kernels import SIGNATURES, CompiledKernels, KernelArgumentError, KernelBinding, i8_scratch
+from core.portable.network.quantize import Int8Matrix
 from tests.support.metrics import nmse_db
 from tests.support.paths import TINY_DIR
 
@@ -117,7 +117,7 @@ def test_a_model_on_the_kernels_gives_the_numpy_audio(eager_kernels, name: str) 
 
 def test_int8_bundles_stay_int8_on_the_kernels(eager_kernels, tmp_path, monkeypatch) -> None:
     from core.export import export
-    from core.portable import quantize as quantize_module
+    from core.portable.network import quantize as quantize_module
 
     monkeypatch.setattr(quantize_module, "MIN_ELEMENTS", 1024)  # the tiny model's matrices are all small
     export(

@@ -9,8 +9,10 @@ import pytest
 
 from core import TTSModel
 from core.export import export
-from core.portable import params, quantize, voice_state
 from core.portable.errors import PocketTTSError, VoiceError, WeightsError
+from core.portable.network import quantize
+from core.portable.voices import state as voice_state
+from core.portable.weights import params
 from tests.support.paths import TINY_DIR, VOICE_24K
 
 CONFIG = TINY_DIR / "tiny_gqa" / "config.yaml"

@@ -15,8 +15,8 @@ import pytest
 import core
 from core import Runtime, TTSModel, native
 from core.browser import kernel_check
-from core.portable import ops
-from core.portable.quantize import Int8Matrix
+from core.portable.network import ops
+from core.portable.network.quantize import Int8Matrix
 from tests.support.metrics import nmse_db
 from tests.support.paths import ROOT, TINY_DIR
 
@@ -123,7 +123,7 @@ def test_the_native_kernels_equal_numpy_and_refuse_bad_calls(backend) -> None:
 
 def test_int8_bundles_run_int8_on_the_server_backend(backend, tmp_path, monkeypatch) -> None:
     from core.export import export
-    from core.portable import quantize
+    from core.portable.network import quantize
 
     monkeypatch.setattr(quantize, "MIN_ELEMENTS", 1024)  # the tiny model's matrices are all small
     monkeypatch.setattr(backend, "SMALL", 0)
@@ -296,7 +296,7 @@ FORKED_CHILD = """
 import os, sys
 import numpy as np
 from core import native
-from core.portable.quantize import Int8Matrix
+from core.portable.network.quantize import Int8Matrix
 backend = native.backend()
 native.SPLIT_WEIGHTS = 0
 rng = np.random.default_rng(5)

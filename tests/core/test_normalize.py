@@ -1,4 +1,4 @@
-"""Text normalization (core.portable.normalize): the table of written -> spoken forms in every
+"""Text normalization (core.portable.text.normalize): the table of written -> spoken forms in every
 catalog language, text that has nothing to normalize, hostile inputs, and model names."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Callable, List, Match, Pattern, Union
 
 import pytest
 
-from core.portable import normalize
 from core.portable.errors import TextError
-from core.portable.normalize import LANGUAGES, MAX_DIGITS, language_of, normalize_aligned, normalize_text
+from core.portable.text import normalize
+from core.portable.text.normalize import LANGUAGES, MAX_DIGITS, language_of, normalize_aligned, normalize_text
 from tests.support.normalize_cases import cases
 from tests.support.paths import ROOT
 
@@ -282,7 +282,7 @@ def test_language_of(name: str, language: str) -> None:
 def test_every_catalog_model_has_a_language() -> None:
     import json
 
-    catalog = json.loads((ROOT / "core" / "portable" / "catalog.json").read_text())
+    catalog = json.loads((ROOT / "core" / "portable" / "weights" / "catalog.json").read_text())
     names = catalog.get("models", catalog)
     for name in names:
         if isinstance(names[name], dict):

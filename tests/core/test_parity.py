@@ -13,8 +13,9 @@ import json
 import numpy as np
 import pytest
 
-from core.portable import audio, flow_lm, mimi
-from core.portable.text import prepare_text_prompt, split_into_chunks
+from core.portable.audio import pcm as audio
+from core.portable.network import flow_lm, mimi
+from core.portable.text.prepare import prepare_text_prompt, split_into_chunks
 from tests.support.metrics import max_abs, nmse_db
 from tests.support.parity import Loaded
 from tests.support.paths import VOICE_22K, VOICE_24K

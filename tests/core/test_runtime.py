@@ -13,9 +13,9 @@ import numpy as np
 
 import core
 from core import Runtime, TTSModel, host
-from core.portable import ops
 from core.portable.model import TTSModel as PortableModel
 from core.portable.model import one_thread
+from core.portable.network import ops
 from tests.support.paths import ROOT, TINY_CONFIG, VOICE_24K
 
 OPTIONS = {"temperature": 0.0, "max_frames": 6, "eos_threshold": 1e9}
@@ -38,7 +38,7 @@ class Counting(ops.NumpyBackend):
 def test_importing_core_sets_nothing_for_the_process() -> None:
     code = (
         "import core\n"
-        "from core.portable import ops, model, sources\n"
+        "from core.portable import model\nfrom core.portable.network import ops\nfrom core.portable.weights import sources\n"
         "assert ops.current() is ops.NUMPY, ops.current()\n"
         "assert not hasattr(sources, 'use_fetcher') and not hasattr(model, 'use_runner')\n"
         "assert model.Runtime().backend is ops.NUMPY and model.Runtime().runner is model.one_thread\n"

@@ -9,9 +9,9 @@ from typing import List, Tuple
 import pytest
 
 from core import TextError
-from core.portable.segmenter import Segmenter
-from core.portable.text import MAX_SEGMENT_TOKENS, TextOptions, split_into_chunks
-from core.portable.tokenizer import Tokenizer
+from core.portable.text.prepare import MAX_SEGMENT_TOKENS, TextOptions, split_into_chunks
+from core.portable.text.segmenter import Segmenter
+from core.portable.text.tokenizer import Tokenizer
 from tests.support.paths import FIXTURES
 
 KINDS = {"sentencepiece": "unigram4000.model", "tokenizers": "unigram4000.json"}

@@ -19,8 +19,8 @@ import pytest
 
 from core import Runtime, TTSModel
 from core.files import save_tensors
-from core.portable import catalog, safetensors_file
 from core.portable.model import load_weights
+from core.portable.weights import catalog, safetensors_file
 from tests.support.fake_hub import FakeHub
 from tests.support.metrics import nmse_db
 from tests.support.parity import model_dir
@@ -189,7 +189,7 @@ def test_a_browser_engine_reads_the_weights_the_worker_wrote_into_the_room_it_re
 
     from core.browser import engine
     from core.export import export
-    from core.portable import quantize
+    from core.portable.network import quantize
 
     monkeypatch.setattr(quantize, "MIN_ELEMENTS", 512)
     out = tmp_path / "bundle"
@@ -213,7 +213,7 @@ def test_a_browser_engine_reads_the_weights_the_worker_wrote_into_the_room_it_re
 
 def test_bundle_round_trip(tmp_path, monkeypatch) -> None:
     from core.export import export
-    from core.portable import quantize
+    from core.portable.network import quantize
 
     monkeypatch.setattr(quantize, "MIN_ELEMENTS", 512)  # the tiny model's matrices are all small
     out = tmp_path / "bundle"
@@ -277,7 +277,7 @@ def test_bundle_round_trip(tmp_path, monkeypatch) -> None:
 
 def test_the_int8_text_table_stays_int8_and_only_the_rows_a_text_uses_are_dequantized(tmp_path, monkeypatch) -> None:
     from core.export import export
-    from core.portable import flow_lm, quantize
+    from core.portable.network import flow_lm, quantize
 
     monkeypatch.setattr(quantize, "MIN_ELEMENTS", 512)  # the tiny model's table is small
     out = tmp_path / "bundle"

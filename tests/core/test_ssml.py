@@ -1,4 +1,4 @@
-"""SSML as the text the model reads (core/portable/ssml.py): breaks are pauses, other tags dropped with
+"""SSML as the text the model reads (core/portable/text/ssml.py): breaks are pauses, other tags dropped with
 their text kept, entities read; checked against Python's own XML parser for the text, and the same
 for any split of the text into pieces."""
 
@@ -11,8 +11,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from core.portable.ssml import BREAK_STRENGTHS, MAX_TAG, SsmlStream, to_markup
-from core.portable.text import split_pauses
+from core.portable.text.prepare import split_pauses
+from core.portable.text.ssml import BREAK_STRENGTHS, MAX_TAG, SsmlStream, to_markup
 
 DOCUMENTS = [
     '<speak>Hello <break time="500ms"/> world.</speak>',

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from core import TTSModel
-from core.portable import conv, mimi, ops, transformer
+from core.portable.network import conv, mimi, ops, transformer
 from tests.support.metrics import nmse_db
 from tests.support.parity import tiny_models
 from tests.support.paths import TINY_DIR

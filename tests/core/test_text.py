@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from core import TextError
-from core.portable.text import TextOptions, prepare_text_prompt, split_into_chunks, split_pauses
-from core.portable.tokenizer import Tokenizer
+from core.portable.text.prepare import TextOptions, prepare_text_prompt, split_into_chunks, split_pauses
+from core.portable.text.tokenizer import Tokenizer
 from tests.support.paths import FIXTURES
 from tests.support.reference import run_reference
 
@@ -219,7 +219,7 @@ def test_the_decimal_point_check_reads_near_the_boundary_as_the_official_reads_i
     """Ours decodes a few tokens around each boundary; on texts dense in digits, periods, spaces and
     multi-byte characters (byte-fallback tokens cut by a window), it decides as the official does
     at every token of the text."""
-    from core.portable.text import _is_decimal_period_boundary
+    from core.portable.text.prepare import _is_decimal_period_boundary
 
     tokenizer = Tokenizer.from_file(str(FIXTURES / "tokenizers" / name))
     rng = np.random.default_rng(3)
@@ -241,7 +241,7 @@ def test_a_segment_without_breaks_is_split_between_words_past_the_segment_bound(
     """The official keeps a sentence with no break whole however long (its prompt and length estimate
     grow with it); ours cuts one past MAX_SEGMENT_TOKENS into chunks of at most max_tokens, words
     kept whole where they fit, and drops no character."""
-    from core.portable.text import MAX_SEGMENT_TOKENS
+    from core.portable.text.prepare import MAX_SEGMENT_TOKENS
 
     tokenizer = Tokenizer.from_file(str(FIXTURES / "tokenizers" / "unigram1000_bytes.model"))
     assert len(tokenizer.encode(text)) > MAX_SEGMENT_TOKENS

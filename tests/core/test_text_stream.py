@@ -10,8 +10,8 @@ import pytest
 
 from core import LimitError, PocketTTSError, TTSModel
 from core.portable.model import one_thread
-from core.portable.options import GenerationOptions
-from core.portable.text import split_into_chunks
+from core.portable.synthesis.options import GenerationOptions
+from core.portable.text.prepare import split_into_chunks
 from tests.support.paths import TINY_CONFIG, VOICE_24K
 
 # Sentences of 9 to 12 tokens with max_tokens 12: no two fit in one chunk, so the whole text's

@@ -1,4 +1,4 @@
-"""The pure-Python tokenizer (core/portable/tokenizer/) against the libraries it replaces.
+"""The pure-Python tokenizer (core/portable/text/tokenizer/) against the libraries it replaces.
 
 For every fixture model (tests/fixtures/tokenizers, made by scripts/train_tokenizers.py: unigram
 and BPE, 300 to 8000 pieces, with and without byte fallback, user-defined symbols, digit
@@ -37,9 +37,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.portable.errors import ConfigError
-from core.portable.tokenizer import Tokenizer
-from core.portable.tokenizer.charsmap import CharsMap
-from core.portable.tokenizer.hf_stages import PrecompiledNormalizer
+from core.portable.text.tokenizer import Tokenizer
+from core.portable.text.tokenizer.charsmap import CharsMap
+from core.portable.text.tokenizer.hf_stages import PrecompiledNormalizer
 from tests.support.paths import TOKENIZERS
 
 FIXTURES = TOKENIZERS

@@ -1,4 +1,4 @@
-"""Speed (core.portable.tsm): duration, pitch, streaming equal to whole-file, no clicks, bounds, delay."""
+"""Speed (core.portable.audio.tsm): duration, pitch, streaming equal to whole-file, no clicks, bounds, delay."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from core.portable.audio.tsm import MAX_SPEED, MIN_SPEED, TimeStretch, stretch
 from core.portable.errors import PocketTTSError
-from core.portable.tsm import MAX_SPEED, MIN_SPEED, TimeStretch, stretch
 
 RATE = 24000
 CHUNK = 1920  # the model's 80 ms frames at 24 kHz

@@ -10,7 +10,7 @@ import pytest
 from core import TTSModel, VoiceError
 from core.export import export_voice
 from core.files import save_tensors
-from core.portable import safetensors_file
+from core.portable.weights import safetensors_file
 from tests.support.metrics import nmse_db
 from tests.support.paths import TINY_DIR, VOICE_24K
 from tests.support.reference import run_reference
@@ -132,7 +132,7 @@ def test_corrupt_or_missing_voices(tmp_path) -> None:
 
 
 def test_voice_from_samples_at_any_rate_equals_the_file() -> None:
-    from core.portable import audio
+    from core.portable.audio import pcm as audio
 
     model = load("tiny_lsd")
     samples, rate = audio.read(str(VOICE_24K))
@@ -150,7 +150,7 @@ def test_model_without_voice_cloning_weights(tmp_path) -> None:
     """A checkpoint without the encoder side speaks with voice states but refuses audio prompts."""
     source = TINY_DIR / "tiny_lsd"
     tensors, _ = safetensors_file.load(str(source / "model.safetensors"))
-    from core.portable.params import is_voice_cloning_key
+    from core.portable.weights.params import is_voice_cloning_key
 
     save_tensors(str(tmp_path / "model.safetensors"), {k: v for k, v in tensors.items() if not is_voice_cloning_key(k)})
     config = (

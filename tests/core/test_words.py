@@ -1,4 +1,4 @@
-"""Word timestamps (core/portable/words.py, core/portable/timestamps.py) against
+"""Word timestamps (core/portable/text/words.py, core/portable/synthesis/timestamps.py) against
 `pocket-tts-timestamped` 1.4.0, and what the reference does not do by its own invariants.
 
 Against the fork (build/reference/NAME/words.json, made by scripts/make_word_reference.py on the
@@ -25,10 +25,11 @@ import numpy as np
 import pytest
 
 from core import ConfigError, NoTimestampsError, TTSModel
-from core.portable import catalog, planning, timestamps
-from core.portable.decoding import WordTimer
-from core.portable.generation import Chunk, Frame
-from core.portable.timestamps import WordEnd, WordStart
+from core.portable.synthesis import planning, timestamps
+from core.portable.synthesis.decoding import WordTimer
+from core.portable.synthesis.generation import Chunk, Frame
+from core.portable.synthesis.timestamps import WordEnd, WordStart
+from core.portable.weights import catalog
 from tests.support.models import timed_tiny
 from tests.support.paths import ROOT, VOICE_24K
 
@@ -258,8 +259,8 @@ def test_a_normalized_word_is_one_word_over_its_expansion(timed) -> None:
 )
 def test_the_users_words_of_a_normalized_text(text, words) -> None:
     """Each word as written, said for once: the spans in order, apart, and each the word's text."""
-    from core.portable import normalize
-    from core.portable.words import said_for
+    from core.portable.text import normalize
+    from core.portable.text.words import said_for
 
     said = said_for(text, *normalize.normalize_aligned(text, "english"))
     users = {}
@@ -309,7 +310,7 @@ def test_the_users_words_cost_what_the_text_is_long(timed, path, text) -> None:
     word was widened to the whitespace around it, a scan of the whole run each time): the lines
     of words.py that find the user's words double when the text doubles (4 times where they grow
     with its square)."""
-    from core.portable import words
+    from core.portable.text import words
 
     def found(text: str) -> None:
         if path == "plan":
@@ -464,7 +465,7 @@ def test_the_command_lines_subtitles_are_read_back_by_a_parser_of_their_own(
 def test_a_cue_holds_its_words_whatever_they_hold(tmp_path, suffix) -> None:
     """Words with an arrow, markup, a character reference or a blank line in them: each cue is one
     line, no line but a timing line holds "-->", and a parser reads back each word as shown."""
-    from core.portable.timestamps import TimedWord
+    from core.portable.synthesis.timestamps import TimedWord
     from core.subtitles import cues, subtitles
 
     written = ["1-->2", "<b>bold</b>", "a&amp;b", "one\n\ntwo", "\u2028", "--->", "<", "end"]
@@ -528,7 +529,7 @@ def test_finding_the_words_costs_what_the_text_is_long(timed, monkeypatch, text)
     text (the fork's way read every prefix of a chunk: ~n²/2)."""
     import unicodedata
 
-    from core.portable import words
+    from core.portable.text import words
 
     class Counted:
         """unicodedata, counting the characters `normalize` reads."""

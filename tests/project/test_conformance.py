@@ -41,7 +41,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from core.portable.text_stream import TextStream
+from core.portable.synthesis.text_stream import TextStream
 from server import errors
 from server.access import Access
 from server.app import create_app

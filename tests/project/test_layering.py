@@ -143,6 +143,50 @@ def test_every_import_runs_down_a_floor_or_stays_in_its_part() -> None:
             assert target_level < level or target_home == home, f"{name}:{line} imports {target}, up or across"
 
 
+# The rooms of the portable model, from the bottom: a module imports its own room or a lower
+# floor, never one beside it (audio, network and text know nothing of each other), so text and
+# voices never reach the model that reads them.
+ROOMS = {
+    "core.portable.errors": 0,
+    "core.portable.config": 1,
+    "core.portable.audio": 2,
+    "core.portable.network": 2,
+    "core.portable.text": 2,
+    "core.portable.weights": 3,
+    "core.portable.voices": 4,
+    "core.portable.synthesis": 5,
+    "core.portable.model": 6,
+    "core.portable.voice_registry": 7,
+}
+# No folder of core holds more modules than a reader takes in at a glance.
+MAX_MODULES_PER_FOLDER = 15
+
+
+def room(module: str) -> Tuple[int, str]:
+    home = max((r for r in ROOMS if module == r or module.startswith(r + ".")), key=len)
+    return ROOMS[home], home
+
+
+def test_the_portable_rooms_import_down_only() -> None:
+    portable = [name for name in modules() if name.startswith("core.portable.")]
+    assert {room(name)[1] for name in portable} == set(ROOMS), "a module of core.portable outside the rooms"
+    for name, edges in graph().items():
+        if not name.startswith("core.portable."):
+            continue
+        level, home = room(name)
+        for line, target in edges:
+            if target == "core.portable":
+                continue
+            target_level, target_home = room(target)
+            assert target_level < level or target_home == home, f"{name}:{line} imports {target}, up or across"
+
+
+def test_no_folder_of_core_holds_more_than_fifteen_modules() -> None:
+    for folder in sorted({p.parent for p in CORE.rglob("*.py")}):
+        count = len(list(folder.glob("*.py")))
+        assert count <= MAX_MODULES_PER_FOLDER, f"{folder.relative_to(ROOT)} holds {count} modules"
+
+
 def test_no_test_module_imports_another() -> None:
     """Not by its package's name, nor by its bare name (pytest puts a test's folder on sys.path)."""
     found = modules()
@@ -191,9 +235,9 @@ def test_the_checks_see_the_imports() -> None:
     `from . import x` (a module), `from .x import y` (a name), `from .. import`, absolute imports,
     and imports inside functions."""
     targets = {name: {target for _, target in edges} for name, edges in graph().items()}
-    assert {"core.portable.voice_state", "core.portable.voices"} <= targets["core.portable.model"]
+    assert {"core.portable.voices.state", "core.portable.voices.sources"} <= targets["core.portable.model"]
     assert "core.portable.model" in targets["core.portable.voice_registry"]
-    assert "core.portable.errors" in targets["core.portable.tokenizer"]
+    assert "core.portable.errors" in targets["core.portable.text.tokenizer"]
     assert {"core.host", "core.portable.model"} <= targets["core"] and {"core.hub", "core.native"} <= targets[
         "core.host"
     ]

@@ -1,4 +1,4 @@
-"""The generation options have one home (core.portable.options.GenerationOptions): the docs' table
+"""The generation options have one home (core.portable.synthesis.options.GenerationOptions): the docs' table
 (docs/options.md), the command line's flags and the server's request fields are checked against it,
 so they cannot drift."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from core import PocketTTSError
 from core.cli import parser
-from core.portable.options import GenerationOptions, names
+from core.portable.synthesis.options import GenerationOptions, names
 from server.schemas import GenerateRequest
 from tests.support.paths import ROOT
 
@@ -49,7 +49,7 @@ def test_unknown_options_and_values_out_of_range_are_clear_errors(model, voice) 
 def test_pause_markup_is_silence_unless_pauses_is_false() -> None:
     """pauses=False (LiveKit's default): the markup is text like any other, tokenized with the rest."""
     from core import TTSModel
-    from core.portable import planning
+    from core.portable.synthesis import planning
 
     model = TTSModel.load(str(ROOT / "tests" / "fixtures" / "models" / "tiny_lsd" / "config.yaml"))
     text = "Hello [pause:1s] there."

@@ -29,8 +29,8 @@ from litestar.testing import TestClient
 from wyoming.client import AsyncTcpClient
 from wyoming.info import Describe
 
-from core.portable import audio
-from core.portable.audio import wav_bytes
+from core.portable.audio import pcm as audio
+from core.portable.audio.pcm import wav_bytes
 from e2e.harness import free_port
 from server.access import Access
 from server.app import create_app

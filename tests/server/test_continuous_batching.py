@@ -1,5 +1,5 @@
-"""Generations stepped together (core.portable.generation.advance, core.portable.decoding.decode_together) give each one
-the audio it gets alone: whatever joins or leaves, whatever its voice and options, however its text
+"""Generations stepped together (core.portable.synthesis: generation.advance, decoding.decode_together)
+give each one the audio it gets alone: whatever joins or leaves, whatever its voice and options, however its text
 is read."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from core import TTSModel
-from core.portable.decoding import decode_together
-from core.portable.generation import Frame, advance
+from core.portable.synthesis.decoding import decode_together
+from core.portable.synthesis.generation import Frame, advance
 from tests.support.metrics import nmse_db
 from tests.support.paths import VOICE_24K
 

@@ -32,9 +32,9 @@ from litestar.testing import TestClient
 
 from core import DownloadError, LimitError, Runtime, TTSModel
 from core.files import only_writer, write_atomically
-from core.portable.audio import MAX_PROMPT_SECONDS, wav_bytes
-from core.portable.options import REQUEST_SECONDS, GenerationOptions
-from core.portable.text import MAX_SEGMENT_TOKENS
+from core.portable.audio.pcm import MAX_PROMPT_SECONDS, wav_bytes
+from core.portable.synthesis.options import REQUEST_SECONDS, GenerationOptions
+from core.portable.text.prepare import MAX_SEGMENT_TOKENS
 from server.access import Access
 from server.app import create_app
 from server.engine import ServerEngine
@@ -96,7 +96,7 @@ def test_no_text_makes_a_generation_longer_than_a_request_may_last(engine, text,
 
 
 def test_speech_that_could_run_past_the_limit_stops_at_it(model, voice) -> None:
-    from core.portable.generation import advance
+    from core.portable.synthesis.generation import advance
 
     generation = model.generation("Hello there. " * 20, voice, temperature=0.0, eos_threshold=100.0, max_seconds=1.0)
     made = 0
@@ -189,10 +189,10 @@ def while_held(held: Held, url: str, send: Callable[[], httpx.Response], check: 
 
 
 def test_text_preparation_runs_off_the_event_loop(engine, monkeypatch) -> None:
-    import core.portable.planning
+    import core.portable.synthesis.planning
 
-    held = Held(core.portable.planning.split_into_chunks)
-    monkeypatch.setattr(core.portable.planning, "split_into_chunks", held)
+    held = Held(core.portable.synthesis.planning.split_into_chunks)
+    monkeypatch.setattr(core.portable.synthesis.planning, "split_into_chunks", held)
     with serving(engine) as url:
         body = {"text": "Held.", "max_frames": 2}
         response = while_held(held, url, lambda: httpx.post(url + "/generate", json=body, timeout=GUARD))
@@ -236,7 +236,7 @@ def test_the_decimal_point_check_decodes_a_bounded_number_of_tokens_per_boundary
     tokenizer.decode = lambda ids: decoded.append(len(ids)) or original(ids)
     try:
         text = "1." * 2500
-        from core.portable.text import split_into_chunks
+        from core.portable.text.prepare import split_into_chunks
 
         split_into_chunks(tokenizer, text, 50, model.text_options)
     finally:
@@ -262,10 +262,10 @@ def tiny_wav(rate: int) -> bytes:
 
 
 def test_an_upload_at_an_odd_sample_rate_is_refused_before_any_resampling(engine, monkeypatch) -> None:
-    import core.portable.audio
+    import core.portable.audio.pcm
 
     resampled = []
-    monkeypatch.setattr(core.portable.audio, "resample", lambda *args: resampled.append(args) or args[0])
+    monkeypatch.setattr(core.portable.audio.pcm, "resample", lambda *args: resampled.append(args) or args[0])
     with TestClient(app=create_app(engine), base_url=LOCAL) as client:
         data = tiny_wav(1999993)
         assert len(data) == 92

@@ -80,7 +80,8 @@ def test_the_voices_folder_is_offered_on_every_front_and_models_are_described(tm
     import numpy as np
     import soundfile
 
-    from core.portable import config, params
+    from core.portable import config
+    from core.portable.weights import params
 
     shutil.copy(VOICE_22K, tmp_path / "grandpa.wav")
     with tiny_server("--voices-dir", str(tmp_path)) as url:

@@ -19,7 +19,7 @@ import soundfile
 import soxr
 
 from core import audio_formats
-from core.portable.audio import pcm16
+from core.portable.audio.pcm import pcm16
 from tests.support.paths import ROOT, TINY_CONFIG, VOICE_24K
 from tests.support.processes import tiny_server
 

@@ -25,7 +25,7 @@ import soundfile
 from litestar.testing import TestClient
 
 from core import VoiceError
-from core.portable.audio import pcm16
+from core.portable.audio.pcm import pcm16
 from e2e.harness import active_generations, cluster_server, free_port, ray_cluster
 from server.app import create_app
 from server.engine import ServerEngine

@@ -481,10 +481,10 @@ def test_a_client_that_does_not_read_is_dropped_and_its_slot_freed(model, relays
 
 
 def test_text_preparation_runs_off_the_event_loop(engine, url, monkeypatch) -> None:
-    import core.portable.planning
+    import core.portable.synthesis.planning
 
-    held = Held(core.portable.planning.split_into_chunks)
-    monkeypatch.setattr(core.portable.planning, "split_into_chunks", held)
+    held = Held(core.portable.synthesis.planning.split_into_chunks)
+    monkeypatch.setattr(core.portable.synthesis.planning, "split_into_chunks", held)
     heard = Heard()
     with ws(url) as connection:
         send(connection, "start", max_frames=2, temperature=0.0)

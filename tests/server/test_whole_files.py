@@ -20,8 +20,8 @@ import soxr
 from litestar.testing import TestClient
 
 from core import PocketTTSError, audio_formats
-from core.portable.audio import pcm16, wav_header
-from core.portable.options import GenerationOptions
+from core.portable.audio.pcm import pcm16, wav_header
+from core.portable.synthesis.options import GenerationOptions
 from server import bodies
 from server.app import create_app
 from server.engine import ServerEngine

@@ -33,9 +33,9 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
-from core.portable.audio import pcm16, wav_bytes
-from core.portable.options import REQUEST_SECONDS, GenerationOptions
-from core.portable.ssml import SsmlStream, to_markup
+from core.portable.audio.pcm import pcm16, wav_bytes
+from core.portable.synthesis.options import REQUEST_SECONDS, GenerationOptions
+from core.portable.text.ssml import SsmlStream, to_markup
 from e2e.harness import free_port
 from server import session, wyoming_discovery
 from server.access import GUEST, KEY_HOLDER, Access

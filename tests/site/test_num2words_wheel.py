@@ -16,7 +16,7 @@ import pytest
 
 from core.browser.site.build import dependency_wheels
 from core.browser.site.num2words_wheel import INIT
-from core.portable.normalize import LANGUAGE_CODES, normalize_text
+from core.portable.text.normalize import LANGUAGE_CODES, normalize_text
 from tests.support.normalize_cases import cases
 from tests.support.paths import ROOT
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 # Reads each case with the num2words found first on sys.path; says which modules of it were imported.
 READ = (
     "import json, sys\n"
-    "from core.portable.normalize import normalize_text\n"
+    "from core.portable.text.normalize import normalize_text\n"
     "spoken = [normalize_text(written, language) for language, written in json.load(sys.stdin)]\n"
     "import num2words\n"
     "print(json.dumps({'file': num2words.__file__, 'spoken': spoken,\n"
