@@ -27,7 +27,7 @@ from core.portable.errors import PocketTTSError
 from core.portable.model import Runtime, TTSModel
 from core.portable.network import kernels
 from core.portable.synthesis.decoding import FrameDecoder
-from core.portable.synthesis.generation import Frame
+from core.portable.synthesis.generation import Frame, alone
 from core.portable.synthesis.options import GenerationOptions
 from core.portable.synthesis.text_stream import Segment, TextStream
 from core.portable.synthesis.timestamps import WordStart
@@ -196,7 +196,7 @@ class BrowserEngine:
         if not self.queue:
             return None
         segment = self.queue.popleft()
-        self.frames = self.model.step(segment.generation)
+        self.frames = alone(self.model, segment.generation)
         return json.dumps({"segment": segment.text, "spoken": segment.spoken, "speed": segment.generation.speed})
 
     def cancel(self) -> None:

@@ -327,7 +327,7 @@ def synthesize(model_source: str, line: Line, words: bool = False) -> Outcome:
         options = GenerationOptions.of(line.options)
         voice = voices.source(line.voice)
         if words:
-            pcm, timed = model.generate_with_words(line.text, voice, options, max_seconds=REQUEST_SECONDS)
+            pcm, timed = model.generate(line.text, voice, options, words=True, max_seconds=REQUEST_SECONDS)
         else:
             pcm, timed = model.generate(line.text, voice, options, max_seconds=REQUEST_SECONDS), None
     except PocketTTSError as e:

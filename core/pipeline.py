@@ -1,11 +1,11 @@
 """One stream's two halves on two threads where that pays, the runner of every Python caller on
-CPython (core/host.py's runtime: TTSModel.audio, and so `generate`, `stream`, `stream_text` and
-the command line): the flow LM makes the frames on a thread of its own while the caller's thread
-decodes them, as the server's scheduler (server/scheduler.py) does for many streams at once. NumPy
-and the compiled kernels let go of the GIL inside their products, so the two halves run on two
-cores, each with one BLAS thread (as the server's): on english int8 the command line's real-time
-factor went from 0.31 to 0.21 (docs/measurements/speed.md); with BLAS's own threads beside the flow
-thread it stayed at 0.33. The audio is the one-thread runner's under one BLAS thread, sample for sample.
+CPython (core/host.py's runtime: it runs TTSModel.stream, and so `generate` and the command
+line): the flow LM makes the frames on a thread of its own while the caller's thread decodes them,
+as the server's scheduler (server/scheduler.py) does for many streams at once. NumPy and the
+compiled kernels let go of the GIL inside their products, so the two halves run on two cores, each
+with one BLAS thread (as the server's): on english int8 the command line's real-time factor went
+from 0.31 to 0.21 (docs/measurements/speed.md); with BLAS's own threads beside the flow thread it
+stayed at 0.33. The audio is the one-thread runner's under one BLAS thread, sample for sample.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from . import threads
 from .portable.model import TTSModel, one_thread
 from .portable.network import ops
 from .portable.synthesis.decoding import decoded
-from .portable.synthesis.generation import Frame, Generation
+from .portable.synthesis.generation import Frame, Generation, alone
 
 # Frames the flow LM may make ahead of the decoder: enough to keep both busy.
 AHEAD = 2
@@ -57,7 +57,7 @@ def run(model: TTSModel, generation: Generation) -> Iterator[np.ndarray]:
 def _two_threads(model: TTSModel, generation: Generation) -> Iterator[np.ndarray]:
     """The frames on a thread of its own (which the first chunk asked for starts); closing the
     iterator stops that thread within a frame."""
-    frames = model.step(generation)
+    frames = alone(model, generation)
     handoff: queue.Queue = queue.Queue(AHEAD)
     stop = threading.Event()
     # The first frame decodes alone: the flow thread waits until the decoder asks for the second.

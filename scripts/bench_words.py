@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from core import TTSModel
+from core.portable.synthesis import generation as generation_module
 from core.portable.synthesis import timestamps
 from e2e import measured
 
@@ -40,7 +41,7 @@ def score_cost(model: TTSModel, voice: object) -> tuple:
     timestamps.unit_scores = timed
     try:
         generation = model.generation(TEXT, voice, first_word=0, **OPTIONS)
-        frames = [frame for frame in model.step(generation) if frame.scores is not None]
+        frames = [frame for frame in generation_module.alone(model, generation) if frame.scores is not None]
     finally:
         timestamps.unit_scores = scores
     chunk = frames[0].words

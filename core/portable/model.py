@@ -13,21 +13,22 @@ exists (so the first audio arrives after one frame).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import config
-from .errors import ConfigError, PocketTTSError
-from .network import flow_lm, mimi, ops, quantize
+from .errors import ConfigError, PocketTTSError, VoiceError
+from .network import flow_lm, mimi, ops, quantize, transformer
 from .synthesis import planning
 from .synthesis.budget import Budget
 from .synthesis.decoding import FrameDecoder, decoded
-from .synthesis.generation import Frame, Generation, Plan, advance
+from .synthesis.generation import Generation, alone
 from .synthesis.options import GenerationOptions
 from .synthesis.text_stream import TextStream
-from .synthesis.timestamps import TimedWord, shifted, timed_words
+from .synthesis.timestamps import shifted, timed_words
 from .text import normalize
 from .text.prepare import TextOptions
 from .text.segmenter import Segmenter
@@ -40,7 +41,7 @@ from .weights import params, safetensors_file, sources
 # stops there, and pauses or a max_frames asking for more are refused. The server allows less.
 MAX_SECONDS = 3600.0
 
-# How `TTSModel.audio` runs a generation alone to its end (and so every entry of the Python API):
+# How `TTSModel.stream` runs a generation alone to its end (and so every entry of the Python API):
 # on the caller's thread (one_thread), or, where the host has threads, one that gives the same
 # chunks sooner (on CPython core/pipeline.py: the flow LM on a thread of its own).
 Runner = Callable[["TTSModel", Generation], Iterator[np.ndarray]]
@@ -48,7 +49,7 @@ Runner = Callable[["TTSModel", Generation], Iterator[np.ndarray]]
 
 def one_thread(model: TTSModel, generation: Generation) -> Iterator[np.ndarray]:
     """A generation's frames, then their audio, chunk by chunk, on the caller's thread."""
-    return decoded(model.decoder(generation.speed), model.step(generation))
+    return decoded(model.decoder(generation.speed), alone(model, generation))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,98 +213,103 @@ class TTSModel:
     def voice_state(self, source: VoiceSource, sample_rate: Optional[int] = None) -> VoiceState:
         """A voice from a predefined name, an audio file, a .safetensors voice state (local or hf://),
         or samples (with `sample_rate`). None is the model's default voice."""
-        return voices.resolve(self, source, sample_rate)
+        return voices.resolve(self._voice_book(), source, sample_rate)
 
     def clone_voice(self, samples: np.ndarray, sample_rate: int, where: str) -> VoiceState:
         """The voice of a recording (samples [T] or [channels, T]); `where` names it in errors."""
-        return voices.clone(self, samples, sample_rate, where)
+        return voices.clone(self._voice_book(), samples, sample_rate, where)
 
-    # Generation
+    def _voice_book(self) -> voices.VoiceBook:
+        return voices.VoiceBook(
+            self.name,
+            self.voices,
+            self.default_voice,
+            self.sample_rate,
+            self.flow_spec.transformer,
+            self.runtime.fetch,
+            self._encode_voice,
+        )
 
-    def generate(
-        self,
-        text: str,
-        voice: VoiceSource,
-        options: Optional[GenerationOptions] = None,
-        max_seconds: float = MAX_SECONDS,
-        **overrides: Any,
-    ) -> np.ndarray:
-        """The whole utterance as float32 PCM [n] at `sample_rate`; options as for `generation`."""
-        chunks = list(self.stream(text, voice, options, max_seconds, **overrides))
-        return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+    def _encode_voice(self, prompt: np.ndarray) -> VoiceState:
+        """The voice state of a cleaned prompt [T] at the model's rate: the Mimi encoder's latents,
+        read by the flow LM as the voice's conditioning."""
+        self.require(params.VOICE_CLONING)
+        if not self.can_clone_voices:
+            raise VoiceError(
+                f"{self.name} cannot clone voices: its weights come without voice cloning (for the official "
+                "models, accept the terms at https://huggingface.co/kyutai/pocket-tts and log in with "
+                "`hf auth login` or HF_TOKEN). Use a predefined voice or a .safetensors voice state."
+            )
+        with ops.using(self.runtime.backend):
+            latents = mimi.encode(self.mimi_spec, self.params["mimi"], prompt)  # [frames, C]
+            conditioning = flow_lm.voice_conditioning(self.flow_spec, self.params["flow_lm"], latents)
+            state = transformer.init_state(self.flow_spec.transformer, capacity=conditioning.shape[0])
+            flow_lm.prompt(self.flow_spec, self.params["flow_lm"], state, conditioning)
+        return VoiceState(state)
 
-    def generate_with_words(
-        self,
-        text: str,
-        voice: VoiceSource,
-        options: Optional[GenerationOptions] = None,
-        max_seconds: float = MAX_SECONDS,
-        **overrides: Any,
-    ) -> Tuple[np.ndarray, List[TimedWord]]:
-        """The whole utterance as `generate` makes it, and when each of its words is spoken (in
-        seconds, the words as the text writes them); a PocketTTSError for a model without
-        timestamp heads."""
-        chunks, events = [], []
-        for item in self.stream(text, voice, options, max_seconds, words=True, **overrides):
-            (chunks if isinstance(item, np.ndarray) else events).append(item)
-        pcm = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
-        return pcm, timed_words(events, self.sample_rate)
+    # Generation: `stream` is the one way to speak, `generate` its whole audio; `generation` and
+    # `text_stream` are the pieces a scheduler steps (the server's, the browser worker's).
 
     def stream(
         self,
-        text: str,
-        voice: VoiceSource,
+        text: Union[str, Iterable[str]],
+        voice: VoiceSource = None,
         options: Optional[GenerationOptions] = None,
+        words: bool = False,
         max_seconds: float = MAX_SECONDS,
-        words: bool = False,
         **overrides: Any,
     ) -> Iterator[Any]:
-        """Yield float32 PCM chunks as the frames are decoded (`frame_size` samples each at speed 1);
-        options and `max_seconds` as for `generation`, checked now (bad input fails before any work).
-        With `words`, the word events come between them (core.portable.synthesis.timestamps WordStart,
-        WordEnd, in samples of the audio at `sample_rate`; a word's start before the audio that
-        starts it)."""
-        first_word = 0 if words else None
-        return self.audio(
-            self.generation(text, voice, options, max_seconds=max_seconds, first_word=first_word, **overrides)
-        )
+        """Yield float32 PCM chunks as the frames are decoded (`frame_size` samples each at speed 1).
 
-    def stream_text(
+        `text`: a string, or text arriving in pieces (an LLM's tokens: any iterable of strings, any
+        split, read lazily), spoken segment by segment as each is complete (core.portable.text.
+        segmenter); its audio equals that of the whole text whenever the segments are the whole
+        text's chunks (one noise generator runs through them). `options`, or any of them by name
+        as keywords (`temperature=0`): checked now, with the voice and a whole text, so that bad
+        input fails before any work. With `words`, word events come between the chunks
+        (synthesis.timestamps WordStart, WordEnd: sample offsets of the audio at `sample_rate`,
+        a word's start before the audio that starts it; a NoTimestampsError now for a model
+        without timestamp heads). All of it lasts at most `max_seconds` (after the speed change,
+        pauses included)."""
+        if isinstance(text, str):
+            first_word = 0 if words else None
+            generation = self.generation(
+                text, voice, options, max_seconds=max_seconds, first_word=first_word, **overrides
+            )
+            return self.runtime.runner(self, generation)
+        stream = self.text_stream(voice, options, max_seconds=max_seconds, words=words, **overrides)
+        return self._spoken(text, stream)
+
+    def generate(
         self,
-        pieces: Iterable[str],
-        voice: VoiceSource,
+        text: Union[str, Iterable[str]],
+        voice: VoiceSource = None,
         options: Optional[GenerationOptions] = None,
-        rng: Optional[np.random.Generator] = None,
         words: bool = False,
+        max_seconds: float = MAX_SECONDS,
         **overrides: Any,
-    ) -> Iterator[Any]:
-        """Speak text that arrives in pieces (an LLM's tokens: any split): yield float32 PCM chunks of
-        each segment as soon as it is complete (core.portable.text.segmenter), the rest at the end. The
-        audio equals `stream` of the whole text whenever the segments are the whole text's chunks
-        (one noise generator runs through them). Voice and options are checked now; `pieces` is
-        read lazily, so a generation starts before the last piece exists. With `words`, the word
-        events as `stream` gives them, in samples of the whole stream, their indexes running on
-        from segment to segment."""
-        text = self.text_stream(voice, options, rng, words=words, **overrides)
-        said = [0]  # samples given out
+    ) -> Any:
+        """The whole of `stream`: float32 PCM [n] at `sample_rate`; with `words`, (PCM, when each
+        word is spoken: TimedWord in seconds, the words as the text writes them)."""
+        chunks, events = [], []
+        for item in self.stream(text, voice, options, words, max_seconds, **overrides):
+            (chunks if isinstance(item, np.ndarray) else events).append(item)
+        pcm = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+        return (pcm, timed_words(events, self.sample_rate)) if words else pcm
 
-        def out(generation: Generation) -> Iterator[Any]:
-            start = said[0]  # the segment's audio begins there
-            for item in self.audio(generation):
+    def _spoken(self, pieces: Iterable[str], text: TextStream) -> Iterator[Any]:
+        """The audio of `pieces` pushed to `text`, segment by segment; word events in samples of the
+        whole stream, their indexes running on from segment to segment."""
+        said = 0  # samples given out: where the next segment's audio begins
+        segments = (segment for piece in pieces for segment in text.push(piece))
+        for segment in itertools.chain(segments, _later(text.end)):
+            start = said
+            for item in self.runtime.runner(self, segment.generation):
                 if isinstance(item, np.ndarray):
-                    said[0] += item.shape[0]
+                    said += item.shape[0]
                     yield item
                 else:
                     yield shifted(item, start)
-
-        def spoken() -> Iterator[Any]:
-            for piece in pieces:
-                for segment in text.push(piece):
-                    yield from out(segment.generation)
-            for segment in text.end():
-                yield from out(segment.generation)
-
-        return spoken()
 
     def text_stream(
         self,
@@ -317,32 +323,14 @@ class TTSModel:
         **overrides: Any,
     ) -> TextStream:
         """Text arriving in pieces, as one generation per segment to run one after another (for
-        callers that push: the server's sessions, the browser worker); see `stream_text`. All of them
-        make at most `max_seconds` of audio (core.portable.synthesis.budget), or draw on `budget`; `ssml`:
-        the text is SSML (core.portable.text.ssml); `words`: its words are timed (a PocketTTSError now
-        for a model without timestamp heads)."""
+        callers that push: the server's sessions, the browser worker); see `stream`. All of them
+        make at most `max_seconds` of audio (synthesis.budget), or draw on `budget`; `ssml`: the
+        text is SSML (text.ssml); `words`: its words are timed (a NoTimestampsError now for a
+        model without timestamp heads)."""
         options = _options(options, overrides)
         if words:
-            planning.timed(self)
+            planning.timed(self.config, self.name)
         return TextStream(self, self.voice_state(voice), options, rng, max_seconds, budget, ssml, words)
-
-    def audio(self, generation: Generation) -> Iterator[np.ndarray]:
-        """A generation run alone to its end: its decoded audio at its speed, chunk by chunk (by its
-        runtime's runner)."""
-        return self.runtime.runner(self, generation)
-
-    def frames(
-        self, text: str, voice: VoiceSource, options: Optional[GenerationOptions] = None, **overrides: Any
-    ) -> Iterator[Frame]:
-        """The flow LM half of `stream`: the generated frames, END last, not yet decoded (see `decoder`)."""
-        return self.step(self.generation(text, voice, options, **overrides))
-
-    def step(self, generation: Generation) -> Iterator[Frame]:
-        """The frames of a generation stepped alone, END last (synthesis.generation.advance steps several)."""
-        while not generation.finished:
-            frame = advance(self, [generation])[0]
-            if frame is not None:
-                yield frame
 
     def generation(
         self,
@@ -355,32 +343,55 @@ class TTSModel:
         first_word: Optional[int] = None,
         **overrides: Any,
     ) -> Generation:
-        """A generation of `text` to step frame by frame (core.portable.synthesis.generation), alone or with others.
+        """A generation of `text` to step frame by frame (synthesis.generation: `alone`, or
+        `advance` with others).
 
-        `options` (core.portable.synthesis.options.GenerationOptions), or any of them by name as keywords
-        (`model.generate(text, voice, temperature=0)`); `rng`: the noise source, instead of a seed.
-        Options are checked, and the text is split and tokenized now, so that bad input fails before
-        any work. The audio lasts at most `max_seconds` (after the speed change, pauses included;
-        core.portable.synthesis.budget), or draws on `budget` (a session's, shared by its generations): a
-        LimitError when max_frames or the pauses alone ask for more; speech that could run longer
-        stops there. With `first_word` (the index of its first word), its words are timed: its
-        frames carry their scores (core.portable.synthesis.timestamps); a PocketTTSError for a model without
-        timestamp heads.
+        `options` (synthesis.options.GenerationOptions), or any of them by name as keywords;
+        `rng`: the noise source, instead of a seed. Options are checked, and the text is split and
+        tokenized now, so that bad input fails before any work. The audio lasts at most
+        `max_seconds` (after the speed change, pauses included; synthesis.budget), or draws on
+        `budget` (a session's, shared by its generations): a LimitError when max_frames or the
+        pauses alone ask for more; speech that could run longer stops there. With `first_word`
+        (the index of its first word), its words are timed: its frames carry their scores
+        (synthesis.timestamps); a NoTimestampsError for a model without timestamp heads.
         """
         self.require(params.FLOW_LM)
         options = _options(options, overrides)
         if budget is None:
             budget = Budget(max_seconds, self.config.mimi.frame_rate, options.speed)
-        return planning.generation(self, text, self.voice_state(voice), options, budget, rng, first_word)
+        voice_state = self.voice_state(voice)
+        heads = planning.timed(self.config, self.name) if first_word is not None else None
+        items = planning.plan(self.reader, text, options.max_tokens, options.normalize, first_word, options.pauses)
+        chosen = planning.settings(self.config, options)
+        frames = planning.frame_cap(items, options, budget, self.frame_size)
+        noise = planning.noise_source(
+            self.flow_spec.latent_dim, chosen.temperature, options.noise_clamp, options.seed, rng
+        )
+        return Generation(
+            self,
+            items,
+            voice_state,
+            chosen.eos_threshold,
+            chosen.frames_after_eos,
+            frames,
+            budget,
+            options.max_frames is not None,
+            noise,
+            self.time_terms(options.lsd_decode_steps),
+            options.speed,
+            heads,
+        )
+
+    @property
+    def reader(self) -> planning.Reader:
+        """What reads a text for this model (synthesis.planning)."""
+        frame_rate = self.config.mimi.frame_rate
+        return planning.Reader(self.tokenizer, self.text_options, self.language, self.sample_rate, frame_rate)
 
     def spoken(self, text: str, normalize_words: bool = True) -> str:
         """`text` as the model reads it: normalized in its language around its pause markup (unless
         `normalize_words` is false), before the official cleaning."""
         return planning.spoken(text, self.language, normalize_words)
-
-    def plan(self, text: str, max_tokens: int, normalize_words: bool = True) -> Plan:
-        """The text as a generation reads it: chunks of tokens and pauses (core.portable.synthesis.planning)."""
-        return planning.plan(self, text, max_tokens, normalize_words)
 
     def decoder(self, speed: float = 1.0) -> FrameDecoder:
         """The Mimi half of `stream`: turns frames into audio at `speed`, keeping the decoder's state."""
@@ -402,6 +413,11 @@ class TTSModel:
             with ops.using(self.runtime.backend):
                 self._time_terms[steps] = flow_lm.time_terms(self.flow_spec, self.params["flow_lm"], steps)
         return self._time_terms[steps]
+
+
+def _later(make: Callable[[], Iterable[Any]]) -> Iterator[Any]:
+    """The items of `make()`, called when the first is asked for."""
+    yield from make()
 
 
 def _merged(old: Any, new: Any) -> Any:

@@ -8,6 +8,7 @@ import pytest
 from core import PocketTTSError, TTSModel
 from core.portable.synthesis import planning
 from core.portable.synthesis.decoding import decoded
+from core.portable.synthesis.generation import alone
 from core.portable.synthesis.planning import noise_source
 from core.portable.weights.params import DECODER, FLOW_LM, VOICE_CLONING
 from tests.support.paths import FIXTURES, TINY_DIR, VOICE_24K
@@ -93,7 +94,9 @@ def test_parts_loaded_apart_give_the_same_audio(model: TTSModel) -> None:
     decoder = TTSModel.load(config, parts=(DECODER,)).decoder()
     options = dict(temperature=0.0, eos_threshold=float("inf"), max_frames=6)
     voice = flow.voice_state(str(VOICE_24K))
-    apart = np.concatenate(list(decoded(decoder, flow.frames("Hello [pause:100ms] there.", voice, **options))))
+    apart = np.concatenate(
+        list(decoded(decoder, alone(flow, flow.generation("Hello [pause:100ms] there.", voice, **options))))
+    )
     whole = model.generate("Hello [pause:100ms] there.", model.voice_state(str(VOICE_24K)), **options)
     assert np.array_equal(apart, whole)
     assert "mimi" not in flow.params or "decoder" not in flow.params["mimi"]
@@ -130,7 +133,7 @@ def test_a_part_that_was_not_loaded_is_a_clear_error() -> None:
     config = str(TINY_DIR / "tiny_lsd" / "config.yaml")
     decoder_only = TTSModel.load(config, parts=(DECODER,))
     with pytest.raises(PocketTTSError, match="without its flow lm"):
-        decoder_only.frames("Hello.", None)
+        decoder_only.generation("Hello.", None)
     with pytest.raises(PocketTTSError, match="without its voice cloning"):
         decoder_only.voice_state(str(VOICE_24K))
     with pytest.raises(PocketTTSError, match="without its decoder"):

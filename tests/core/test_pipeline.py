@@ -38,7 +38,7 @@ def pays(monkeypatch):
 
 def test_every_python_caller_runs_the_flow_lm_on_a_thread_of_its_own(model, pays) -> None:
     """On CPython with two cores or more, core's runtime runs TTSModel.audio on the pipeline:
-    generate, stream and stream_text run it (a second thread while the stream runs), with the
+    generate and stream run it (a second thread while the stream runs), with the
     one-thread runner's audio."""
     assert model.runtime.runner is pipeline.run
     voice = model.voice_state(str(VOICE_24K))
@@ -61,10 +61,10 @@ def test_the_first_frame_decodes_alone(model, monkeypatch, pays) -> None:
     with threadpool_limits(1):
         want = list(portable_model.one_thread(model, model.generation(TEXT, voice, **OPTIONS)))
     second_asked, seen = threading.Event(), []
-    step, decoded = model.step, pipeline.decoded
+    step, decoded = pipeline.alone, pipeline.decoded
 
-    def stepping(generation):
-        for index, frame in enumerate(step(generation)):
+    def stepping(model, generation):
+        for index, frame in enumerate(step(model, generation)):
             yield frame
             if index == 0:
                 second_asked.set()
@@ -75,7 +75,7 @@ def test_the_first_frame_decodes_alone(model, monkeypatch, pays) -> None:
                 seen.append(second_asked.wait(0.5))
             yield chunk
 
-    monkeypatch.setattr(model, "step", stepping)
+    monkeypatch.setattr(pipeline, "alone", stepping)
     monkeypatch.setattr(pipeline, "decoded", decoding)
     got = list(model.stream(TEXT, voice, **OPTIONS))
     assert seen == [False] and second_asked.is_set()
@@ -125,7 +125,7 @@ def test_bad_input_fails_before_any_thread_and_errors_reach_the_caller(model, mo
     def broken(*args, **kwargs):
         raise RuntimeError("a fault in the flow LM")
 
-    monkeypatch.setattr("core.portable.model.advance", broken)
+    monkeypatch.setattr("core.portable.synthesis.generation.advance", broken)
     with pytest.raises(RuntimeError, match="a fault in the flow LM"):
         list(model.stream("Hi.", str(VOICE_24K), **OPTIONS))
     assert threading.active_count() == threads

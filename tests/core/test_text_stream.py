@@ -1,5 +1,5 @@
 """Text streaming in, speed and normalization through the model's own entries (core.portable.model):
-`stream_text` speaks pieces as their segments complete and equals `stream` of the whole text when
+`stream` of pieces speaks them as their segments complete and equals `stream` of the whole text when
 the segments are its chunks; `speed` stretches every entry's audio (1 untouched); `normalize`
 changes what the model reads, and only when asked."""
 
@@ -10,6 +10,8 @@ import pytest
 
 from core import LimitError, PocketTTSError, TTSModel
 from core.portable.model import one_thread
+from core.portable.synthesis import planning
+from core.portable.synthesis.generation import alone
 from core.portable.synthesis.options import GenerationOptions
 from core.portable.text.prepare import split_into_chunks
 from tests.support.paths import TINY_CONFIG, VOICE_24K
@@ -37,7 +39,7 @@ def _words(text: str) -> list:
     return pieces[:3] + [pieces[3][:2], pieces[3][2:]] + pieces[4:]
 
 
-def test_stream_text_equals_the_whole_text_when_the_segments_are_its_chunks(model, voice) -> None:
+def test_a_stream_of_pieces_equals_the_whole_text_when_the_segments_are_its_chunks(model, voice) -> None:
     chunks = split_into_chunks(model.tokenizer, TEXT, OPTIONS["max_tokens"], model.text_options)
     text = model.text_stream(voice, **OPTIONS)
     made = [segment for piece in _words(TEXT) for segment in text.push(piece)] + text.flush()
@@ -45,13 +47,13 @@ def test_stream_text_equals_the_whole_text_when_the_segments_are_its_chunks(mode
     assert [segment.spoken for segment in made] == chunks
 
     whole = np.concatenate(list(model.stream(TEXT, voice, **OPTIONS)))
-    streamed = np.concatenate(list(model.stream_text(_words(TEXT), voice, **OPTIONS)))
+    streamed = np.concatenate(list(model.stream(_words(TEXT), voice, **OPTIONS)))
     assert np.array_equal(streamed, whole)
-    again = np.concatenate(list(model.stream_text(iter(_words(TEXT)), voice, **OPTIONS)))
+    again = np.concatenate(list(model.stream(iter(_words(TEXT)), voice, **OPTIONS)))
     assert np.array_equal(again, streamed)
 
 
-def test_stream_text_speaks_a_sentence_before_the_next_piece_arrives(model, voice) -> None:
+def test_a_stream_of_pieces_speaks_a_sentence_before_the_next_piece_arrives(model, voice) -> None:
     received = []
 
     def pieces():
@@ -59,7 +61,7 @@ def test_stream_text_speaks_a_sentence_before_the_next_piece_arrives(model, voic
             received.append(piece)
             yield piece
 
-    audio = model.stream_text(pieces(), voice, **OPTIONS)
+    audio = model.stream(pieces(), voice, **OPTIONS)
     next(audio)
     # The first sentence ends with "words." and is complete once the space after it arrives.
     assert "".join(received) == "The first sentence has a few words. Then"
@@ -74,7 +76,7 @@ def test_a_text_stream_keeps_to_its_seconds(model, voice) -> None:
     with pytest.raises(LimitError, match="made the 4 s of audio it may make"):
         while True:
             for segment in text.push("More words to say here. "):
-                made += sum(chunk.shape[0] for chunk in model.audio(segment.generation))
+                made += sum(chunk.shape[0] for chunk in model.runtime.runner(model, segment.generation))
     assert made == 50 * model.frame_size and segment.generation.cut
 
 
@@ -84,7 +86,7 @@ def test_max_frames_caps_each_segment_and_the_stream_shares_its_budget(model, vo
     text = model.text_stream(voice, max_seconds=600.0, **dict(OPTIONS, max_frames=7500, eos_threshold=-1e9))
     first, second = text.push("One sentence here. Another one here. ")
     for segment in (first, second):
-        list(model.audio(segment.generation))
+        list(model.runtime.runner(model, segment.generation))
         assert segment.generation.finished and not segment.generation.cut
     assert text.budget.left == 7500 - 2 * 11  # EOS at the earliest frame, 6, plus 3 + 2 after it
 
@@ -100,7 +102,7 @@ def test_cancel_drops_the_text_stops_the_speech_and_gives_back_what_it_did_not_m
     assert text.pending == "" and text.budget.left == text.budget.total - len(heard)
     after = text.push("Something else entirely. ")
     assert [segment.text for segment in after] == ["Something else entirely."] and text.rng is rng
-    assert len(list(model.audio(after[0].generation))) > 0
+    assert len(list(model.runtime.runner(model, after[0].generation))) > 0
 
 
 @pytest.mark.parametrize("speed, frames", [(0.25, 1875), (0.5, 3750), (1.0, 7500), (2.0, 7500), (4.0, 7500)])
@@ -117,11 +119,11 @@ def test_the_budget_counts_the_audio_after_the_speed_change_and_the_frames_gener
 
 def test_bad_options_and_pieces_fail_early(model, voice) -> None:
     with pytest.raises(PocketTTSError, match="speed"):
-        model.stream_text(["Hi. "], voice, speed=5.0)
+        model.stream(["Hi. "], voice, speed=5.0)
     with pytest.raises(PocketTTSError, match="unknown option"):
         model.text_stream(voice, sped=2.0)
     with pytest.raises(PocketTTSError):
-        list(model.stream_text([b"bytes "], voice, **OPTIONS))
+        list(model.stream([b"bytes "], voice, **OPTIONS))
 
 
 @pytest.mark.parametrize("speed", [0.5, 2.0])
@@ -132,14 +134,14 @@ def test_speed_stretches_the_audio_of_every_entry(model, voice, speed) -> None:
     assert abs(fast.shape[0] - normal.shape[0] / speed) <= 0.02 * normal.shape[0] / speed
     piped = np.concatenate(list(model.stream("A steady sentence.", voice, **dict(options, speed=speed))))
     assert np.array_equal(piped, fast)
-    streamed = np.concatenate(list(model.stream_text(["A steady ", "sentence."], voice, **dict(options, speed=speed))))
+    streamed = np.concatenate(list(model.stream(["A steady ", "sentence."], voice, **dict(options, speed=speed))))
     assert np.array_equal(streamed, fast)
 
 
 def test_speed_one_is_the_generated_audio_bit_for_bit(model, voice) -> None:
     options = dict(OPTIONS, max_frames=6)
     decoder = model.decoder()
-    frames = list(model.frames("Untouched.", voice, **options))
+    frames = list(alone(model, model.generation("Untouched.", voice, **options)))
     plain = [decoder.decode(frame) for frame in frames[:-1]]
     assert frames[-1].end and decoder.decode(frames[-1]) is None  # nothing held back at speed 1
     got = list(model.stream("Untouched.", voice, **dict(options, speed=1.0)))
@@ -147,16 +149,18 @@ def test_speed_one_is_the_generated_audio_bit_for_bit(model, voice) -> None:
 
 
 def test_normalization_changes_what_the_model_reads_only_when_asked(model) -> None:
-    said = model.plan("It costs $5.", 50, True)
-    spelled = model.plan("It costs five dollars.", 50, False)
-    raw = model.plan("It costs $5.", 50, False)
+    said = planning.plan(model.reader, "It costs $5.", 50, True)
+    spelled = planning.plan(model.reader, "It costs five dollars.", 50, False)
+    raw = planning.plan(model.reader, "It costs $5.", 50, False)
     assert model.spoken("It costs $5 [pause:1s] now.") == "It costs five dollars [pause:1s] now."
     assert model.spoken("It costs $5.", normalize_words=False) == "It costs $5."
     assert [c.tokens for c in said] == [c.tokens for c in spelled]
     assert [c.tokens for c in raw] != [c.tokens for c in said]
     assert GenerationOptions().normalize is True
-    plain = model.plan("Nothing to change here.", 50, True)
-    assert [c.tokens for c in plain] == [c.tokens for c in model.plan("Nothing to change here.", 50, False)]
+    plain = planning.plan(model.reader, "Nothing to change here.", 50, True)
+    assert [c.tokens for c in plain] == [
+        c.tokens for c in planning.plan(model.reader, "Nothing to change here.", 50, False)
+    ]
 
 
 @pytest.mark.parametrize(

@@ -175,8 +175,8 @@ def test_the_voice_registry_prepares_each_voice_once_by_one_id_scheme(model, mon
     from core.portable.voice_registry import VoiceRegistry, recording_id
 
     clones = []
-    original = model.clone_voice
-    monkeypatch.setattr(model, "clone_voice", lambda *a: clones.append(a[1]) or original(*a))
+    original = model._encode_voice
+    monkeypatch.setattr(model, "_encode_voice", lambda prompt: clones.append(prompt) or original(prompt))
     registry = VoiceRegistry(model, str(VOICE_24K), aliases={"alloy": "default"})
     assert len(clones) == 1 and registry.get(None) is registry.default is registry.get("alloy")
     samples = np.random.default_rng(0).standard_normal(24000).astype(np.float32) * 0.1

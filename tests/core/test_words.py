@@ -27,7 +27,7 @@ import pytest
 from core import ConfigError, NoTimestampsError, TTSModel
 from core.portable.synthesis import planning, timestamps
 from core.portable.synthesis.decoding import WordTimer
-from core.portable.synthesis.generation import Chunk, Frame
+from core.portable.synthesis.generation import Chunk, Frame, alone
 from core.portable.synthesis.timestamps import WordEnd, WordStart
 from core.portable.weights import catalog
 from tests.support.models import timed_tiny
@@ -63,7 +63,9 @@ def options(case: dict) -> dict:
 def test_the_tokens_units_and_shares_are_the_forks(forked) -> None:
     model, _, reference_words = forked
     for case in reference_words["cases"]:
-        chunks = [c for c in planning.plan(model, case["text"], case["max_tokens"], False, 0) if isinstance(c, Chunk)]
+        chunks = [
+            c for c in planning.plan(model.reader, case["text"], case["max_tokens"], False, 0) if isinstance(c, Chunk)
+        ]
         assert len(chunks) == len(case["chunks"])
         for ours, theirs in zip(chunks, case["chunks"]):
             units = [
@@ -93,12 +95,12 @@ def test_the_scores_decisions_and_words_are_the_forks(forked, monkeypatch) -> No
     moved = 0
     for case in reference_words["cases"]:
         generation = model.generation(case["text"], voice, first_word=0, **options(case))
-        scores = [frame.scores for frame in model.step(generation) if frame.scores is not None]
+        scores = [frame.scores for frame in alone(model, generation) if frame.scores is not None]
         theirs = [np.array(frame["scores"], np.float32) for frame in case["frames_seen"]]
         assert len(scores) == len(theirs)
         assert max(float(np.abs(a - b).max()) for a, b in zip(scores, theirs)) < 1e-6
         closest[0] = np.inf
-        pcm, words = model.generate_with_words(case["text"], voice, **options(case))
+        pcm, words = model.generate(case["text"], voice, **options(case), words=True)
         assert closest[0] > MARGIN, f"a decision within {closest[0]:.1e} of its threshold: {case['text']!r}"
         assert pcm.shape[0] == case["samples"]
         assert [(w.word, w.index) for w in words] == [(w, i) for w, i, _, _ in case["words"]]
@@ -167,7 +169,7 @@ def test_heads_outside_the_model_are_a_config_error(tmp_path, heads, message) ->
 
 def test_a_model_without_heads_says_which_have_them(model) -> None:
     with pytest.raises(NoTimestampsError) as refused:
-        model.generate_with_words("Hello.", str(VOICE_24K))
+        model.generate("Hello.", str(VOICE_24K), words=True)
     assert "english_2026-09_2" in str(refused.value) and "timestamp_heads" in str(refused.value)
 
 
@@ -189,9 +191,7 @@ def test_a_text_streams_words_run_on_from_segment_to_segment(timed) -> None:
     text = ["Hello there. ", "This is a test, of the stream. ", "And now a third sentence!"]
     whole = events(timed, "".join(text), max_tokens=8, max_frames=None)
     pieces = [
-        i
-        for i in timed.stream_text(text, str(VOICE_24K), words=True, **OFF, max_tokens=8)
-        if not isinstance(i, np.ndarray)
+        i for i in timed.stream(text, str(VOICE_24K), words=True, **OFF, max_tokens=8) if not isinstance(i, np.ndarray)
     ]
     assert pieces == whole and len({e.index for e in whole}) >= 3
 
@@ -221,7 +221,7 @@ def test_a_normalized_word_is_one_word_over_its_expansion(timed) -> None:
     """Frames whose scores move on one spoken word a frame: "$5.20" (said as five words) starts
     with "five" and ends with "cents", one word as the user wrote it; the words around it are
     their own."""
-    [chunk] = [c for c in planning.plan(timed, "It costs $5.20 today.", 50, True, 0) if isinstance(c, Chunk)]
+    [chunk] = [c for c in planning.plan(timed.reader, "It costs $5.20 today.", 50, True, 0) if isinstance(c, Chunk)]
     units = chunk.words.units
     spoken = [i for i, unit in enumerate(units) if unit.word is not None]
     assert [units[i].word.text for i in spoken] == "It costs five dollars and twenty cents today".split()
@@ -274,7 +274,7 @@ def test_the_users_words_of_a_normalized_text(text, words) -> None:
 
 def test_a_generations_words_are_the_users_each_once(timed) -> None:
     users = {}
-    for chunk in planning.plan(timed, "Call 1-->2 now, #1#2 (1990s) Dr. Smith and A&B.", 50, True, 0):
+    for chunk in planning.plan(timed.reader, "Call 1-->2 now, #1#2 (1990s) Dr. Smith and A&B.", 50, True, 0):
         if isinstance(chunk, Chunk):
             for word in chunk.words.users.values():
                 assert users.setdefault(word.index, word.text) == word.text
@@ -314,7 +314,7 @@ def test_the_users_words_cost_what_the_text_is_long(timed, path, text) -> None:
 
     def found(text: str) -> None:
         if path == "plan":
-            planning.plan(timed, text, 50, True, 0)
+            planning.plan(timed.reader, text, 50, True, 0)
         else:
             stream = timed.text_stream(str(VOICE_24K), words=True)
             stream.push(text)
@@ -342,7 +342,7 @@ def test_every_front_gives_the_words_of_the_python_api(timed) -> None:
     request = {"text": text, "max_tokens": 8, "normalize": False, "temperature": 0.0, "eos_threshold": 100.0}
     expected = [
         (w.word, w.index, w.start, w.end)
-        for w in timed.generate_with_words(text, str(VOICE_24K), **dict(OFF, eos_threshold=100.0), max_tokens=8)[1]
+        for w in timed.generate(text, str(VOICE_24K), **dict(OFF, eos_threshold=100.0), max_tokens=8, words=True)[1]
     ]
     assert len(expected) >= 2
     rate = timed.sample_rate
@@ -512,7 +512,7 @@ def test_a_batch_job_writes_each_lines_words_and_resumes(timed, tmp_path) -> Non
     again = subprocess.run(command + ["--words"], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert again.returncode == 0, again.stderr
     for line_id, text in texts.items():
-        _, words = timed.generate_with_words(text, str(VOICE_24K), temperature=0.0, max_frames=20, seed=None)
+        _, words = timed.generate(text, str(VOICE_24K), temperature=0.0, max_frames=20, seed=None, words=True)
         written = json.loads((out / f"{line_id}.words.json").read_text())
         assert [w["word"] for w in written] == [w.word for w in words] and written
     stamp = (out / "a.words.json").stat().st_mtime_ns
@@ -544,5 +544,5 @@ def test_finding_the_words_costs_what_the_text_is_long(timed, monkeypatch, text)
             return getattr(unicodedata, name)
 
     monkeypatch.setattr(words, "unicodedata", Counted())
-    chunks = [c for c in planning.plan(timed, text, 50, True, 0) if isinstance(c, Chunk)]
+    chunks = [c for c in planning.plan(timed.reader, text, 50, True, 0) if isinstance(c, Chunk)]
     assert chunks and Counted.read <= 40 * len(text), Counted.read

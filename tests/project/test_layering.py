@@ -181,6 +181,22 @@ def test_the_portable_rooms_import_down_only() -> None:
             assert target_level < level or target_home == home, f"{name}:{line} imports {target}, up or across"
 
 
+def test_text_voices_and_planning_never_reach_the_model() -> None:
+    """Not by importing it (above) nor by taking it: no function of theirs has a parameter named
+    model; they take what they use (planning's Reader, voices' VoiceBook)."""
+    paths = [
+        *(PORTABLE / "text").rglob("*.py"),
+        *(PORTABLE / "voices").rglob("*.py"),
+        PORTABLE / "synthesis/planning.py",
+    ]
+    assert len(paths) > 10
+    for path in sorted(paths):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.Lambda)):
+                names = {a.arg for a in node.args.args + node.args.kwonlyargs}
+                assert "model" not in names, f"{path.relative_to(ROOT)}:{node.lineno} takes the model"
+
+
 def test_no_folder_of_core_holds_more_than_fifteen_modules() -> None:
     for folder in sorted({p.parent for p in CORE.rglob("*.py")}):
         count = len(list(folder.glob("*.py")))

@@ -53,8 +53,8 @@ def test_pause_markup_is_silence_unless_pauses_is_false() -> None:
 
     model = TTSModel.load(str(ROOT / "tests" / "fixtures" / "models" / "tiny_lsd" / "config.yaml"))
     text = "Hello [pause:1s] there."
-    with_pauses = planning.plan(model, text, 50)
-    as_text = planning.plan(model, text, 50, pauses=False)
+    with_pauses = planning.plan(model.reader, text, 50)
+    as_text = planning.plan(model.reader, text, 50, pauses=False)
     assert [item for item in with_pauses if isinstance(item, int)] == [model.sample_rate]
     assert not [item for item in as_text if isinstance(item, int)] and len(as_text) == 1
     assert len(as_text[0].tokens) > sum(len(item.tokens) for item in with_pauses if not isinstance(item, int))

@@ -11,7 +11,7 @@ import pytest
 
 from core import TTSModel
 from core.portable.synthesis.decoding import decode_together
-from core.portable.synthesis.generation import Frame, advance
+from core.portable.synthesis.generation import Frame, advance, alone
 from tests.support.metrics import nmse_db
 from tests.support.paths import VOICE_24K
 
@@ -67,7 +67,10 @@ def test_a_text_read_a_few_rows_a_step_gives_the_same_audio(model, voices, expec
 
 def test_decoding_together_equals_decoding_alone(model, voice) -> None:
     options = {"temperature": 0.0, "max_frames": 6, "eos_threshold": 1e9}
-    streams = [list(model.frames(text, voice, **options)) for text in ("One.", "Two, a bit longer.", "Three!")]
+    streams = [
+        list(alone(model, model.generation(text, voice, **options)))
+        for text in ("One.", "Two, a bit longer.", "Three!")
+    ]
     together_decoders = [model.decoder() for _ in streams]
     alone_decoders = [model.decoder() for _ in streams]
     for step in range(6):

@@ -118,7 +118,7 @@ def alone(engine: ServerEngine, text: str, options: GenerationOptions = OPTIONS)
 
 
 def streamed_alone(engine: ServerEngine, pieces: List[str], options: GenerationOptions = OPTIONS) -> bytes:
-    chunks = engine.model.stream_text(pieces, engine.voice(None), options)
+    chunks = engine.model.stream(pieces, engine.voice(None), options)
     return b"".join(pcm16(chunk) for chunk in chunks)
 
 

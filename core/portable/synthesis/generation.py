@@ -10,7 +10,7 @@ newcomer's text is read in the same pass as its first frame.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Protocol, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -276,6 +276,14 @@ def advance(
         with ops.using(model.runtime.backend):
             _step_flow_lm(model, [generations[i] for i in stepping], prompt_rows, frames, stepping)
     return [frame if frame is not None else generation.ending() for generation, frame in zip(generations, frames)]
+
+
+def alone(model: StepModel, generation: Generation) -> Iterator[Frame]:
+    """The frames of a generation stepped by itself, END last."""
+    while not generation.finished:
+        frame = advance(model, [generation])[0]
+        if frame is not None:
+            yield frame
 
 
 def _step_flow_lm(

@@ -3,28 +3,57 @@ cap, its noise and its options, as the official `TTSModel.generate_audio_stream`
 
 Everything that can be refused is refused here, before any model work: text with nothing to say,
 malformed markup, options out of range, max_frames or pauses longer than the session's budget.
+What it needs of a model comes in a Reader (its tokenizer, text options, language and rates) and
+its config: the model object (model.py, above) builds the generation from the plan.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from ..config import Config
 from ..errors import NoTimestampsError
 from ..text import normalize, words
-from ..text.prepare import check_text, normalized, prepare_text_prompt, split_into_chunks, split_pauses
-from ..voices.state import VoiceState
+from ..text.prepare import (
+    TextOptions,
+    check_text,
+    normalized,
+    prepare_text_prompt,
+    split_into_chunks,
+    split_pauses,
+)
+from ..text.tokenizer import Tokenizer
 from ..weights import catalog
 from . import timestamps
 from .budget import Budget
-from .generation import Chunk, Generation, Plan, planned_frames
+from .generation import Chunk, Plan, planned_frames
 from .options import GenerationOptions
 
 # Official generation constants (pocket_tts/models/tts_model.py and default_parameters.py).
 TOKENS_PER_SECOND_ESTIMATE = 3.0
 GEN_SECONDS_PADDING = 2.0
+
+
+class Reader(NamedTuple):
+    """What reads a text for one model: its tokenizer, its text options (from its config), the
+    language of its normalization, its sample rate (of pauses) and frame rate (of length caps)."""
+
+    tokenizer: Tokenizer
+    options: TextOptions
+    language: str
+    sample_rate: int
+    frame_rate: float
+
+
+class Settings(NamedTuple):
+    """A generation's options with the model's defaults filled in (its config's)."""
+
+    temperature: float
+    eos_threshold: float
+    frames_after_eos: int
 
 
 def spoken(text: str, language: str, normalize_words: bool = True) -> str:
@@ -40,45 +69,44 @@ def estimate_max_frames(token_count: int, frame_rate: float) -> int:
 
 
 def plan(
-    model: Any,
+    reader: Reader,
     text: str,
     max_tokens: int,
     normalize_words: bool = True,
     first_word: Optional[int] = None,
     pauses: bool = True,
 ) -> Plan:
-    """The text as a generation of `model` (a TTSModel) reads it: normalized (unless
+    """The text as a generation reads it: normalized (unless
     `normalize_words` is false: the official behaviour), in chunks of at most `max_tokens` tokens,
     prepared and tokenized, and the pauses of its markup as samples of silence. With `first_word`
     (the index its first word gets: word timestamps), each chunk carries its units
     (core.portable.text.words), the text's words numbered on from it across its pauses. Without
     `pauses`, pause markup is text like any other."""
     check_text(text)
-    frame_rate = model.config.mimi.frame_rate
     items: Plan = []
     for part in split_pauses(text) if pauses else [text]:
         if isinstance(part, float):
-            items.append(int(round(part * model.sample_rate)))
+            items.append(int(round(part * reader.sample_rate)))
             continue
         written, origins = part, [(i, i + 1) for i in range(len(part))]
         if normalize_words:
             if first_word is None:
-                part = normalize.normalize_text(part, model.language)
+                part = normalize.normalize_text(part, reader.language)
             else:
-                part, origins = normalize.normalize_aligned(part, model.language)
+                part, origins = normalize.normalize_aligned(part, reader.language)
             if not part.strip():
                 continue
         chunks = [
-            prepare_text_prompt(c, model.text_options)
-            for c in split_into_chunks(model.tokenizer, part, max_tokens, model.text_options)
+            prepare_text_prompt(c, reader.options)
+            for c in split_into_chunks(reader.tokenizer, part, max_tokens, reader.options)
         ]
         units = None
         if first_word is not None:
-            units = _units(model, written, part, origins, [prepared for prepared, _ in chunks], first_word)
+            units = _units(reader.tokenizer, written, part, origins, [prepared for prepared, _ in chunks], first_word)
         for k, (prepared, guess) in enumerate(chunks):
-            tokens = model.tokenizer.encode(prepared)
+            tokens = reader.tokenizer.encode(prepared)
             items.append(
-                Chunk(tokens, estimate_max_frames(len(tokens), frame_rate), guess, units[k] if units else None)
+                Chunk(tokens, estimate_max_frames(len(tokens), reader.frame_rate), guess, units[k] if units else None)
             )
         if units:
             first_word = 1 + max((w.index for chunk in units for w in chunk.users.values()), default=first_word - 1)
@@ -86,11 +114,11 @@ def plan(
 
 
 def _units(
-    model: Any, written: str, spoken: str, origins: List[Tuple[int, int]], chunks: List[str], first_word: int
+    tokenizer: Tokenizer, written: str, spoken: str, origins: List[Tuple[int, int]], chunks: List[str], first_word: int
 ) -> List[words.ChunkWords]:
     """The chunks' units, each word said for the user's word of `written` it stands for."""
     said = words.said_for(written, spoken, origins)
-    units = words.chunk_words(spoken, chunks, model.tokenizer)
+    units = words.chunk_words(spoken, chunks, tokenizer)
     out = []
     for chunk in units:
         users = {}
@@ -101,63 +129,39 @@ def _units(
     return out
 
 
-def timed(model: Any) -> List[Tuple[int, int]]:
-    """The heads `model` reads word times from; a NoTimestampsError saying how to give them where
-    its config has none."""
-    heads = timestamps.heads_of(model.config)
+def timed(cfg: Config, model_name: str) -> List[Tuple[int, int]]:
+    """The heads a model of `cfg` reads word times from; a NoTimestampsError saying how to give
+    them where its config has none."""
+    heads = timestamps.heads_of(cfg)
     if heads is None:
         raise NoTimestampsError(
-            f"{model.name} has no timestamp heads, so no word timestamps: the models that have them are "
+            f"{model_name} has no timestamp heads, so no word timestamps: the models that have them are "
             f"{', '.join(catalog.timed_models())}; for another checkpoint, add timestamp_heads: "
             "[{layer, head}, ...] to its config (see the word timestamps docs)"
         )
     return heads
 
 
-def generation(
-    model: Any,
-    text: str,
-    voice: VoiceState,
-    options: GenerationOptions,
-    budget: Budget,
-    rng: Optional[np.random.Generator] = None,
-    first_word: Optional[int] = None,
-) -> Generation:
-    """A generation of `text` by `model` (a TTSModel whose flow LM is loaded), drawing on `budget`;
-    `options` already checked. It may make max_frames frames when set (the official max_frames
-    replaces the length estimate), else what its plan can make; a LimitError when max_frames, or
-    the pauses alone, ask for more than the whole budget. With `first_word`, its words are timed
-    (numbered from it); a PocketTTSError where the model has no timestamp heads."""
-    cfg = model.config
-    temperature = cfg.default_temperature if options.temperature is None else options.temperature
-    eos_threshold = cfg.default_eos_threshold if options.eos_threshold is None else options.eos_threshold
+def settings(cfg: Config, options: GenerationOptions) -> Settings:
+    """`options` (checked) with `cfg`'s defaults where they leave a setting to the model."""
     frames_after_eos = options.frames_after_eos
-    if frames_after_eos is None:
-        frames_after_eos = cfg.model_recommended_frames_after_eos
-    heads = timed(model) if first_word is not None else None
-    items = plan(model, text, options.max_tokens, options.normalize, first_word, options.pauses)
+    return Settings(
+        cfg.default_temperature if options.temperature is None else options.temperature,
+        cfg.default_eos_threshold if options.eos_threshold is None else options.eos_threshold,
+        cfg.model_recommended_frames_after_eos if frames_after_eos is None else frames_after_eos,
+    )
+
+
+def frame_cap(items: Plan, options: GenerationOptions, budget: Budget, frame_size: int) -> int:
+    """The frames a generation of `items` may make: max_frames when set (the official max_frames
+    replaces the length estimate), else what its plan can make; a LimitError when max_frames, or
+    the pauses alone, ask for more than the whole budget."""
     if options.max_frames is not None:
         budget.refuse_frames(options.max_frames, f"max_frames {options.max_frames}")
-        frames = options.max_frames
-    else:
-        frames, silent = planned_frames(items, model.frame_size)
-        budget.refuse_frames(silent, "the pauses of this text", "are")
-    noise = noise_source(model.flow_spec.latent_dim, temperature, options.noise_clamp, options.seed, rng)
-    times = model.time_terms(options.lsd_decode_steps)
-    return Generation(
-        model,
-        items,
-        voice,
-        eos_threshold,
-        frames_after_eos,
-        frames,
-        budget,
-        options.max_frames is not None,
-        noise,
-        times,
-        options.speed,
-        heads,
-    )
+        return options.max_frames
+    frames, silent = planned_frames(items, frame_size)
+    budget.refuse_frames(silent, "the pauses of this text", "are")
+    return frames
 
 
 def noise_source(

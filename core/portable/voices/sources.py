@@ -1,21 +1,39 @@
 """A voice for a model: a predefined name, an audio file to clone, a .safetensors voice state
-(local or hf://), or samples; and the cloning itself (the Mimi encoder, then the flow LM reads the
-recording's conditioning as the voice's prompt)."""
+(local or hf://), or samples. What it needs of the model comes in a VoiceBook (its voices, its
+rate, its fetcher and its encoder), so that voices know nothing of the model object."""
 
 from __future__ import annotations
 
 import difflib
 import os
-from typing import Any, Optional, Sequence
+from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from ..audio import pcm as audio
 from ..errors import DownloadError, VoiceError
-from ..network import flow_lm, mimi, ops, transformer
-from ..weights import catalog, params, sources
+from ..network import transformer
+from ..weights import catalog, sources
 from . import state as voice_state
 from .state import VoiceSource, VoiceState
+
+# A recording at the model's rate [T] (prompt-cleaned) -> its voice state: the model's encoder.
+Encode = Callable[[np.ndarray], VoiceState]
+
+
+class VoiceBook(NamedTuple):
+    """What a model gives its voices: its name (for errors), its predefined voices (name -> state
+    file), its default, its rate, its transformer's layout (of a voice state's caches), how hf://
+    files are fetched, and its encoder (which says why it cannot clone, where it cannot)."""
+
+    model_name: str
+    predefined: Mapping[str, str]
+    default: Optional[str]
+    sample_rate: int
+    layout: transformer.TransformerSpec
+    fetch: sources.Fetch
+    encode: Encode
+
 
 # What a voice that is a file ends with (a name with a folder in it is a file too).
 FILE_ENDINGS = (".safetensors", ".wav", ".flac", ".mp3", ".ogg", ".opus", ".aiff", ".aif", ".au")
@@ -55,18 +73,18 @@ def check_before_loading(model_source: str, voices: Sequence[str]) -> None:
         check(voice, names, model_source)
 
 
-def resolve(model: Any, source: VoiceSource, sample_rate: Optional[int]) -> VoiceState:
-    """The voice of `source` for `model` (a TTSModel); None is the model's default voice."""
+def resolve(book: VoiceBook, source: VoiceSource, sample_rate: Optional[int]) -> VoiceState:
+    """The voice of `source`; None is the model's default voice."""
     if source is None:
-        if model.default_voice is None:
-            raise VoiceError(f"{model.name} has no default voice: pass an audio file or a voice state")
+        if book.default is None:
+            raise VoiceError(f"{book.model_name} has no default voice: pass an audio file or a voice state")
         try:
-            return resolve(model, model.default_voice, None)
+            return resolve(book, book.default, None)
         except DownloadError as e:
-            if model.default_voice in model.voices:
+            if book.default in book.predefined:
                 raise
             raise VoiceError(
-                f"{model.name} has no voice of its own, and its default (the official package's "
+                f"{book.model_name} has no voice of its own, and its default (the official package's "
                 f"{sources.CUSTOM_MODEL_VOICE!r} recording) could not be fetched ({e}): pass a voice, an audio "
                 "file or a .safetensors voice state (--voice on the command line)"
             ) from None
@@ -75,33 +93,20 @@ def resolve(model: Any, source: VoiceSource, sample_rate: Optional[int]) -> Voic
     if isinstance(source, np.ndarray):
         if sample_rate is None:
             raise VoiceError("voice samples need their sample_rate")
-        return model.clone_voice(source, sample_rate, "voice samples")
+        return clone(book, source, sample_rate, "voice samples")
     path = os.fspath(source)
-    if path in model.voices:
-        path = model.voices[path]
+    if path in book.predefined:
+        path = book.predefined[path]
     else:
-        check(path, list(model.voices), model.name)
+        check(path, list(book.predefined), book.model_name)
     if path.startswith("hf://"):
-        path = model.runtime.fetch(path)
+        path = book.fetch(path)
     if path.endswith(".safetensors"):
-        return voice_state.load(path, model.flow_spec.transformer)
+        return voice_state.load(path, book.layout)
     samples, rate = audio.read(path)
-    return model.clone_voice(samples, rate, path)
+    return clone(book, samples, rate, path)
 
 
-def clone(model: Any, samples: np.ndarray, sample_rate: int, where: str) -> VoiceState:
+def clone(book: VoiceBook, samples: np.ndarray, sample_rate: int, where: str) -> VoiceState:
     """The voice of a recording (samples [T] or [channels, T]); `where` names it in errors."""
-    model.require(params.VOICE_CLONING)
-    if not model.can_clone_voices:
-        raise VoiceError(
-            f"{model.name} cannot clone voices: its weights come without voice cloning (for the official "
-            "models, accept the terms at https://huggingface.co/kyutai/pocket-tts and log in with "
-            "`hf auth login` or HF_TOKEN). Use a predefined voice or a .safetensors voice state."
-        )
-    prompt = audio.prepare_prompt(samples, sample_rate, model.sample_rate, where)
-    with ops.using(model.runtime.backend):
-        latents = mimi.encode(model.mimi_spec, model.params["mimi"], prompt)  # [frames, C]
-        conditioning = flow_lm.voice_conditioning(model.flow_spec, model.params["flow_lm"], latents)
-        state = transformer.init_state(model.flow_spec.transformer, capacity=conditioning.shape[0])
-        flow_lm.prompt(model.flow_spec, model.params["flow_lm"], state, conditioning)
-    return VoiceState(state)
+    return book.encode(audio.prepare_prompt(samples, sample_rate, book.sample_rate, where))
