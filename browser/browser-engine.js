@@ -16,18 +16,19 @@ import "./protocol.js";
 
 const { engine: EngineMessage } = globalThis.PocketProtocol;
 
-let workers = null; // {flow, decoder}: the same Worker twice until the decoder worker joins
-let booted = null; // Promise of the first worker's {info, timings, phases, workers}
-let joined = null; // Promise of the same record once every worker is up (phases.decoder added)
-let nextId = 1;
+// The workers and their start:
+//   workers  {flow, decoder}: the same Worker twice until the decoder worker joins
+//   booted   Promise of the first worker's {info, timings, phases, workers}
+//   joined   Promise of the same record once every worker is up (phases.decoder added)
+//   broken   why the workers can no longer be used (one failed after it started)
+const pool = { workers: null, booted: null, joined: null, broken: null };
+// The requests: the next one's id, and those under way (id -> {onChunk, onSegment, onWord,
+// resolve, reject}).
+const requests = { nextId: 1, pending: new Map() };
 // The requests that keep the first worker working (texts said, text streams, voice uploads), and
 // the decoder worker's start while it waits for a pause in them (see boot).
 const IDLE_MS = 1000;
-let working = 0;
-let startDecoder = null;
-let idleTimer = null;
-const pending = new Map(); // id -> {onChunk, onSegment, onWord, resolve, reject}
-let broken = null; // why the workers can no longer be used (one failed after it started)
+const idle = { working: 0, startDecoder: null, timer: null };
 
 // Whether two workers run here (one per half of each frame).
 export function twoWorkers() {
@@ -97,16 +98,16 @@ function start(siteInfo, role, cached, port, onProgress) {
 }
 
 export function boot(siteInfo, onProgress) {
-  if (booted) return booted;
-  booted = (async () => {
+  if (pool.booted) return pool.booted;
+  pool.booted = (async () => {
     const cached = await serviceWorker();
     const first = start(siteInfo, "both", cached, null, onProgress);
-    workers = { flow: first.worker, decoder: first.worker };
+    pool.workers = { flow: first.worker, decoder: first.worker };
     const { info, timings } = await first.ready;
     const load = { info: { ...info, heap_bytes: [info.heap_bytes] }, timings, phases: { both: timings }, workers: 1 };
-    joined = twoWorkers()
+    pool.joined = twoWorkers()
       ? new Promise((resolve) => {
-          startDecoder = () => {
+          idle.startDecoder = () => {
             load.decoder_started_at_ms = performance.now(); // since the page was opened
             resolve(addDecoder(siteInfo, cached, load));
           };
@@ -115,25 +116,25 @@ export function boot(siteInfo, onProgress) {
       : Promise.resolve(load);
     return load;
   })();
-  booted.catch(() => {
-    booted = null;
+  pool.booted.catch(() => {
+    pool.booted = null;
   });
-  return booted;
+  return pool.booted;
 }
 
 // The boot's record once every worker of this machine is up: with two cores, after the decoder
 // worker has joined (or failed to: the first worker then goes on decoding, and the record says one).
 export async function allWorkers() {
-  await booted;
-  return joined;
+  await pool.booted;
+  return pool.joined;
 }
 
 // `request` (a Promise) keeps the first worker working until it settles: the decoder worker waits.
 function work(request) {
-  working += 1;
-  clearTimeout(idleTimer);
+  idle.working += 1;
+  clearTimeout(idle.timer);
   const settled = () => {
-    working -= 1;
+    idle.working -= 1;
     whenIdle();
   };
   request.then(settled, settled);
@@ -142,11 +143,11 @@ function work(request) {
 
 // Starts the decoder worker (if it waits) once no request has kept the first worker working for IDLE_MS.
 function whenIdle() {
-  if (!startDecoder || working > 0) return;
-  clearTimeout(idleTimer);
-  idleTimer = setTimeout(() => {
-    const begin = startDecoder;
-    startDecoder = null;
+  if (!idle.startDecoder || idle.working > 0) return;
+  clearTimeout(idle.timer);
+  idle.timer = setTimeout(() => {
+    const begin = idle.startDecoder;
+    idle.startDecoder = null;
     if (begin) begin();
   }, IDLE_MS);
 }
@@ -158,8 +159,8 @@ async function addDecoder(siteInfo, cached, load) {
   const decoder = start(siteInfo, "decoder", cached, channel.port2, () => {});
   try {
     const { info, timings } = await decoder.ready;
-    workers.flow.postMessage({ type: EngineMessage.HANDOVER, port: channel.port1 }, [channel.port1]);
-    workers = { flow: workers.flow, decoder: decoder.worker };
+    pool.workers.flow.postMessage({ type: EngineMessage.HANDOVER, port: channel.port1 }, [channel.port1]);
+    pool.workers = { flow: pool.workers.flow, decoder: decoder.worker };
     load.phases.decoder = timings;
     load.info.heap_bytes.push(info.heap_bytes);
     load.workers = 2;
@@ -171,7 +172,7 @@ async function addDecoder(siteInfo, cached, load) {
 }
 
 function route(message) {
-  const request = pending.get(message.id);
+  const request = requests.pending.get(message.id);
   if (!request) return;
   if (message.type === EngineMessage.CHUNK) {
     request.onChunk(message.chunk);
@@ -182,16 +183,16 @@ function route(message) {
     if (request.onSegment) request.onSegment({ text, spoken, start_sample: startSample });
     return;
   }
-  if (message.type === EngineMessage.WORD) {
-    const { kind, word, index, start_sample: startSample, end_sample: endSample } = message;
-    if (request.onWord) request.onWord({ kind, word, index, start_sample: startSample, end_sample: endSample });
+  if (message.type === EngineMessage.WORD || message.type === EngineMessage.WORD_END) {
+    const { id, ...event } = message; // the word event of every wire (docs/word-timestamps.md)
+    if (request.onWord) request.onWord(event);
     return;
   }
   if (message.type === EngineMessage.PROGRESS) {
     if (request.onProgress) request.onProgress(message);
     return;
   }
-  pending.delete(message.id); // every other reply is the request's last
+  requests.pending.delete(message.id); // every other reply is the request's last
   if (message.type === EngineMessage.ERROR) {
     stopEverywhere(message.id);
     request.reject(new Error(message.message));
@@ -206,9 +207,9 @@ function route(message) {
 // A worker failed after it started: every request waiting on the workers fails with `error`, and
 // so does every later one (a worker that failed cannot be trusted with more).
 function failed(error) {
-  broken = error;
-  for (const request of pending.values()) request.reject(error);
-  pending.clear();
+  pool.broken = error;
+  for (const request of requests.pending.values()) request.reject(error);
+  requests.pending.clear();
 }
 
 function stopEverywhere(id) {
@@ -216,20 +217,21 @@ function stopEverywhere(id) {
 }
 
 // Says `text`: onChunk(Float32Array) for each piece of audio; with `words` (the model times them),
-// onWord({kind: "start" | "end", word, index, start_sample, end_sample}) for each word's start
-// (before the audio that starts it) and end, in samples of the run.
+// onWord(event) for each word's start (before the audio that starts it) and end: the word events
+// of every wire (docs/word-timestamps.md), {type: "word" | "word_end", word, index, start_sample,
+// end_sample (word_end)}, in samples of the run.
 export function speak({ text, voice, signal, onChunk, onWord, options, words }) {
-  const id = nextId++;
+  const id = requests.nextId++;
   return work(
     new Promise((resolve, reject) => {
-      if (broken) return reject(broken);
-      pending.set(id, { onChunk, onWord, resolve, reject });
+      if (pool.broken) return reject(pool.broken);
+      requests.pending.set(id, { onChunk, onWord, resolve, reject });
       signal.addEventListener("abort", () => {
         stopEverywhere(id);
-        pending.delete(id);
+        requests.pending.delete(id);
         reject(new DOMException("stopped", "AbortError"));
       });
-      workers.flow.postMessage({
+      pool.workers.flow.postMessage({
         type: EngineMessage.SPEAK,
         id,
         text,
@@ -252,15 +254,15 @@ export function speak({ text, voice, signal, onChunk, onWord, options, words }) 
 // given, as read (normalized), and the samples sent before it; with `words`, onWord as for speak,
 // in samples of the stream.
 export function textStream({ voice, options, onChunk, onSegment, onWord, words }) {
-  const id = nextId++;
+  const id = requests.nextId++;
   const done = work(
     new Promise((resolve, reject) => {
-      if (broken) reject(broken);
-      else pending.set(id, { onChunk, onSegment, onWord, resolve, reject });
+      if (pool.broken) reject(pool.broken);
+      else requests.pending.set(id, { onChunk, onSegment, onWord, resolve, reject });
     }),
   );
   const send = (message) => {
-    if (pending.has(id)) workers.flow.postMessage({ ...message, id });
+    if (requests.pending.has(id)) pool.workers.flow.postMessage({ ...message, id });
   };
   send({ type: EngineMessage.STREAM, voice, options: options || {}, words: Boolean(words) });
   return {
@@ -268,9 +270,9 @@ export function textStream({ voice, options, onChunk, onSegment, onWord, words }
     flush: () => send({ type: EngineMessage.FLUSH }),
     end: () => send({ type: EngineMessage.END }),
     cancel: () => {
-      const request = pending.get(id);
+      const request = requests.pending.get(id);
       if (!request) return;
-      pending.delete(id);
+      requests.pending.delete(id);
       stopEverywhere(id);
       request.reject(new DOMException("cancelled", "AbortError"));
     },
@@ -280,10 +282,10 @@ export function textStream({ voice, options, onChunk, onSegment, onWord, words }
 
 // What normalization makes of `text` (numbers, dates, currency... as words), in the flow worker.
 export function normalize(text) {
-  const id = nextId++;
+  const id = requests.nextId++;
   return new Promise((resolve, reject) => {
-    pending.set(id, { resolve, reject });
-    workers.flow.postMessage({ type: EngineMessage.NORMALIZE, id, text });
+    requests.pending.set(id, { resolve, reject });
+    pool.workers.flow.postMessage({ type: EngineMessage.NORMALIZE, id, text });
   });
 }
 
@@ -297,12 +299,12 @@ export async function uploadVoice(file, sampleRate, onProgress) {
     const channel = decoded.getChannelData(c);
     for (let i = 0; i < samples.length; i++) samples[i] += channel[i] / decoded.numberOfChannels;
   }
-  const id = nextId++;
+  const id = requests.nextId++;
   return work(
     new Promise((resolve, reject) => {
-      if (broken) return reject(broken);
-      pending.set(id, { resolve, reject, onProgress });
-      workers.flow.postMessage({ type: EngineMessage.VOICE, id, samples, sampleRate: decoded.sampleRate }, [
+      if (pool.broken) return reject(pool.broken);
+      requests.pending.set(id, { resolve, reject, onProgress });
+      pool.workers.flow.postMessage({ type: EngineMessage.VOICE, id, samples, sampleRate: decoded.sampleRate }, [
         samples.buffer,
       ]);
     }),
@@ -311,16 +313,16 @@ export async function uploadVoice(file, sampleRate, onProgress) {
 
 // The workers, once each (one or two).
 function distinctWorkers() {
-  return workers.flow === workers.decoder ? [workers.flow] : [workers.flow, workers.decoder];
+  return pool.workers.flow === pool.workers.decoder ? [pool.workers.flow] : [pool.workers.flow, pool.workers.decoder];
 }
 
 // Asks each worker a question the worker answers with one message of the same type.
 function askEach(type) {
   return Promise.all(
     distinctWorkers().map((worker) => {
-      const id = nextId++;
+      const id = requests.nextId++;
       return new Promise((resolve, reject) => {
-        pending.set(id, { resolve, reject });
+        requests.pending.set(id, { resolve, reject });
         worker.postMessage({ type, id });
       });
     }),

@@ -8,9 +8,11 @@ hands each frame or chunk on as soon as it exists and can stop between frames.
 The flow side speaks a queue of generations, one after another: a request's text is one
 generation; a text stream (text arriving in pieces: an LLM's reply, a user typing) adds one per
 segment as each is complete (core.portable.synthesis.text_stream.TextStream). Each generation starts with a
-segment event (its text, the text it is read as, its speed), then its frames. Data crosses the JS
-boundary as JSON strings and files in Pyodide's file system, which every Pyodide version handles
-the same way; a frame's latent is a few dozen floats, exact through JSON.
+segment event (its text, the text it is read as, its speed), then its frames. Text and flags cross
+the JS boundary as JSON strings, which every Pyodide version handles the same way; numbers as
+float32 arrays in Python's memory, never JSON: the flow side's frame floats (a NumPy array the
+worker reads through its buffer) and the decoder side's (written by the worker where
+`frame_room` says) and the audio, and a recording as a file in Pyodide's file system.
 """
 
 from __future__ import annotations
@@ -94,6 +96,9 @@ class BrowserEngine:
         self.queue: Deque[Segment] = collections.deque()
         self.frames: Optional[Iterator[Frame]] = None
         self.text: Optional[TextStream] = None
+        # The floats of the frame next_frame described last (flow side), or of the frame the worker
+        # writes for `decode` (decoder side): its latent, then its word scores.
+        self.numbers = np.zeros(0, np.float32)
         # The decoder side: the decoder of the generation being decoded, and its chunk's units.
         self.decoder: Optional[FrameDecoder] = None
         self.chunk_words: Optional[ChunkWords] = None
@@ -179,18 +184,21 @@ class BrowserEngine:
 
     def next_frame(self) -> Optional[str]:
         """What to hand on next, as JSON: {segment, spoken, speed} when a generation begins (the text
-        as given, the text it is read as, the speed of its audio), then its frames {latent, silence,
-        first, end} (END last; where its words are timed, each frame's `scores`, and a chunk's first
-        its `units`); None when nothing is queued (a text stream: until more text completes a
-        segment)."""
+        as given, the text it is read as, the speed of its audio), then its frames {silence, first,
+        end, latent, scores} (END last), whose floats `frame_numbers` gives: `latent` of them (0 for
+        silence and the END), then `scores`, the frame's score of each unit where its words are timed
+        (a chunk's first frame also has `units`: the chunk's units as JSON); None when nothing is
+        queued (a text stream: until more text completes a segment)."""
         frame = next(self.frames, None) if self.frames is not None else None
         if frame is not None:
-            latent = None if frame.latent is None else frame.latent.tolist()
-            out: Dict[str, Any] = {"latent": latent, "silence": frame.silence, "first": frame.first, "end": frame.end}
-            if frame.scores is not None and frame.words is not None:
-                out["scores"] = frame.scores.tolist()
-                if frame.first:
-                    out["units"] = _units_json(frame.words)
+            latent = np.zeros(0, np.float32) if frame.latent is None else frame.latent.astype(np.float32)
+            timed = frame.scores is not None and frame.words is not None
+            scores = frame.scores.astype(np.float32) if timed else np.zeros(0, np.float32)
+            self.numbers = np.concatenate([latent, scores])  # [latent_dim + units]
+            out: Dict[str, Any] = {"silence": frame.silence, "first": frame.first, "end": frame.end}
+            out.update(latent=int(latent.size), scores=int(scores.size))
+            if timed and frame.first:
+                out["units"] = json.dumps(_units_json(frame.words))
             return json.dumps(out)
         self.frames = None
         if not self.queue:
@@ -198,6 +206,10 @@ class BrowserEngine:
         segment = self.queue.popleft()
         self.frames = alone(self.model, segment.generation)
         return json.dumps({"segment": segment.text, "spoken": segment.spoken, "speed": segment.generation.speed})
+
+    def frame_numbers(self) -> np.ndarray:
+        """The floats of the frame next_frame described last, float32 (see next_frame)."""
+        return self.numbers
 
     def cancel(self) -> None:
         """Drop what is being said and what is queued (the text stream too)."""
@@ -213,28 +225,42 @@ class BrowserEngine:
         self.decoder = self.model.decoder(float(speed))
         self.chunk_words = None
 
-    def decode(self, frame_json: str) -> Optional[np.ndarray]:
-        """A frame from the flow side (see next_frame) -> its audio, float32; None where it has none
-        (the speed change gathering its first few ms; the END gives what it held back). Its word
-        events wait for `take_words`."""
-        frame = json.loads(frame_json)
-        latent = None if frame["latent"] is None else np.array(frame["latent"], dtype=np.float32)
-        if "units" in frame:
-            self.chunk_words = _units_of(frame["units"])
-        scores = np.array(frame["scores"], dtype=np.float32) if "scores" in frame else None
+    def frame_room(self, size: int) -> int:
+        """Room for the `size` floats of the next frame to decode -> their address in the WebAssembly
+        memory, where the worker writes them (as next_frame's frame_numbers gave them)."""
+        self.numbers = np.empty(size, np.float32)
+        return int(self.numbers.__array_interface__["data"][0])
+
+    def decode(self, silence: int, first: bool, end: bool, latent: int, units: str) -> Optional[np.ndarray]:
+        """A frame from the flow side (next_frame's fields; its floats written at frame_room, `units`
+        "" where it has none) -> its audio, float32; None where it has none (the speed change
+        gathering its first few ms; the END gives what it held back). Its word events wait for
+        `take_words`."""
+        numbers = self.numbers
+        if units:
+            self.chunk_words = _units_of(json.loads(units))
+        scores = numbers[latent:].copy() if numbers.size > latent else None
         words = self.chunk_words if scores is not None else None
-        first, end = bool(frame["first"]), bool(frame["end"])
-        return self.decoder.decode(Frame(latent, int(frame["silence"]), first, end, words, scores))
+        frame = Frame(numbers[:latent].copy() if latent else None, int(silence), bool(first), bool(end), words, scores)
+        return self.decoder.decode(frame)
 
     def take_words(self) -> str:
-        """JSON of the word events decoded since the last call: [{kind: "start", word, index,
-        sample} or {kind: "end", word, index, start, end}], in samples of the generation's audio."""
+        """JSON of the word events decoded since the last call, in the one shape of every wire
+        (docs/word-timestamps.md): {type: "word", word, index, start_sample} where a word begins
+        and {type: "word_end", word, index, start_sample, end_sample} where it ends, in samples
+        of the generation's audio at the output rate."""
         events = self.decoder.take_words() if self.decoder is not None else []
         return json.dumps(
             [
-                {"kind": "start", "word": e.word, "index": e.index, "sample": e.sample}
+                {"type": "word", "word": e.word, "index": e.index, "start_sample": e.sample}
                 if isinstance(e, WordStart)
-                else {"kind": "end", "word": e.word, "index": e.index, "start": e.start, "end": e.end}
+                else {
+                    "type": "word_end",
+                    "word": e.word,
+                    "index": e.index,
+                    "start_sample": e.start,
+                    "end_sample": e.end,
+                }
                 for e in events
             ]
         )

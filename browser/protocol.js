@@ -37,9 +37,11 @@
 //                                            whole text), the text it is read as (normalized), and
 //                                            the samples of the request sent before it
 //     CHUNK    {id, chunk}                   (decoder, both) audio: Float32Array, transferred
-//     WORD     {id, kind, word, index,       (decoder, both) a word begins (kind "start", before
-//               start_sample, end_sample?}   the audio that starts it) or ends ("end"), in samples
-//                                            of the request
+//     WORD     {id, word, index,             (decoder, both) a word begins, before the audio that
+//               start_sample}                starts it
+//     WORD_END {id, word, index,             (decoder, both) a word ends: both in samples of the
+//               start_sample, end_sample}    request. The two are the word events of every wire
+//                                            (docs/word-timestamps.md), with the request's `id`
 //     DONE     {id}                          (decoder, both) the last chunk of `id` has been sent
 //     VOICE    {id, voice}                   (flow, both) the cloned voice's name, for SPEAK
 //     NORMALIZE {id, text}                   (flow, both) the normalized text
@@ -54,9 +56,11 @@
 // workers).
 //     SEGMENT  {id, text, spoken, speed}     a generation of request `id` begins: its frames
 //                                            follow (a new decoder at `speed`)
-//     FRAME    {id, frame}                   one latent frame of request `id` (a JSON string:
-//                                            with its words' scores and its chunk's units where
-//                                            its words are timed)
+//     FRAME    {id, numbers, latent, scores,  one frame of request `id` (browser/engine.py
+//               silence, first, end, units?} next_frame): `numbers` a Float32Array, transferred:
+//                                            its `latent` floats (0 for silence and the END), then
+//                                            its `scores` word scores (where its words are timed;
+//                                            a chunk's first frame adds `units`, its words)
 //     END      {id}                          request `id` has no more frames
 //
 // A classic script with no import or export, so that both kinds of scope can load it: the classic
@@ -85,6 +89,7 @@ globalThis.PocketProtocol = Object.freeze({
     SEGMENT: "segment",
     CHUNK: "chunk",
     WORD: "word",
+    WORD_END: "word_end",
     DONE: "done",
     ERROR: "error",
   }),

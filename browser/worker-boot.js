@@ -6,32 +6,34 @@
 "use strict";
 
 async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelBuild }) {
-  role = myRole;
-  port = myPort || null;
-  useCacheApi = !cached && typeof caches !== "undefined";
+  worker.role = myRole;
+  worker.port = myPort || null;
+  keeping.useCacheApi = !cached && typeof caches !== "undefined";
   const base = new URL("../", self.location.href);
   const url = (path) => new URL(path, base).href;
   const pyodideBase = url(site.pyodide);
-  cacheName = "pocket-tts-" + site.version;
+  keeping.cacheName = "pocket-tts-" + site.version;
   // Pyodide fetches its own files: route those through the cache too.
-  networkFetch = self.fetch.bind(self);
+  keeping.networkFetch = self.fetch.bind(self);
   self.fetch = (input, init) => {
     const target = typeof input === "string" ? input : input.url;
-    return target.startsWith(base.href) ? cachedResponse(target, networkFetch) : networkFetch(input, init);
+    return target.startsWith(base.href)
+      ? cachedResponse(target, keeping.networkFetch)
+      : keeping.networkFetch(input, init);
   };
   const timings = {};
   const bootStart = performance.now();
-  store = await openStore(site.version);
-  modelKeeper = store ? "private file system" : typeof caches !== "undefined" ? "Cache API" : "HTTP cache";
+  keeping.store = await openStore(site.version);
+  keeping.keeper = keeping.store ? "private file system" : typeof caches !== "undefined" ? "Cache API" : "HTTP cache";
   // The model's files come from the store where it holds them whole; the others download while
   // Python starts, their bytes waiting in JS memory until Python is ready.
   let stage = "Starting Python (Pyodide)";
   const cloningName = site.model.voice_cloning || null;
-  if (cloningName && site.model.roles[cloningName].includes(role)) {
-    cloningPart = { name: cloningName, url: url(site.model.path + cloningName), size: site.model.files[cloningName] };
+  if (cloningName && site.model.roles[cloningName].includes(worker.role)) {
+    cloning.part = { name: cloningName, url: url(site.model.path + cloningName), size: site.model.files[cloningName] };
   }
   const files = Object.entries(site.model.files).filter(
-    ([name]) => site.model.roles[name].includes(role) && name !== cloningName,
+    ([name]) => site.model.roles[name].includes(worker.role) && name !== cloningName,
   );
   const total = files.reduce((n, [, size]) => n + size, 0);
   const received = new Map();
@@ -51,7 +53,8 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
     ]),
   ).then(async (data) => {
     timings.download_ms = performance.now() - bootStart;
-    if (store && role === "both" && data.every(([, file]) => file.kept)) await dropOtherStores(store);
+    if (keeping.store && worker.role === "both" && data.every(([, file]) => file.kept))
+      await dropOtherStores(keeping.store);
     return data;
   });
   downloads.catch(() => {}); // awaited below; a failure is reported there
@@ -91,8 +94,8 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   stage = "Loading NumPy";
   progress();
   useCompiledLibraries(libraries);
-  await pyodide.loadPackage(["numpy"]);
-  pyodide._module.reportUndefinedSymbols(); // once, for the libraries linked with allowUndefined
+  await worker.pyodide.loadPackage(["numpy"]);
+  worker.pyodide._module.reportUndefinedSymbols(); // once, for the libraries linked with allowUndefined
   readOnFirstUse(site.libraries_on_first_use || {}, pyodideBase);
   phase("packages_ms");
   // The wheels' files (core's and num2words's, pure Python), unpacked at build (browser/site/build.py):
@@ -101,7 +104,7 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
   writePackages(await packages);
   phase("wheels_ms");
   const modules = await compiled;
-  shipped = modules ? writeCompiled(modules) : 0;
+  worker.shipped = modules ? writeCompiled(modules) : 0;
   phase("compiled_ms");
   // loadPackage reports failures on the console only: check that the import really works.
   const numpyVersion = pythonModule("numpy").__version__;
@@ -128,22 +131,22 @@ async function boot({ site, role: myRole, cached, port: myPort, kernels: kernelB
       continue;
     }
     const address = engineModule.reserve(path, file.size);
-    file.readInto(new Uint8Array(pyodide._module.HEAPU8.buffer, address, file.size));
+    file.readInto(new Uint8Array(worker.pyodide._module.HEAPU8.buffer, address, file.size));
   }
   timings.model_stored = model.filter(([, file]) => file.stored).length;
   phase("model_copy_ms");
 
   stage = "Loading the model";
   progress();
-  engine = engineModule.BrowserEngine("/model", role);
-  const info = JSON.parse(engine.info());
+  worker.engine = engineModule.BrowserEngine("/model", worker.role);
+  const info = JSON.parse(worker.engine.info());
   phase("load_ms");
   info.numpy = numpyVersion;
   info.python = pythonModule("sys").version.split(" ")[0];
   info.kernels = kernels;
-  info.model_store = modelKeeper;
-  info.heap_bytes = pyodide._module.HEAPU8.length;
-  if (role === "decoder") port.onmessage = (event) => queueForDecoding(event.data);
+  info.model_store = keeping.keeper;
+  info.heap_bytes = worker.pyodide._module.HEAPU8.length;
+  if (worker.role === "decoder") worker.port.onmessage = (event) => queueForDecoding(event.data);
   post({ type: EngineMessage.READY, info, timings });
 }
 

@@ -24,7 +24,7 @@ function compileLibrary(url) {
 // library (8 times), and none of NumPy's libraries leaves one undefined (measured: the table had
 // no unresolved entry after any of them).
 function useCompiledLibraries(libraries) {
-  const module = pyodide._module;
+  const module = worker.pyodide._module;
   const plugin = module.preloadPlugins.find((candidate) => candidate.canHandle("library.so"));
   plugin.handle = function (bytes, name, onload, onerror) {
     if (!libraries.has(name)) return onload();
@@ -104,12 +104,12 @@ async function capturingMemory(load, timings) {
     }
   };
   try {
-    pyodide = await load();
+    worker.pyodide = await load();
   } finally {
     WebAssembly.Memory = NativeMemory;
     WebAssembly.instantiateStreaming = nativeStreaming;
   }
-  return pyodide._module.wasmMemory || memory;
+  return worker.pyodide._module.wasmMemory || memory;
 }
 
 // A module of one function, f32x4.relaxed_madd of its three v128 arguments: valid where the browser
@@ -133,10 +133,11 @@ function chooseKernels(site, build, url) {
 // the products (the build's name, or why NumPy runs them alone: the page says so).
 async function linkKernels(memory, build) {
   try {
-    if (!memory || memory.buffer !== pyodide._module.HEAPU8.buffer) throw new Error("Pyodide's memory was not found");
+    if (!memory || memory.buffer !== worker.pyodide._module.HEAPU8.buffer)
+      throw new Error("Pyodide's memory was not found");
     const bytes = await (await cachedResponse(build.url)).arrayBuffer();
     const { instance } = await WebAssembly.instantiate(bytes, { env: { memory } });
-    pyodide.registerJsModule("pocket_kernels", Object.fromEntries(Object.entries(instance.exports)));
+    worker.pyodide.registerJsModule("pocket_kernels", Object.fromEntries(Object.entries(instance.exports)));
     pythonModule("core.browser.engine").linked_kernels(); // bound and checked now: its error is the page's to show
     return build.name;
   } catch (error) {

@@ -4,15 +4,17 @@
 
 "use strict";
 
-let handover = null; // the port to a decoder worker that takes over from the next request ("both")
-let running = null; // the flow side's current request (see pump)
+// The flow side's requests: the one being said (see pump), and the port to a decoder worker that
+// takes over from the next request ("both").
+const flowSide = { running: null, handover: null };
 // The voice-cloning part ({name, url, size}, from site.json): the flow side fetches and loads it on
-// the first voice upload (`cloning`, a Promise from then on), not at boot.
-let cloningPart = null;
-let cloning = null;
-const stopped = new Set(); // requests the decoder side drops
-const decodeQueue = []; // frames and ends the decoder side has yet to handle
-let decoding = false;
+// the first voice upload (`loading`, a Promise from then on), not at boot.
+const cloning = { part: null, loading: null };
+// The decoder side: the requests it drops, the frames and ends it has yet to handle (`busy` while it
+// works through them), and the request being decoded: {id, samples (sent so far), start (the
+// samples before the generation being decoded), segment (announced with the next audio or word, or
+// null)}.
+const decoderSide = { stopped: new Set(), queue: [], busy: false, request: null };
 
 // A zero-delay pause that lets queued messages (a Stop, more text) in between two frames.
 function yieldToEvents() {
@@ -24,55 +26,60 @@ function yieldToEvents() {
 }
 
 function stop(id) {
-  stopped.add(id);
+  decoderSide.stopped.add(id);
+  const { running } = flowSide;
   if (!running || running.id !== id) return;
   running.stopped = true;
   if (!running.pumping) {
-    engine.cancel(); // a text stream waiting for text: nothing else would drop it
-    running = null;
+    worker.engine.cancel(); // a text stream waiting for text: nothing else would drop it
+    flowSide.running = null;
   }
 }
 
 // The flow side. A request is {id, stopped, ended, pumping}: `ended` once no more text can come
 // (at once for SPEAK; at END for a text stream). Its frames go to the decoder side: the other
 // worker, or this one ("both").
-function toDecoder(message) {
-  if (role === "both") decodeNow(message);
-  else port.postMessage(message);
+function toDecoder(message, transfer) {
+  if (worker.role === "both") decodeNow(message);
+  else worker.port.postMessage(message, transfer || []);
 }
 
 // A "both" worker's decoding moves to the decoder worker behind `decoderPort`, between two requests:
 // the one under way (if any) is decoded here to its end.
 function handOver(decoderPort) {
-  if (role !== "both" && role !== "flow") throw new Error(`a ${role} worker has no frames to hand over`);
-  handover = decoderPort;
+  if (worker.role !== "both" && worker.role !== "flow")
+    throw new Error(`a ${worker.role} worker has no frames to hand over`);
+  flowSide.handover = decoderPort;
 }
 
 function begin(id, answer, ended) {
   const started = JSON.parse(answer);
   if (started.error) throw new Error(started.error);
-  if (handover) {
-    role = "flow";
-    port = handover;
-    handover = null;
+  if (flowSide.handover) {
+    worker.role = "flow";
+    worker.port = flowSide.handover;
+    flowSide.handover = null;
   }
-  running = { id, stopped: false, ended, pumping: false }; // a newer request replaces this one
-  return running;
+  flowSide.running = { id, stopped: false, ended, pumping: false }; // a newer request replaces this one
+  return flowSide.running;
 }
 
 async function speak({ id, text, voice, options, words }) {
+  const { engine } = worker;
   if (!engine) throw new Error("the model is not loaded yet");
   await pump(begin(id, engine.start(text, voice || "", JSON.stringify(options || {}), Boolean(words)), true));
 }
 
 function openStream({ id, voice, options, words }) {
+  const { engine } = worker;
   if (!engine) throw new Error("the model is not loaded yet");
   begin(id, engine.open_stream(voice || "", JSON.stringify(options || {}), Boolean(words)), false);
 }
 
 // TEXT, FLUSH and END of the running text stream: new segments join the queue that pump() says.
 async function streamText({ type, id, text }) {
-  const request = running;
+  const { engine } = worker;
+  const request = flowSide.running;
   if (!request || request.id !== id || request.stopped || request.ended) return; // stopped, or replaced
   const answer = JSON.parse(type === EngineMessage.TEXT ? engine.push(text) : engine.flush());
   if (answer.error) {
@@ -88,10 +95,11 @@ async function streamText({ type, id, text }) {
 // Stop or more text gets in), until nothing is queued: then, once the text has ended, its END.
 async function pump(request) {
   if (request.pumping) return; // the loop under way takes what was just queued
+  const { engine } = worker;
   request.pumping = true;
   try {
     for (;;) {
-      if (running !== request) return;
+      if (flowSide.running !== request) return;
       if (request.stopped) {
         engine.cancel();
         return;
@@ -102,64 +110,80 @@ async function pump(request) {
       if ("segment" in parsed) {
         const { segment: text, spoken, speed } = parsed;
         toDecoder({ type: FrameMessage.SEGMENT, id: request.id, text, spoken, speed });
-      } else toDecoder({ type: FrameMessage.FRAME, id: request.id, frame: item });
+      } else {
+        const numbers = float32Copy(engine.frame_numbers());
+        toDecoder({ type: FrameMessage.FRAME, id: request.id, ...parsed, numbers }, [numbers.buffer]);
+      }
       await yieldToEvents();
     }
   } finally {
     request.pumping = false;
   }
   if (!request.ended) return; // until more text comes
-  running = null;
+  flowSide.running = null;
   toDecoder({ type: FrameMessage.END, id: request.id });
+}
+
+// A float32 NumPy array of this worker's Python (a PyProxy, destroyed here) -> a Float32Array of
+// its own: a copy, because the array's buffer views the whole WebAssembly heap.
+function float32Copy(proxy) {
+  const buffer = proxy.getBuffer("f32");
+  const copy = buffer.data.slice();
+  buffer.release();
+  proxy.destroy();
+  return copy;
 }
 
 // The decoder side: frames in order, one per turn of the event loop, so that a Stop gets in.
 function queueForDecoding(message) {
-  decodeQueue.push(message);
-  if (!decoding) decodeAll();
+  decoderSide.queue.push(message);
+  if (!decoderSide.busy) decodeAll();
 }
 
 async function decodeAll() {
-  decoding = true;
+  decoderSide.busy = true;
   try {
-    while (decodeQueue.length > 0) {
-      decodeNow(decodeQueue.shift());
+    while (decoderSide.queue.length > 0) {
+      decodeNow(decoderSide.queue.shift());
       await yieldToEvents();
     }
   } finally {
-    decoding = false;
+    decoderSide.busy = false;
   }
 }
 
 // One message of the flow side: a generation begins (its segment is announced with its first
 // audio), one of its frames (its END last, which gives out what the speed change held back), or
-// the request's end. `decoded` is the request being decoded: {id, samples (sent so far), start
-// (the samples before the generation being decoded), segment (announced with the next audio or
-// word, or null)}.
-let decoded = null;
-
-function decodeNow({ type, id, frame, text, spoken, speed }) {
-  if (stopped.has(id)) return;
+// the request's end.
+function decodeNow(message) {
+  const { type, id } = message;
+  if (decoderSide.stopped.has(id)) return;
+  const { engine } = worker;
   try {
-    if (decoded && decoded.id !== id) decoded = null; // a request replaced by a newer one
+    if (decoderSide.request && decoderSide.request.id !== id) decoderSide.request = null; // replaced by a newer one
     if (type === FrameMessage.END) {
-      decoded = null;
+      decoderSide.request = null;
       post({ type: EngineMessage.DONE, id });
       return;
     }
     if (type === FrameMessage.SEGMENT) {
-      engine.begin(speed);
-      decoded = decoded || { id, samples: 0 };
-      decoded.segment = { text, spoken };
-      decoded.start = decoded.samples;
+      engine.begin(message.speed);
+      const request = decoderSide.request || { id, samples: 0 };
+      request.segment = { text: message.text, spoken: message.spoken };
+      request.start = request.samples;
+      decoderSide.request = request;
     } else {
-      const audio = engine.decode(frame);
+      const { numbers, silence, first, end, latent, units } = message;
+      const address = engine.frame_room(numbers.length);
+      if (numbers.length > 0)
+        new Float32Array(worker.pyodide._module.HEAPU8.buffer, address, numbers.length).set(numbers);
+      const audio = engine.decode(silence, first, end, latent, units || "");
       sendWords(JSON.parse(engine.take_words()));
       sendAudio(audio);
     }
   } catch (error) {
-    stopped.add(id);
-    decoded = null;
+    decoderSide.stopped.add(id);
+    decoderSide.request = null;
     fail(id, error);
   }
 }
@@ -167,43 +191,44 @@ function decodeNow({ type, id, frame, text, spoken, speed }) {
 // A frame's audio: none (undefined) while the speed change gathers its first few ms.
 function sendAudio(proxy) {
   if (proxy === undefined) return;
-  const buffer = proxy.getBuffer("f32");
-  const chunk = buffer.data.slice(); // a copy: buffer.data views the whole wasm heap
-  buffer.release();
-  proxy.destroy();
+  const chunk = float32Copy(proxy);
   announce();
-  decoded.samples += chunk.length;
-  post({ type: EngineMessage.CHUNK, id: decoded.id, chunk }, [chunk.buffer]);
+  const request = decoderSide.request;
+  request.samples += chunk.length;
+  post({ type: EngineMessage.CHUNK, id: request.id, chunk }, [chunk.buffer]);
 }
 
-// A frame's word events (before its audio), in samples of the request.
+// A frame's word events (before its audio), moved from samples of the generation to samples of
+// the request: the shape stays the one of every wire (docs/word-timestamps.md).
 function sendWords(events) {
   if (events.length === 0) return;
   announce();
-  const { id, start } = decoded;
-  for (const { kind, word, index, sample, start: begins, end } of events) {
-    const times =
-      kind === "start" ? { start_sample: start + sample } : { start_sample: start + begins, end_sample: start + end };
-    post({ type: EngineMessage.WORD, id, kind, word, index, ...times });
+  const { id, start } = decoderSide.request;
+  for (const event of events) {
+    const moved = { ...event, id, start_sample: start + event.start_sample };
+    if (event.type === EngineMessage.WORD_END) moved.end_sample = start + event.end_sample;
+    post(moved);
   }
 }
 
 // The generation's SEGMENT, before its first audio or word.
 function announce() {
-  const { id, segment } = decoded;
-  if (!segment) return;
-  post({ type: EngineMessage.SEGMENT, id, text: segment.text, spoken: segment.spoken, start_sample: decoded.start });
-  decoded.segment = null;
+  const request = decoderSide.request;
+  if (!request.segment) return;
+  const { text, spoken } = request.segment;
+  post({ type: EngineMessage.SEGMENT, id: request.id, text, spoken, start_sample: request.start });
+  request.segment = null;
 }
 
 async function addVoice({ id, samples, sampleRate }) {
+  const { engine } = worker;
   if (!engine) throw new Error("the model is not loaded yet");
-  if (cloningPart) {
-    cloning = cloning || loadCloning(id);
+  if (cloning.part) {
+    cloning.loading = cloning.loading || loadCloning(id);
     try {
-      await cloning;
+      await cloning.loading;
     } catch (error) {
-      cloning = null; // the next upload tries again
+      cloning.loading = null; // the next upload tries again
       throw error;
     }
   }
@@ -216,19 +241,20 @@ async function addVoice({ id, samples, sampleRate }) {
 // The voice-cloning part, on the first upload: downloaded (through the cache, with progress for the
 // upload `id`), then added to the loaded model. Its last PROGRESS says the voice itself is next.
 async function loadCloning(id) {
-  const { name, url, size } = cloningPart;
+  const { name, url, size } = cloning.part;
   const progress = progressMessages(id, size);
   progress("Downloading the voice-cloning part", 0);
   const file = await modelFile(name, url, size, (loaded) => progress("Downloading the voice-cloning part", loaded));
   fileSystem().writeFile("/model/" + name, file.bytes(), { canOwn: true });
   progress("Loading the voice-cloning part", size);
   await yieldToEvents(); // the page hears of it before the load holds this worker
-  const result = JSON.parse(engine.add_cloning());
+  const result = JSON.parse(worker.engine.add_cloning());
   if (result.error) throw new Error(result.error);
   progress("Cloning the voice", size);
 }
 
 function normalizeText({ id, text }) {
+  const { engine } = worker;
   if (!engine) throw new Error("the model is not loaded yet");
   const result = JSON.parse(engine.normalize(text));
   if (result.error) throw new Error(result.error);

@@ -4,24 +4,25 @@
 
 "use strict";
 
-let cacheName = null;
-// Whether this worker stores what it fetches in the Cache API itself: not where a service worker
-// already does, nor where neither exists (plain http from another host is not a secure context;
-// there the browser's HTTP cache is all there is).
-let useCacheApi = true;
-let networkFetch = null; // the browser's own fetch (boot routes self.fetch through the cache)
-let store = null; // the folder where this worker keeps the model's files (openStore), or null
-let modelKeeper = null; // what keeps them: "private file system", "Cache API" or "HTTP cache"
+// Where this worker keeps what it fetches, set at boot:
+//   cacheName    this site version's Cache API cache
+//   useCacheApi  whether this worker stores what it fetches in the Cache API itself: not where a
+//                service worker already does, nor where neither exists (plain http from another
+//                host is not a secure context; there the browser's HTTP cache is all there is)
+//   networkFetch the browser's own fetch (boot routes self.fetch through the cache)
+//   store        the folder where this worker keeps the model's files (openStore), or null
+//   keeper       what keeps them: "private file system", "Cache API" or "HTTP cache"
+const keeping = { cacheName: null, useCacheApi: true, networkFetch: null, store: null, keeper: null };
 
 // A response for `url` from the Cache API of this site version, fetched and stored the first time
 // (kept there, not in the HTTP cache as well).
-async function cachedResponse(url, fromNetwork = self.fetch, keep = useCacheApi) {
+async function cachedResponse(url, fromNetwork = self.fetch, keep = keeping.useCacheApi) {
   if (!keep) {
     const response = await fromNetwork(url);
     if (!response.ok) throw new Error(`cannot download ${url}: ${response.status} ${response.statusText}`);
     return response;
   }
-  const cache = await caches.open(cacheName);
+  const cache = await caches.open(keeping.cacheName);
   const hit = await cache.match(url);
   if (hit) return hit;
   const response = await fromNetwork(url, { cache: "no-store" });
@@ -112,10 +113,17 @@ async function modelFile(name, url, size, onProgress) {
   const writer = await storeWriter(name, size);
   // Where a store exists, the HTTP cache keeps no second copy; where none does, the Cache API (if
   // any) keeps the file, since the service worker does not.
-  const fromNetwork = store ? (target) => networkFetch(target, { cache: "no-store" }) : networkFetch;
+  const fromNetwork = keeping.store
+    ? (target) => keeping.networkFetch(target, { cache: "no-store" })
+    : keeping.networkFetch;
   let pieces = null;
   try {
-    pieces = await fetchParts(url, onProgress, cachedResponse(url, fromNetwork, modelKeeper === "Cache API"), writer);
+    pieces = await fetchParts(
+      url,
+      onProgress,
+      cachedResponse(url, fromNetwork, keeping.keeper === "Cache API"),
+      writer,
+    );
   } finally {
     if (writer) writer.close(pieces !== null);
   }
@@ -134,9 +142,9 @@ const storeName = (name) => encodeURIComponent(name);
 // A read-only handle on the stored file `name` if it is whole, else null: not stored, cut short, or
 // being written by another page's worker right now (then this one downloads it).
 async function openStored(name, size) {
-  if (!store) return null;
+  if (!keeping.store) return null;
   try {
-    const handle = await store.folder.getFileHandle(storeName(name));
+    const handle = await keeping.store.folder.getFileHandle(storeName(name));
     const access = await handle.createSyncAccessHandle({ mode: "read-only" });
     if (access.getSize() === size) return access;
     access.close();
@@ -171,10 +179,10 @@ function storedFile(name, access, size) {
 // be written (another page's worker writes it now). close(downloaded) keeps the file only when it is
 // whole (`whole`): a failed write (no room left) or a download cut short leaves nothing behind.
 async function storeWriter(name, size) {
-  if (!store) return null;
+  if (!keeping.store) return null;
   let access = null;
   try {
-    const handle = await store.folder.getFileHandle(storeName(name), { create: true });
+    const handle = await keeping.store.folder.getFileHandle(storeName(name), { create: true });
     access = await handle.createSyncAccessHandle();
     access.truncate(0);
   } catch (error) {
@@ -202,7 +210,7 @@ async function storeWriter(name, size) {
       } finally {
         access.close();
       }
-      if (!writer.whole) store.folder.removeEntry(storeName(name)).catch(() => {});
+      if (!writer.whole) keeping.store.folder.removeEntry(storeName(name)).catch(() => {});
     },
   };
   return writer;

@@ -30,11 +30,10 @@
 importScripts("protocol.js", "worker-store.js", "worker-link.js", "worker-boot.js", "worker-requests.js");
 const { engine: EngineMessage, frames: FrameMessage } = globalThis.PocketProtocol;
 
-let pyodide = null;
-let engine = null;
-let role = null;
-let port = null; // to the decoder worker, or from the flow worker
-let shipped = 0; // compiled modules written at boot (browser/site/compiled.py)
+// The worker's Python and its part of the model: Pyodide, the engine (browser/engine.py) and the
+// role it runs, the port to the decoder worker (or from the flow worker), the compiled modules
+// written at boot (browser/site/compiled.py), and importlib.import_module once looked up.
+const worker = { pyodide: null, engine: null, role: null, port: null, shipped: 0, importModule: null };
 
 const post = (message, transfer) => self.postMessage(message, transfer || []);
 
@@ -80,14 +79,14 @@ self.onmessage = async (event) => {
       case EngineMessage.VOICE:
         return await addVoice(message);
       case EngineMessage.CHECK:
-        return post({ type: EngineMessage.CHECK, id: message.id, report: JSON.parse(engine.check_kernels()) });
+        return post({ type: EngineMessage.CHECK, id: message.id, report: JSON.parse(worker.engine.check_kernels()) });
       case EngineMessage.HEAP:
-        return post({ type: EngineMessage.HEAP, id: message.id, bytes: pyodide._module.HEAPU8.length });
+        return post({ type: EngineMessage.HEAP, id: message.id, bytes: worker.pyodide._module.HEAPU8.length });
       case EngineMessage.MODULES:
         return post({
           type: EngineMessage.MODULES,
           id: message.id,
-          report: { shipped, ...JSON.parse(pythonModule("core.browser.engine").compiled_modules()) },
+          report: { shipped: worker.shipped, ...JSON.parse(pythonModule("core.browser.engine").compiled_modules()) },
         });
       default:
         throw new Error(`unknown message type: ${message.type}`);
@@ -98,15 +97,14 @@ self.onmessage = async (event) => {
 };
 
 // Newer Pyodide releases expose the file system as pyodide.FS; 0.17 as pyodide._module.FS.
-const fileSystem = () => pyodide.FS || pyodide._module.FS;
-
-let importModule = null; // importlib.import_module
+const fileSystem = () => worker.pyodide.FS || worker.pyodide._module.FS;
 
 // The Python module `name`, imported (a PyProxy). Its functions are called through it, not with
 // runPython: that parses and compiles its code at each call, and tokenizes it where it ends with an
 // expression (to look for a trailing semicolon), and the first tokenize compiles tokenize's regexes,
 // ~20 ms of a worker's start.
 function pythonModule(name) {
-  if (importModule === null) importModule = pyodide._module.builtins.get("__import__")("importlib").import_module;
-  return importModule(name);
+  if (worker.importModule === null)
+    worker.importModule = worker.pyodide._module.builtins.get("__import__")("importlib").import_module;
+  return worker.importModule(name);
 }

@@ -18,6 +18,7 @@ from litestar.response import Stream
 
 from core import audio_formats
 from core.portable.audio.pcm import pcm16
+from server.frames import word_event
 from server.schemas import TimedWordEntry, WordsResponse
 from server.session import Audio, Done, Event, Session, WordEnd, WordStart
 
@@ -132,8 +133,9 @@ async def sse(
 
 async def word_lines(session: Session) -> AsyncIterator[bytes]:
     """A session's speech as JSON lines (NDJSON): `started` (the sample rate), `audio` (base64
-    16-bit PCM, as it is made), `word` (a word begins: `start` in seconds, before its audio) and
-    `word_end` (`start`, `end`), then `done` (`samples`: all the audio)."""
+    16-bit PCM, as it is made), the word events of every wire (docs/word-timestamps.md: `word`, a
+    word begins at `start_sample`, before its audio, and `word_end`, `start_sample` and
+    `end_sample`), then `done` (`samples`: all the audio)."""
     rate = session.sample_rate
 
     def line(payload: dict) -> bytes:
@@ -143,11 +145,8 @@ async def word_lines(session: Session) -> AsyncIterator[bytes]:
     async for event in session.events():
         if isinstance(event, Audio):
             yield line({"type": "audio", "audio": base64.b64encode(pcm16(event.pcm)).decode()})
-        elif isinstance(event, WordStart):
-            yield line({"type": "word", "word": event.word, "index": event.index, "start": event.sample / rate})
-        elif isinstance(event, WordEnd):
-            word = {"type": "word_end", "word": event.word, "index": event.index, "start": event.start / rate}
-            yield line(dict(word, end=event.end / rate))
+        elif isinstance(event, (WordStart, WordEnd)):
+            yield line(word_event(event))
         elif isinstance(event, Done):
             yield line({"type": "done", "samples": event.samples})
 

@@ -16,11 +16,23 @@ from core import audio_formats
 from server import errors, reading
 from server.engine import ServerEngine
 from server.errors import NORMAL, ServiceError
-from server.session import Audio, Clock, Done, Event, Session
+from server.session import Audio, Clock, Done, Event, Session, WordEnd, WordStart
 
 # Bytes of one client frame: a piece of text of MAX_TEXT characters, each escaped, fits.
 MAX_FRAME = 64 * 1024
 log = logging.getLogger("pocket_tts.server")
+
+
+def word_event(event: WordStart | WordEnd, at: Callable[[int], int] = int) -> dict:
+    """A word event as every wire sends it (the WebSocket, POST /stream/words, the page's workers;
+    docs/word-timestamps.md): {type: "word", word, index, start_sample} where a word begins, before
+    the audio that starts it, and {type: "word_end", word, index, start_sample, end_sample} where it
+    ends. Sample offsets at the output rate, each through `at` (a turn's position in what the client
+    received)."""
+    if isinstance(event, WordStart):
+        return {"type": "word", "word": event.word, "index": event.index, "start_sample": at(event.sample)}
+    word = {"type": "word_end", "word": event.word, "index": event.index, "start_sample": at(event.start)}
+    return dict(word, end_sample=at(event.end))
 
 
 class Gone(Exception):

@@ -43,7 +43,7 @@ from litestar import WebSocket, websocket
 from core import audio_formats
 from server import errors
 from server.errors import ServiceError
-from server.frames import BadFrame, Fatal, FrameSocket, Turn
+from server.frames import BadFrame, Fatal, FrameSocket, Turn, word_event
 from server.guard import caller_of
 from server.schemas import (
     CLIENT_FRAMES,
@@ -153,13 +153,8 @@ class _Connection(FrameSocket):
         if isinstance(event, Started):
             segment = {"type": "segment", "text": event.text, "spoken": event.spoken}
             await self._send_json(dict(segment, start_sample=at(event.start_sample)))
-        elif isinstance(event, WordStart):
-            await self._send_json(
-                {"type": "word", "word": event.word, "index": event.index, "start_sample": at(event.sample)}
-            )
-        elif isinstance(event, WordEnd):
-            word = {"type": "word_end", "word": event.word, "index": event.index, "start_sample": at(event.start)}
-            await self._send_json(dict(word, end_sample=at(event.end)))
+        elif isinstance(event, (WordStart, WordEnd)):
+            await self._send_json(word_event(event, at))
 
     async def _send_end(self, turn: Turn) -> None:
         await self._send_json({"type": "done", "samples": turn.sent})

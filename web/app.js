@@ -433,11 +433,11 @@ function showRun(run) {
   records.words = run.words;
 }
 
-// A word event (models with timestamp heads): a word begins (shown now, lit when it sounds), or
-// ends. In samples of the run.
+// A word event (models with timestamp heads; the shape of every wire, docs/word-timestamps.md): a
+// word begins (shown now, lit when it sounds), or ends. In samples of the run.
 function showWord(run, event) {
   if (state.run !== run) return;
-  if (event.kind === "start") {
+  if (event.type === "word") {
     const item = document.createElement("span");
     item.textContent = event.word;
     $("words").append(item, " ");

@@ -59,8 +59,8 @@ async function collect(engines, { mode, text, voice, options }) {
   return chunks.flatMap((c) => Array.from(c));
 }
 
-// The word events of one generation (not played): [{kind, word, index, start_sample, end_sample}],
-// and its samples.
+// The word events of one generation (not played), as the engine gave them (the shape of every
+// wire: {type: "word" | "word_end", word, index, start_sample, end_sample}), and its samples.
 async function collectWords(engines, { mode, text, voice, options }) {
   const words = [];
   let samples = 0;

@@ -8,8 +8,8 @@
 export const STALL_MS = 5000;
 export const ANSWER_MS = 30000;
 
-// Calls onChunk(Float32Array) for every piece of audio received, and with `words`, onWord({kind:
-// "start" | "end", word, index, start_sample, end_sample}) for each word (as browser-engine.js);
+// Calls onChunk(Float32Array) for every piece of audio received, and with `words`, onWord(event)
+// for each word event as the server sends it, the shape of every wire (as browser-engine.js);
 // resolves when the stream ends. Rejects with the server's error message (a 4xx/5xx JSON body), an
 // Error saying the server went away or stalled (its stream is closed then), or an AbortError on Stop.
 export async function speak({ text, voice, signal, onChunk, onWord, options, words }) {
@@ -86,23 +86,10 @@ function watched(reader, signal) {
 async function readWordLines(reader, onChunk, onWord) {
   const decoder = new TextDecoder();
   let buffered = "";
-  let rate = null;
   const line = (text) => {
     const message = JSON.parse(text);
-    if (message.type === "started") rate = message.sample_rate;
-    else if (message.type === "audio")
-      onChunk(pcm16Samples(Uint8Array.from(atob(message.audio), (c) => c.charCodeAt(0))));
-    else if (message.type === "word" || message.type === "word_end") {
-      const start = Math.round(message.start * rate);
-      const end = message.type === "word_end" ? Math.round(message.end * rate) : undefined;
-      onWord({
-        kind: message.type === "word" ? "start" : "end",
-        word: message.word,
-        index: message.index,
-        start_sample: start,
-        end_sample: end,
-      });
-    }
+    if (message.type === "audio") onChunk(pcm16Samples(Uint8Array.from(atob(message.audio), (c) => c.charCodeAt(0))));
+    else if (message.type === "word" || message.type === "word_end") onWord(message);
   };
   for (;;) {
     const { done, value } = await reader.read();
@@ -157,9 +144,7 @@ export function textStream({ voice, options, onChunk, onSegment, onWord, words }
     if (message.type === "segment") {
       onSegment({ text: message.text, spoken: message.spoken, start_sample: message.start_sample });
     } else if (message.type === "word" || message.type === "word_end") {
-      const { word, index, start_sample: start, end_sample: end } = message;
-      if (onWord)
-        onWord({ kind: message.type === "word" ? "start" : "end", word, index, start_sample: start, end_sample: end });
+      if (onWord) onWord(message);
     } else if (message.type === "done") settle(null);
     else if (message.type === "error") settle(new Error(message.error.message));
   };

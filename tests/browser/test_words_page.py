@@ -21,6 +21,9 @@ TEXT = "Hello there, my good friend. This is a test of the words, and it goes on
 # The same words everywhere: no noise, EOS off, the text as written, long enough to be mid-sentence.
 EXACT = {"temperature": 0.0, "eos_threshold": 100.0, "normalize": False, "max_frames": 60}
 SHOTS = ROOT / "build" / "screenshots"
+# The keys of the two word events every wire sends.
+WORD_STARTS = ("index", "start_sample", "type", "word")
+WORD_ENDS = ("end_sample", "index", "start_sample", "type", "word")
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +98,11 @@ def test_both_engines_give_the_words_cpython_gives(one_page, words_site) -> None
     for mode in ("browser", "server"):
         page.use(mode)
         got = page.collect_words(mode, TEXT, EXACT)
-        ends = [(e["word"], e["index"], e["start_sample"], e["end_sample"]) for e in got["words"] if e["kind"] == "end"]
+        # The one shape of every wire (docs/word-timestamps.md), in samples at the output rate.
+        assert {tuple(sorted(e)) for e in got["words"]} == {WORD_STARTS, WORD_ENDS}, mode
+        ends = [
+            (e["word"], e["index"], e["start_sample"], e["end_sample"]) for e in got["words"] if e["type"] == "word_end"
+        ]
         assert ends == expected, mode
-        starts = [(e["word"], e["index"], e["start_sample"]) for e in got["words"] if e["kind"] == "start"]
+        starts = [(e["word"], e["index"], e["start_sample"]) for e in got["words"] if e["type"] == "word"]
         assert starts == [(w, i, s) for w, i, s, _ in expected]
