@@ -124,7 +124,7 @@ def backbone(
     each stream's last row, [B, z_dim or d_model] (taps[b], where given, keeps stream b's queries)."""
     outs = transformer.step_streams(spec.transformer, p["transformer"]["layers"], xs, states, taps)
     last = np.stack([out[-1] for out in outs])  # [B, d_model]
-    z = nn.layer_norm(last, p["out_norm"]["weight"], p["out_norm"]["bias"], 1e-5)
+    z = ops.layer_norm(last, p["out_norm"]["weight"], p["out_norm"]["bias"], 1e-5)
     return nn.linear(p["z_proj"], z) if "z_proj" in p else z
 
 
@@ -140,7 +140,19 @@ def step(
     [B, latent_dim] -> (next latents [B, latent_dim], EOS logits [B])."""
     rows = input_rows(p, latents)
     z = backbone(spec, p, states, [rows[b : b + 1] for b in range(rows.shape[0])])
-    return flow_head(spec, p["flow_net"], z, noise, times), nn.linear(p["out_eos"], z)[:, 0]
+    return outputs(spec, p, z, noise, [times] * len(states))
+
+
+def outputs(
+    spec: FlowLMSpec, p: Dict[str, Any], z: np.ndarray, noise: np.ndarray, times: Sequence[List[np.ndarray]]
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Each row's next latent [B, latent_dim] and EOS logit [B] from the backbone's outputs z [B, z]
+    and its noise [B, latent_dim]; rows with the same `times` (decode steps) share one flow head pass."""
+    latents = np.empty_like(noise)
+    for shared in {id(t): t for t in times}.values():
+        rows = [k for k, t in enumerate(times) if t is shared]
+        latents[rows] = flow_head(spec, p["flow_net"], z[rows], noise[rows], shared)
+    return latents, nn.linear(p["out_eos"], z)[:, 0]
 
 
 def flow_head(
@@ -166,9 +178,9 @@ def _velocity(p: Dict[str, Any], y: np.ndarray, x: np.ndarray) -> np.ndarray:
     modulation = nn.linear(p["modulation"], nn.silu(y))  # [B, (3 * depth + 2) * F]: shift, scale, gate per block
     for i, block in enumerate(p["res_blocks"]):
         shift, scale, gate = np.split(modulation[:, 3 * i * width : 3 * (i + 1) * width], 3, axis=1)
-        h = nn.layer_norm(x, block["in_ln"]["weight"], block["in_ln"]["bias"], 1e-6) * (1 + scale) + shift
+        h = ops.layer_norm(x, block["in_ln"]["weight"], block["in_ln"]["bias"], 1e-6) * (1 + scale) + shift
         h = nn.linear(block["mlp"][2], nn.silu(nn.linear(block["mlp"][0], h)))
         x = x + gate * h
     shift, scale = np.split(modulation[:, modulation.shape[1] - 2 * width :], 2, axis=1)
-    x = nn.layer_norm(x, None, None, 1e-6) * (1 + scale) + shift
+    x = ops.layer_norm(x, None, None, 1e-6) * (1 + scale) + shift
     return nn.linear(p["final_layer"]["linear"], x)

@@ -731,7 +731,7 @@ static inline float sexp(float x) {
   return v[0];
 }
 
-// ELU: max(x, e^min(x, 0) - 1), as core.nn.elu.
+// ELU: max(x, e^min(x, 0) - 1), as ops.elu in NumPy.
 EXPORT(pk_elu)
 void pk_elu(const float *X, float *Y, int n) {
   int i = 0;

@@ -8,7 +8,7 @@ transformers and [C, T] (channels first) in the convolutions, like the official 
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 import numpy as np
 
@@ -22,11 +22,6 @@ def linear(p: Params, x: np.ndarray) -> np.ndarray:
     return ops.linear(x, p["weight"], p.get("bias"))
 
 
-def layer_norm(x: np.ndarray, weight: Optional[np.ndarray], bias: Optional[np.ndarray], eps: float) -> np.ndarray:
-    """LayerNorm over the last axis with the biased variance (nn.LayerNorm)."""
-    return ops.layer_norm(x, weight, bias, eps)
-
-
 def rms_norm_unbiased(x: np.ndarray, alpha: np.ndarray, eps: float) -> np.ndarray:
     """The flow head's RMSNorm: it divides by the *unbiased variance*, not the mean square.
 
@@ -36,18 +31,9 @@ def rms_norm_unbiased(x: np.ndarray, alpha: np.ndarray, eps: float) -> np.ndarra
     return x * (alpha / np.sqrt(np.float32(eps) + var))
 
 
-def gelu_tanh(x: np.ndarray) -> np.ndarray:
-    """GELU with the tanh approximation (F.gelu(approximate="tanh"))."""
-    return ops.gelu_tanh(x)
-
-
 def silu(x: np.ndarray) -> np.ndarray:
     # x * sigmoid(x), written with tanh so that large negative inputs do not overflow exp.
     return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(np.float32(0.5) * x))
-
-
-def elu(x: np.ndarray) -> np.ndarray:
-    return ops.elu(x)
 
 
 def rope_rotation(positions: np.ndarray, head_dim: int, max_period: float) -> np.ndarray:

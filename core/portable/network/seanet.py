@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..config import SEANetConfig
-from . import conv, nn
+from . import conv, ops
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,13 +139,13 @@ def step(
     for layer in layers:
         p = params[layer.index]
         if layer.kind == "elu":
-            x = nn.elu(x)
+            x = ops.elu(x)
         elif layer.kind == "conv":
             x = conv_step(p["conv"], x, layer)
         elif layer.kind == "convtr":
             x = conv.conv_transpose1d_step(p["convtr"], x, next(convs), layer.stride)
         elif layer.kind == "resblock":
             block = p["block"]
-            v = conv_step(block[1]["conv"], nn.elu(x), Layer("conv", 0, dilation=layer.dilation))
-            x = x + conv.conv1d(block[3]["conv"], nn.elu(v))
+            v = conv_step(block[1]["conv"], ops.elu(x), Layer("conv", 0, dilation=layer.dilation))
+            x = x + conv.conv1d(block[3]["conv"], ops.elu(v))
     return x

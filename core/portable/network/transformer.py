@@ -136,11 +136,11 @@ def _layer(
     rotation: np.ndarray,
     taps: Optional[Sequence[Optional[QueryTap]]] = None,
 ) -> np.ndarray:
-    h = nn.layer_norm(x, p["norm1"]["weight"], p["norm1"]["bias"], 1e-5)
+    h = ops.layer_norm(x, p["norm1"]["weight"], p["norm1"]["bias"], 1e-5)
     update = _attention(spec, p["self_attn"], h, states, sizes, i, rotation, taps)
     x = x + (update * p["layer_scale_1"]["scale"] if spec.layer_scale else update)
-    h = nn.layer_norm(x, p["norm2"]["weight"], p["norm2"]["bias"], 1e-5)
-    update = nn.linear(p["linear2"], nn.gelu_tanh(nn.linear(p["linear1"], h)))
+    h = ops.layer_norm(x, p["norm2"]["weight"], p["norm2"]["bias"], 1e-5)
+    update = nn.linear(p["linear2"], ops.gelu_tanh(nn.linear(p["linear1"], h)))
     return x + (update * p["layer_scale_2"]["scale"] if spec.layer_scale else update)
 
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Pr
 
 import numpy as np
 
-from ..network import flow_lm, nn, ops, transformer
+from ..network import flow_lm, ops, transformer
 from ..text.words import ChunkWords
 from ..voices.state import VoiceState
 from . import timestamps
@@ -306,10 +306,8 @@ def _step_flow_lm(
     z = flow_lm.backbone(spec, p, states, xs, taps if any(tap is not None for tap in taps) else None)  # [B, z]
     if not making:
         return
-    z = z[making]  # [M, z]
-    eos_logits = nn.linear(p["out_eos"], z)[:, 0]  # [M]
     noise = np.stack([batch[j].noise() for j in making])  # [M, latent_dim]
-    latents = _flow_heads(spec, p, z, noise, [batch[j].times for j in making])  # [M, latent_dim]
+    latents, eos_logits = flow_lm.outputs(spec, p, z[making], noise, [batch[j].times for j in making])
     for k, j in enumerate(making):
         frames[stepping[j]] = batch[j].take(latents[k], float(eos_logits[k]), batch[j].scores(taps[j]))
 
@@ -319,15 +317,3 @@ def _joined(text: Optional[np.ndarray], latent: Optional[np.ndarray]) -> np.ndar
     if text is None or latent is None:
         return latent if text is None else text
     return np.concatenate([text, latent])
-
-
-def _flow_heads(
-    spec: flow_lm.FlowLMSpec, p: Dict[str, Any], z: np.ndarray, noise: np.ndarray, times: List[List[np.ndarray]]
-) -> np.ndarray:
-    """The flow head of each row of z [M, z] from its noise [M, latent_dim], once per set of decode
-    steps in use (rows with the same `times` go through together)."""
-    latents = np.empty_like(noise)
-    for shared in {id(t): t for t in times}.values():
-        rows = [k for k, t in enumerate(times) if t is shared]
-        latents[rows] = flow_lm.flow_head(spec, p["flow_net"], z[rows], noise[rows], shared)
-    return latents
