@@ -307,6 +307,7 @@ def alive(pid: int, started: str) -> bool:
 @pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="reads /proc; the workers' end with a killed job is Linux's"
 )
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=lambda s: signal.Signals(s).name)
 def test_a_stopped_job_leaves_no_worker_and_a_rerun_makes_only_the_rest(tmp_path, stop: int) -> None:
     """Once a line has finished, the workers are frozen on their lines (SIGSTOP: none can finish, so
@@ -360,6 +361,7 @@ def test_a_stopped_job_leaves_no_worker_and_a_rerun_makes_only_the_rest(tmp_path
     assert again.returncode == 0 and counts in again.stderr, again.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_worker_killed_mid_job_costs_only_its_line(tmp_path) -> None:
     """A worker killed while lines remain: its line is its error (a rerun makes it), a new worker

@@ -8,6 +8,7 @@ import sys
 import wave
 
 import numpy as np
+import pytest
 import soundfile
 
 from tests.support.paths import ROOT, TINY_DIR, VOICE_24K
@@ -81,6 +82,7 @@ def test_user_errors_are_one_line_without_traceback(tmp_path) -> None:
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_wav_on_stdout_and_raw_stream_carry_the_same_samples(tmp_path) -> None:
     common = ["generate", *TINY, "--text", "Same samples.", "--temperature", "0", "--max-frames", "4", "-q"]
     to_file = cli(*common, "-o", str(tmp_path / "a.wav"))
@@ -146,6 +148,7 @@ def test_pause_markup_errors_on_the_command_line(tmp_path) -> None:
     assert done.returncode == 1 and "malformed pause" in done.stderr and done.stderr.count("\n") == 2
 
 
+@pytest.mark.slow
 def test_speed_and_normalization_on_the_command_line(tmp_path) -> None:
     def frames(*args: str) -> np.ndarray:
         out = tmp_path / "x.wav"
@@ -195,6 +198,7 @@ def test_text_that_is_not_utf8_is_one_line_and_nothing_is_written(tmp_path) -> N
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_output_to_a_fifo_or_a_device_is_written_through_and_a_folder_is_refused(tmp_path) -> None:
     """-o never puts a regular file in place of what was there: a FIFO gets the WAV (a reader
     takes it), a character device is written to, a folder is an error before any work."""
@@ -226,6 +230,7 @@ def test_output_to_a_fifo_or_a_device_is_written_through_and_a_folder_is_refused
     assert folder.is_dir() and list(folder.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_the_output_and_the_voice_are_checked_before_the_model_loads(tmp_path) -> None:
     """Each mistake is one line, before the `loading ...` line (no model was read), and writes nothing."""
     hi = ("--text", "Hi.")
@@ -257,6 +262,7 @@ def test_the_output_and_the_voice_are_checked_before_the_model_loads(tmp_path) -
     assert [p.name for p in tmp_path.iterdir()] == ["a file"] and (tmp_path / "a file").read_text() == "kept"
 
 
+@pytest.mark.slow
 def test_a_wrong_flag_prints_its_commands_usage_and_normalize_takes_its_text_as_an_argument() -> None:
     done = cli("generate", "--bogus", "1")
     assert done.returncode == 2 and "usage: python -m core.cli generate" in done.stderr
@@ -268,6 +274,7 @@ def test_a_wrong_flag_prints_its_commands_usage_and_normalize_takes_its_text_as_
         assert done.returncode == 1 and done.stderr.startswith("error: normalize takes one text"), done.stderr
 
 
+@pytest.mark.slow
 def test_the_format_comes_from_the_name_or_from_format(tmp_path) -> None:
     """FLAC is lossless: its samples are the WAV's; the lossy ones decode to the same length; a name
     without an extension is a WAV, and --format overrides any name."""
@@ -297,6 +304,7 @@ def test_the_format_comes_from_the_name_or_from_format(tmp_path) -> None:
     assert np.array_equal(soundfile.read(io.BytesIO(to_stdout.stdout), dtype="int16")[0], reference)
 
 
+@pytest.mark.slow
 def test_a_model_without_voices_asks_for_one_and_version_is_the_packages(tmp_path) -> None:
     import importlib.metadata
     import os
@@ -326,6 +334,7 @@ def test_a_model_without_voices_asks_for_one_and_version_is_the_packages(tmp_pat
     assert version.stdout.strip() == f"pocket-tts-numpy {importlib.metadata.version('pocket-tts-numpy')}"
 
 
+@pytest.mark.slow
 def test_generate_shows_progress_on_a_terminal_only(tmp_path) -> None:
     """On a terminal (a pseudo-terminal here) stderr gets a bar counting seconds of audio; piped, or
     with -q, none."""
