@@ -126,6 +126,7 @@ class ServerEngine:
         self.voices_folder = VoiceFolder(voices_dir)
         self._cloned: Dict[Tuple[str, int, int], str] = {}  # a folder's recording (path, size, mtime) -> its id
         self.scheduler = Scheduler(model)
+        self.shutting_down = False
         self.loaded_at = int(time.time())
         # What a listing says of the model: the language it speaks, its parameters, whether it times words.
         self.description: Dict[str, object] = {
@@ -200,12 +201,17 @@ class ServerEngine:
         return self.scheduler.running
 
     def close(self) -> None:
-        """Stop the scheduler's threads (generations still running get an error)."""
+        """Shut down: from now on every front's request is refused `shutting_down`, and the
+        scheduler's threads stop (generations still running end with the same refusal)."""
+        self.shutting_down = True
         self.scheduler.close()
 
     def admit(self, caller: Caller = KEY_HOLDER) -> Slot:
         """A slot for `caller`'s request, before any of its work; `busy` at once when all are
-        taken, or a guest's when the guests hold their share."""
+        taken, or a guest's when the guests hold their share; `shutting_down` once the engine is
+        closing."""
+        if self.shutting_down:
+            raise errors.shutting_down()
         try:
             return self.slots.take(guest=not caller.trusted)
         except Busy:

@@ -18,11 +18,12 @@ model's), or, with `binary: false`, {"type": "audio", "data": {"audio": base64, 
 
 A refused frame (out of order, malformed, a voice the server does not know, a language the model
 does not speak) is an error frame, and the connection goes on; a refusal that ends it (too much
-text or audio, a frame too large, idle, a fault of ours) is an error frame, then a close with its
-kind's code. `voice` is a name the server knows (GET /v1/audio/voices): the plugin also lets a
-client name a server-side file or an hf:// URL, which this server never opens. `pauses` (the
-plugin's default: false) says whether pause markup is silence or text. The server listens only
-once its model is loaded, so it never answers 1013 (model loading), which the plugin also knows.
+text or audio, a frame too large, the server shutting down, idle, a fault of ours) is an error
+frame, then a close with its kind's code. `voice` is a name the server knows (GET
+/v1/audio/voices): the plugin also lets a client name a server-side file or an hf:// URL, which
+this server never opens. `pauses` (the plugin's default: false) says whether pause markup is
+silence or text. The server listens only once its model is loaded, so it answers 1013 only while
+it shuts down (with its `shutting_down` error first), never while its model loads.
 """
 
 from __future__ import annotations
@@ -183,8 +184,9 @@ class _Turns(FrameSocket):
         await self._send_json({"type": "error", "data": {"message": error.message, "code": error.code}})
 
 
-# The refusals that end the connection: the session's limits (its text, its audio) and a frame too large.
-_ENDING = (errors.TEXT_TOO_LONG, errors.AUDIO_LIMIT, errors.FRAME_TOO_LARGE)
+# The refusals that end the connection: the session's limits (its text, its audio), a frame too large,
+# and a server shutting down (it takes no more turns).
+_ENDING = (errors.TEXT_TOO_LONG, errors.AUDIO_LIMIT, errors.FRAME_TOO_LARGE, errors.SHUTTING_DOWN)
 
 
 def _kind(frame: Any) -> str:
