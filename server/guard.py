@@ -13,7 +13,10 @@ trusts, and a body that arrives in time.
   clients send it; 401 otherwise. Only a route marked public (`opt=PUBLIC` on its handler or its
   router: the page's files, `/site.json` and `/health`) is open, so a route added without the
   mark is closed. The key is the engine's (server/access.py decides who the caller is, for every
-  front); the caller is left in the request's state (`caller_of`) for the session it opens.
+  front); a route receives its caller as a dependency (server/provide.py). These checks stay an
+  ASGI middleware, not Litestar guards, because a WebSocket refused at its handshake must get an
+  HTTP answer (401, 403, 421 with its JSON error), which a guard cannot send: Litestar closes a
+  WebSocket whose guard raised with its own code (4500).
 - Origin: a request that changes something (any method but GET, HEAD and OPTIONS), or opens a
   WebSocket, from a web page of another site than the server's own (the `Host` it was asked under)
   or one of `allowed_origins`, is a 403. Clients that are not browsers send no `Origin` and pass.
@@ -31,7 +34,6 @@ from urllib.parse import urlsplit
 import anyio
 
 from server import errors
-from server.access import Caller
 from server.errors import ServiceError
 from server.schemas import error_json
 
@@ -58,11 +60,6 @@ def _is_address(name: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def caller_of(connection: Any) -> Caller:
-    """The caller of a request or WebSocket that passed the guard."""
-    return connection.scope["state"]["caller"]
 
 
 def middleware(allowed_origins: Sequence[str], hosts: Sequence[str], body_seconds: float) -> Callable[[Any], Any]:
@@ -94,7 +91,6 @@ def middleware(allowed_origins: Sequence[str], hosts: Sequence[str], body_second
             return ServiceError(errors.MISDIRECTED, message), {}
         method = scope.get("method", "GET")
         caller = scope["litestar_app"].state.engine.access.caller(headers.get("authorization"))
-        scope["state"]["caller"] = caller
         if not caller.trusted and _needs_key(scope, method):
             error = ServiceError(errors.UNAUTHORIZED, "send the server's API key as Authorization: Bearer KEY")
             return error, {"www-authenticate": "Bearer"}

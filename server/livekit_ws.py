@@ -34,15 +34,17 @@ from typing import Any, Literal, Optional, Union
 
 import msgspec
 from litestar import WebSocket, websocket
+from litestar.di import NamedDependency
 
 from core import audio_formats
 from core.portable.synthesis.options import GenerationOptions
 from core.portable.text import normalize as normalization
 from core.portable.voices.sources import FILE_ENDINGS
 from server import errors
+from server.access import Caller
+from server.engine import ServerEngine
 from server.errors import ServiceError
 from server.frames import BadFrame, FrameSocket, Turn
-from server.guard import caller_of
 from server.schemas import SampleRate
 from server.session import Session
 
@@ -88,9 +90,14 @@ Frame = Union[Config, Text, Flush, Cancel, Ping]
 
 
 @websocket(PATH)
-async def livekit_stream(socket: WebSocket) -> None:
+async def livekit_stream(
+    socket: WebSocket,
+    engine: NamedDependency[ServerEngine],
+    caller: NamedDependency[Caller],
+    client_timeout: NamedDependency[float],
+) -> None:
     """LiveKit's Pocket TTS protocol (see server/livekit_ws.py for the frames)."""
-    await _Turns.serving(socket)
+    await _Turns(socket, engine, caller, client_timeout).serve()
 
 
 class _Turn(Turn):
@@ -150,7 +157,7 @@ class _Turns(FrameSocket):
             message = f"language {config.language!r}: this model speaks {spoken!r}"
             raise ServiceError(errors.UNSUPPORTED_VALUE, message, "language")
         options = GenerationOptions(normalize=config.normalize, pauses=config.pauses)
-        session = await Session.open(self.engine, voice, options, self.clock, caller=caller_of(self.socket))
+        session = await Session.open(self.engine, voice, options, self.clock, caller=self.caller)
         self.turn = turn = _Turn(session, config)
         await self._event("config_accepted", turn)
         self._begin(turn)

@@ -16,6 +16,7 @@ from typing import Optional, Tuple
 import anyio
 from litestar import Request, Response, get, post
 from litestar.datastructures import CacheControlHeader, UploadFile
+from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.response import Stream
 
@@ -23,9 +24,10 @@ import core
 from core import audio_formats
 from core.portable.audio.pcm import MAX_PROMPT_SECONDS, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
 from server import bodies, errors, reading
+from server.access import Caller
 from server.engine import ServerEngine
 from server.errors import ServiceError
-from server.guard import PUBLIC, caller_of
+from server.guard import PUBLIC
 from server.schemas import GenerateRequest, Health, StreamRequest, UploadedVoice, Voices
 from server.session import MAX_TEXT, Session, text_to_say
 
@@ -34,10 +36,6 @@ MAX_JSON = 256 * 1024  # bytes of a JSON request: 5000 characters, each escaped,
 STREAM_HEADERS = ("X-Sample-Rate", "X-Sample-Format", "X-Channels")
 # Which process answered (behind a load balancer), without naming the machine or the process.
 INSTANCE = secrets.token_hex(4)
-
-
-def engine_of(request: Request) -> ServerEngine:
-    return request.app.state.engine
 
 
 async def cloned(engine: ServerEngine, upload: UploadFile) -> str:
@@ -51,8 +49,7 @@ async def cloned(engine: ServerEngine, upload: UploadFile) -> str:
 
 
 @get("/health", summary="Server status and the loaded model", opt=PUBLIC)
-async def health(request: Request) -> Health:
-    engine = engine_of(request)
+async def health(engine: NamedDependency[ServerEngine]) -> Health:
     return Health(
         status="ok",
         model=engine.name,
@@ -73,8 +70,8 @@ async def health(request: Request) -> Health:
     cache_control=CacheControlHeader(no_cache=True),
     opt=PUBLIC,
 )
-async def site_description(request: Request) -> Response:
-    return Response(request.app.state.site, media_type="application/json")
+async def site_description(site: NamedDependency[bytes]) -> Response:
+    return Response(site, media_type="application/json")
 
 
 def describe_site(web: Path) -> bytes:
@@ -87,8 +84,7 @@ def describe_site(web: Path) -> bytes:
 
 
 @get("/voices", summary="Predefined voices of the loaded model, and OpenAI's names")
-async def voices(request: Request) -> Voices:
-    engine = engine_of(request)
+async def voices(engine: NamedDependency[ServerEngine]) -> Voices:
     folder = await anyio.to_thread.run_sync(engine.folder_voices)  # the file system: not on the event loop
     return Voices(engine.default_voice_name, engine.voice_names(), engine.openai_voices(), folder)
 
@@ -101,13 +97,14 @@ async def voices(request: Request) -> Voices:
     status_code=200,
     request_max_body_size=MAX_UPLOAD,
 )
-async def upload_voice(request: Request) -> UploadedVoice:
-    engine = engine_of(request)
+async def upload_voice(
+    request: Request, engine: NamedDependency[ServerEngine], caller: NamedDependency[Caller]
+) -> UploadedVoice:
     data = await reading.form(request)
     upload = data.get("voice_wav") or data.get("file")
     if not isinstance(upload, UploadFile):
         raise ServiceError(errors.MISSING_FIELD, "send the recording as the multipart field 'voice_wav'", "voice_wav")
-    slot = engine.admit(caller_of(request))
+    slot = engine.admit(caller)
     try:
         return UploadedVoice(voice=await cloned(engine, upload))
     finally:
@@ -122,8 +119,13 @@ async def upload_voice(request: Request) -> UploadedVoice:
     before_request=reading.strict_json(GenerateRequest),
     request_max_body_size=MAX_JSON,
 )
-async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Response:
-    text, session = await _opened(request, data)
+async def generate(
+    request: Request,
+    data: JSONBody[GenerateRequest],
+    engine: NamedDependency[ServerEngine],
+    caller: NamedDependency[Caller],
+) -> Response:
+    text, session = await _opened(engine, caller, data)
     async with bodies.saying(session, text) as answer:
         return await bodies.whole_file(request, answer, "wav", data.sample_rate)
 
@@ -135,8 +137,13 @@ async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Respons
     before_request=reading.strict_json(StreamRequest),
     request_max_body_size=MAX_JSON,
 )
-async def stream(request: Request, data: JSONBody[StreamRequest]) -> Stream:
-    text, session = await _opened(request, data)
+async def stream(
+    request: Request,
+    data: JSONBody[StreamRequest],
+    engine: NamedDependency[ServerEngine],
+    caller: NamedDependency[Caller],
+) -> Stream:
+    text, session = await _opened(engine, caller, data)
     async with bodies.saying(session, text) as answer:
         output = audio_formats.Output(data.format, session.sample_rate, data.sample_rate)
         headers = {
@@ -156,8 +163,13 @@ async def stream(request: Request, data: JSONBody[StreamRequest]) -> Stream:
     before_request=reading.strict_json(GenerateRequest),
     request_max_body_size=MAX_JSON,
 )
-async def generate_words(request: Request, data: JSONBody[GenerateRequest]) -> Response:
-    text, session = await _opened(request, data, words=True)
+async def generate_words(
+    request: Request,
+    data: JSONBody[GenerateRequest],
+    engine: NamedDependency[ServerEngine],
+    caller: NamedDependency[Caller],
+) -> Response:
+    text, session = await _opened(engine, caller, data, words=True)
     async with bodies.saying(session, text) as answer:
         return await bodies.words_file(request, answer)
 
@@ -170,16 +182,23 @@ async def generate_words(request: Request, data: JSONBody[GenerateRequest]) -> R
     before_request=reading.strict_json(GenerateRequest),
     request_max_body_size=MAX_JSON,
 )
-async def stream_words(request: Request, data: JSONBody[GenerateRequest]) -> Stream:
-    text, session = await _opened(request, data, words=True)
+async def stream_words(
+    request: Request,
+    data: JSONBody[GenerateRequest],
+    engine: NamedDependency[ServerEngine],
+    caller: NamedDependency[Caller],
+) -> Stream:
+    text, session = await _opened(engine, caller, data, words=True)
     async with bodies.saying(session, text) as answer:
         return Stream(answer.body(bodies.word_lines(session)), media_type="application/x-ndjson")
 
 
-async def _opened(request: Request, data: GenerateRequest, words: bool = False) -> Tuple[str, Session]:
+async def _opened(
+    engine: ServerEngine, caller: Caller, data: GenerateRequest, words: bool = False
+) -> Tuple[str, Session]:
     """A JSON request's text (checked) and its session (its words timed if `words`)."""
     text = text_to_say(data.text, "text")
-    session = await Session.open(engine_of(request), data.voice, data.options(), caller=caller_of(request), words=words)
+    session = await Session.open(engine, data.voice, data.options(), caller=caller, words=words)
     return text, session
 
 
@@ -189,9 +208,8 @@ async def _opened(request: Request, data: GenerateRequest, words: bool = False) 
     status_code=200,
     request_max_body_size=MAX_UPLOAD,
 )
-async def tts(request: Request) -> Stream:
+async def tts(request: Request, engine: NamedDependency[ServerEngine], caller: NamedDependency[Caller]) -> Stream:
     """Form fields as the official server's (multipart, or url-encoded without an upload)."""
-    engine = engine_of(request)
     data = await reading.form(request)
     text = text_to_say(data.get("text"), "text", "Text cannot be empty")  # the official server's words
     if len(text) > MAX_TEXT:
@@ -207,7 +225,6 @@ async def tts(request: Request) -> Stream:
         )
     options = reading.form_options(data)
     voice: Optional[str] = voice_url
-    caller = caller_of(request)
     slot = engine.admit(caller)  # for the cloning too: then the session's
     try:
         if isinstance(voice_wav, UploadFile):
