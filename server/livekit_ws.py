@@ -152,7 +152,7 @@ class _Turns(FrameSocket):
         if voice is not None and ("/" in voice or "\\" in voice or voice.lower().endswith(FILE_ENDINGS)):
             message = f"voice {voice!r}: name a voice of this server (GET /v1/audio/voices); files are not opened"
             raise ServiceError(errors.UNKNOWN_VOICE, message, "voice")
-        spoken = self.engine.language_code
+        spoken = self.engine.hosted.language_code
         if config.language and not normalization.same_language(config.language, spoken):
             message = f"language {config.language!r}: this model speaks {spoken!r}"
             raise ServiceError(errors.UNSUPPORTED_VALUE, message, "language")

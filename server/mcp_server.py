@@ -101,10 +101,11 @@ class Speaker:
             raise ServiceError(errors.BAD_PATH, str(e), "file") from None
 
     def voices(self) -> List[dict]:
-        return [voice._asdict() for voice in self.engine.voice_list(KEY_HOLDER)]
+        return [voice._asdict() for voice in self.engine.voices.listed(KEY_HOLDER)]
 
     def models(self) -> dict:
-        loaded = dict(self.engine.description, name=self.engine.name, sample_rate=self.engine.sample_rate)
+        hosted = self.engine.hosted
+        loaded = dict(hosted.description, name=hosted.name, sample_rate=hosted.sample_rate)
         return {"loaded": loaded, "catalog": catalog.model_names()}
 
 

@@ -27,7 +27,7 @@ OPENAI_MODELS = ("pocket-tts", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 @get("/v1/audio/voices", summary="Every voice a request may name (OpenAI-style listing, as Kokoro-FastAPI's path)")
 async def openai_voices(engine: NamedDependency[ServerEngine], caller: NamedDependency[Caller]) -> VoiceList:
     # the engine's lock and the voices folder: not on the event loop
-    listed = await anyio.to_thread.run_sync(engine.voice_list, caller)
+    listed = await anyio.to_thread.run_sync(engine.voices.listed, caller)
     entries = [
         VoiceEntry(
             id=voice.id,
@@ -42,8 +42,10 @@ async def openai_voices(engine: NamedDependency[ServerEngine], caller: NamedDepe
 
 
 def _model_cards(engine: ServerEngine) -> List[ModelCard]:
-    described = engine.description
-    return [ModelCard(id=name, created=engine.loaded_at, **described) for name in (engine.name,) + OPENAI_MODELS]
+    hosted = engine.hosted
+    return [
+        ModelCard(id=name, created=hosted.loaded_at, **hosted.description) for name in (hosted.name,) + OPENAI_MODELS
+    ]
 
 
 @get("/v1/models", summary="The loaded model under each name OpenAI clients send (OpenAI's list)")
@@ -89,7 +91,7 @@ async def openai_speech(
     async with bodies.saying(session, text, "input") as answer:
         rate = session.sample_rate
         if data.stream_format == "sse":
-            events = bodies.sse(session.audio(), rate, engine.frame_size, fmt, data.sample_rate)
+            events = bodies.sse(session.audio(), rate, engine.hosted.frame_size, fmt, data.sample_rate)
             return Stream(answer.body(events), media_type="text/event-stream")
         if fmt in audio_formats.STREAMED:  # raw samples stream as they are made; a WAV is a whole file
             output = audio_formats.Output(fmt, rate, data.sample_rate)

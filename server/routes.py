@@ -9,7 +9,6 @@ holds until its last byte is handed to the server.
 from __future__ import annotations
 
 import json
-import secrets
 from pathlib import Path
 from typing import Optional, Tuple
 
@@ -28,39 +27,28 @@ from server.access import Caller
 from server.engine import ServerEngine
 from server.errors import ServiceError
 from server.guard import PUBLIC
+from server.health import report as health_report
 from server.schemas import GenerateRequest, Health, StreamRequest, UploadedVoice, Voices
 from server.session import MAX_TEXT, Session, text_to_say
 
 MAX_UPLOAD = 20 * 1024 * 1024  # bytes of a request with a recording (POST /voices, POST /tts)
 MAX_JSON = 256 * 1024  # bytes of a JSON request: 5000 characters, each escaped, fit many times
 STREAM_HEADERS = ("X-Sample-Rate", "X-Sample-Format", "X-Channels")
-# Which process answered (behind a load balancer), without naming the machine or the process.
-INSTANCE = secrets.token_hex(4)
 
 
 async def cloned(engine: ServerEngine, upload: UploadFile) -> str:
-    """The voice id of an uploaded recording (every route's uploads: ServerEngine.upload decodes
+    """The voice id of an uploaded recording (every route's uploads: EngineVoices.upload decodes
     and clones it, off the event loop)."""
     content = await upload.read()
     try:
-        return await anyio.to_thread.run_sync(engine.upload, content, upload.filename or "upload")
+        return await anyio.to_thread.run_sync(engine.voices.upload, content, upload.filename or "upload")
     except core.PocketTTSError as e:
         raise errors.from_core(e) from None
 
 
 @get("/health", summary="Server status and the loaded model", opt=PUBLIC)
 async def health(engine: NamedDependency[ServerEngine]) -> Health:
-    return Health(
-        status="ok",
-        model=engine.name,
-        sample_rate=engine.sample_rate,
-        default_voice=engine.default_voice_name,
-        active_generations=engine.active,
-        max_concurrent=engine.max_concurrent,
-        kernels=core.backend(),
-        instance=INSTANCE,
-        word_timestamps=engine.word_timestamps,
-    )
+    return health_report(engine)
 
 
 @get(
@@ -85,8 +73,8 @@ def describe_site(web: Path) -> bytes:
 
 @get("/voices", summary="Predefined voices of the loaded model, and OpenAI's names")
 async def voices(engine: NamedDependency[ServerEngine]) -> Voices:
-    folder = await anyio.to_thread.run_sync(engine.folder_voices)  # the file system: not on the event loop
-    return Voices(engine.default_voice_name, engine.voice_names(), engine.openai_voices(), folder)
+    folder = await anyio.to_thread.run_sync(engine.voices.in_folder)  # the file system: not on the event loop
+    return Voices(engine.voices.default_name, engine.voices.names(), engine.voices.openai(), folder)
 
 
 @post(
@@ -217,10 +205,10 @@ async def tts(request: Request, engine: NamedDependency[ServerEngine], caller: N
     voice_url, voice_wav = data.get("voice_url"), data.get("voice_wav")
     if voice_url is not None and voice_wav is not None:
         raise ServiceError(errors.CONFLICTING_FIELDS, "Cannot provide both voice_url and voice_wav", "voice_url")
-    if voice_url is not None and (not isinstance(voice_url, str) or not engine.is_predefined(voice_url)):
+    if voice_url is not None and (not isinstance(voice_url, str) or not engine.voices.is_predefined(voice_url)):
         raise ServiceError(
             errors.UNKNOWN_VOICE,
-            f"voice_url must be a predefined voice of this model: {engine.voice_names()}",
+            f"voice_url must be a predefined voice of this model: {engine.voices.names()}",
             "voice_url",
         )
     options = reading.form_options(data)

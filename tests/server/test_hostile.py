@@ -215,9 +215,9 @@ def test_cloning_an_upload_runs_off_the_event_loop_and_outside_the_engines_lock(
     monkeypatch.setattr(engine.model, "clone_voice", held)
 
     def voices_are_looked_up() -> None:  # every request's voice lookup takes the engine's lock
-        lookup = in_thread(lambda: engine.voice("default"))
+        lookup = in_thread(lambda: engine.voices.voice("default"))
         until(lambda: lookup, "a voice lookup while a clone runs")
-        assert lookup[0] is engine.voices.default
+        assert lookup[0] is engine.voices.registry.default
 
     with serving(engine) as url:
 
@@ -316,16 +316,16 @@ def test_a_predefined_voice_is_fetched_once_outside_the_lock_and_its_failure_rem
     model.voices = {"alba": "hf://kyutai/pocket-tts/voices/alba.safetensors"}
     engine = ServerEngine(model, str(VOICE_24K), max_concurrent=2)
     try:
-        first, second = in_thread(lambda: engine.voice("alba")), in_thread(lambda: engine.voice("alba"))
+        first, second = in_thread(lambda: engine.voices.voice("alba")), in_thread(lambda: engine.voices.voice("alba"))
         assert held.entered.wait(GUARD)
-        lookup = in_thread(lambda: engine.voice("default"))
+        lookup = in_thread(lambda: engine.voices.voice("default"))
         until(lambda: lookup, "a voice lookup while a download runs")
-        assert lookup[0] is engine.voices.default
+        assert lookup[0] is engine.voices.registry.default
         held.release.set()
         until(lambda: first and second, "both requests for the voice end")
         assert isinstance(first[0], DownloadError) and isinstance(second[0], DownloadError)
         with pytest.raises(DownloadError):
-            engine.voice("alba")
+            engine.voices.voice("alba")
         assert held.calls == 1
     finally:
         engine.close()
