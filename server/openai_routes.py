@@ -66,7 +66,8 @@ async def model(engine: NamedDependency[ServerEngine], model_id: FromPath[str]) 
     "/v1/audio/speech",
     summary="OpenAI-compatible speech",
     status_code=200,
-    before_request=reading.strict_json(SpeechRequest),
+    dto=reading.StrictJSON[SpeechRequest],
+    return_dto=None,
     request_max_body_size=MAX_JSON,
 )
 async def openai_speech(

@@ -104,7 +104,8 @@ async def upload_voice(
     summary="Speak a text; the whole WAV file",
     status_code=200,
     media_type="audio/wav",
-    before_request=reading.strict_json(GenerateRequest),
+    dto=reading.StrictJSON[GenerateRequest],
+    return_dto=None,
     request_max_body_size=MAX_JSON,
 )
 async def generate(
@@ -122,7 +123,8 @@ async def generate(
     "/stream",
     summary="Speak a text; raw 16-bit PCM (or G.711 mu-law / A-law) streamed as it is generated",
     status_code=200,
-    before_request=reading.strict_json(StreamRequest),
+    dto=reading.StrictJSON[StreamRequest],
+    return_dto=None,
     request_max_body_size=MAX_JSON,
 )
 async def stream(
@@ -148,7 +150,8 @@ async def stream(
     summary="Speak a text; the whole WAV (base64) and when each word is spoken, as JSON",
     description="The body of POST /generate. Word timestamps: for models with timestamp heads (400 otherwise).",
     status_code=200,
-    before_request=reading.strict_json(GenerateRequest),
+    dto=reading.StrictJSON[GenerateRequest],
+    return_dto=None,
     request_max_body_size=MAX_JSON,
 )
 async def generate_words(
@@ -167,7 +170,8 @@ async def generate_words(
     summary="Speak a text; its audio and its words as JSON lines (NDJSON) while they are made",
     description="The body of POST /stream. Lines: started, audio (base64 16-bit PCM), word, word_end, done.",
     status_code=200,
-    before_request=reading.strict_json(GenerateRequest),
+    dto=reading.StrictJSON[GenerateRequest],
+    return_dto=None,
     request_max_body_size=MAX_JSON,
 )
 async def stream_words(
@@ -182,7 +186,7 @@ async def stream_words(
 
 
 async def _opened(
-    engine: ServerEngine, caller: Caller, data: GenerateRequest, words: bool = False
+    engine: ServerEngine, caller: Caller, data: JSONBody[GenerateRequest], words: bool = False
 ) -> Tuple[str, Session]:
     """A JSON request's text (checked) and its session (its words timed if `words`)."""
     text = text_to_say(data.text, "text")

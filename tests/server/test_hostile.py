@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 import soundfile
 import yaml
-from litestar import get
+from litestar import Request, get
 from litestar.testing import TestClient
 
 from core import DownloadError, LimitError, Runtime, TTSModel
@@ -35,12 +35,14 @@ from core.files import only_writer, write_atomically
 from core.portable.audio.pcm import MAX_PROMPT_SECONDS, wav_bytes
 from core.portable.synthesis.options import REQUEST_SECONDS, GenerationOptions
 from core.portable.text.prepare import MAX_SEGMENT_TOKENS
+from server import reading
 from server.access import Access
 from server.app import create_app
 from server.engine import ServerEngine
 from server.relay import LIMIT
 from server.routes import MAX_JSON
 from server.scheduler import Stream
+from server.schemas import GenerateRequest, SpeechRequest, StreamRequest
 from server.settings import Settings
 from tests.support.checks import error_of
 from tests.support.paths import LOCAL, ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K
@@ -555,6 +557,23 @@ def test_numbers_and_booleans_are_of_their_own_type_only(engine, path, body, par
     with TestClient(app=create_app(engine), base_url=LOCAL) as client:
         refused = client.post(path, json=body)
     assert refused.status_code == 400 and error_of(refused)["param"] == param, refused.text
+
+
+def test_a_json_body_is_decoded_once(engine, monkeypatch) -> None:
+    """Strictly, from its bytes (server/reading.py StrictJSON), and never again as Litestar's JSON."""
+    decoded = []
+    strict = reading.decode
+    monkeypatch.setattr(reading, "decode", lambda *args: decoded.append(args[1]) or strict(*args))
+    monkeypatch.setattr(Request, "json", lambda *_: pytest.fail("the body was decoded again"))
+    bodies = {
+        "/generate": {"text": "Hi.", "max_frames": 2},
+        "/stream": {"text": "Hi.", "max_frames": 2},
+        "/v1/audio/speech": {"model": "m", "input": "Hi.", "voice": "alloy", "response_format": "pcm"},
+    }
+    with TestClient(app=create_app(engine), base_url=LOCAL) as client:
+        for path, body in bodies.items():
+            assert client.post(path, json=body).status_code == 200, path
+    assert decoded == [GenerateRequest, StreamRequest, SpeechRequest]
 
 
 def test_only_the_servers_own_hosts_are_answered(engine) -> None:
