@@ -18,7 +18,7 @@ from server.engine import ServerEngine
 from server.errors import ServiceError
 from server.routes import MAX_JSON
 from server.schemas import ModelCard, ModelList, SpeechRequest, VoiceEntry, VoiceList
-from server.session import Session, text_to_say
+from server.session import Session, whole_text
 
 # The names OpenAI clients send as `model` (POST /v1/audio/speech takes any): each is the loaded model.
 OPENAI_MODELS = ("pocket-tts", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -86,10 +86,10 @@ async def openai_speech(
             f"response_format {fmt!r} is not supported: {why}; use {', '.join(audio_formats.writable())}",
             "response_format",
         )
-    text = text_to_say(data.input, "input")
+    text = whole_text(data.input, "input")
     voice = data.voice if isinstance(data.voice, str) else data.voice.id
     session = await Session.open(engine, voice, data.options(), caller=caller)
-    async with bodies.saying(session, text, "input") as answer:
+    async with bodies.saying(session, text) as answer:
         rate = session.sample_rate
         if data.stream_format == "sse":
             events = bodies.sse(session.audio(), rate, engine.hosted.frame_size, fmt, data.sample_rate)

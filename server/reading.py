@@ -17,13 +17,10 @@ from core.portable.audio.tsm import check_speed
 from core.portable.synthesis.options import SPEED_RANGE, GenerationOptions
 from server import errors
 from server.errors import ServiceError
-from server.session import MAX_TEXT
 
 if TYPE_CHECKING:  # the type Litestar hands its DTOs (it names it only in a module of its own)
     from litestar._openapi.schema_generation import SchemaCreator
 
-# The fields that hold the text to speak (ours, OpenAI's), whose length is the session's limit.
-TEXT_FIELDS = ("text", "input")
 T = TypeVar("T")
 FORM_BOOLEANS = {**dict.fromkeys(("true", "1", "yes", "on"), True), **dict.fromkeys(("false", "0", "no", "off"), False)}
 
@@ -59,8 +56,6 @@ def decode(data: Any, schema: type, what: str = "request body") -> Any:
     except msgspec.ValidationError as e:
         found = re.search(r"`\$\.(\w+)|field `(\w+)`", str(e))
         param = next((name for name in found.groups() if name), None) if found else None
-        if param in TEXT_FIELDS and str(e).startswith("Expected `str` of length <="):  # the one code of every front
-            raise ServiceError(errors.TEXT_TOO_LONG, f"{param} is longer than {MAX_TEXT} characters", param) from None
         raise ServiceError(errors.INVALID_VALUE, f"invalid {what}: {e}", param) from None
     except msgspec.DecodeError as e:
         raise ServiceError(errors.INVALID_JSON, f"malformed JSON: {e}") from None

@@ -29,7 +29,7 @@ from server.errors import ServiceError
 from server.guard import PUBLIC
 from server.health import report as health_report
 from server.schemas import GenerateRequest, Health, StreamRequest, UploadedVoice, Voices
-from server.session import MAX_TEXT, Session, text_to_say
+from server.session import Session, WholeText, whole_text
 
 MAX_UPLOAD = 20 * 1024 * 1024  # bytes of a request with a recording (POST /voices, POST /tts)
 MAX_JSON = 256 * 1024  # bytes of a JSON request: 5000 characters, each escaped, fit many times
@@ -187,9 +187,9 @@ async def stream_words(
 
 async def _opened(
     engine: ServerEngine, caller: Caller, data: JSONBody[GenerateRequest], words: bool = False
-) -> Tuple[str, Session]:
+) -> Tuple[WholeText, Session]:
     """A JSON request's text (checked) and its session (its words timed if `words`)."""
-    text = text_to_say(data.text, "text")
+    text = whole_text(data.text)
     session = await Session.open(engine, data.voice, data.options(), caller=caller, words=words)
     return text, session
 
@@ -203,9 +203,7 @@ async def _opened(
 async def tts(request: Request, engine: NamedDependency[ServerEngine], caller: NamedDependency[Caller]) -> Stream:
     """Form fields as the official server's (multipart, or url-encoded without an upload)."""
     data = await reading.form(request)
-    text = text_to_say(data.get("text"), "text", "Text cannot be empty")  # the official server's words
-    if len(text) > MAX_TEXT:
-        raise ServiceError(errors.TEXT_TOO_LONG, f"text is longer than {MAX_TEXT} characters", "text")
+    text = whole_text(data.get("text"), empty="Text cannot be empty")  # the official server's words
     voice_url, voice_wav = data.get("voice_url"), data.get("voice_wav")
     if voice_url is not None and voice_wav is not None:
         raise ServiceError(errors.CONFLICTING_FIELDS, "Cannot provide both voice_url and voice_wav", "voice_url")
