@@ -106,7 +106,8 @@ def create_app(engine: Optional[ServerEngine] = None, settings: Optional[Setting
         guards=[provide.serving],
         middleware=[
             bounds.middleware(settings.client_timeout),
-            guard.middleware(origins, settings.hosts, settings.body_timeout),
+            guard.middleware(origins, settings.hosts),
+            guard.body_in_time(settings.body_timeout),
         ],
         logging_config=None,  # the host's logging (python -m server sets it up; uvicorn's own otherwise)
         cors_config=CORSConfig(allow_origins=origins, expose_headers=list(routes.STREAM_HEADERS)) if origins else None,
