@@ -38,7 +38,9 @@ class Counting(ops.NumpyBackend):
 def test_importing_core_sets_nothing_for_the_process() -> None:
     code = (
         "import core\n"
-        "from core.portable import model\nfrom core.portable.network import ops\nfrom core.portable.weights import sources\n"
+        "from core.portable import model\n"
+        "from core.portable.network import ops\n"
+        "from core.portable.weights import sources\n"
         "assert ops.current() is ops.NUMPY, ops.current()\n"
         "assert not hasattr(sources, 'use_fetcher') and not hasattr(model, 'use_runner')\n"
         "assert model.Runtime().backend is ops.NUMPY and model.Runtime().runner is model.one_thread\n"
