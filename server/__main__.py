@@ -55,11 +55,14 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m server") -> in
     wyoming = None
     if settings.wyoming is not None:
         wyoming = (engine, settings.wyoming, settings.client_timeout, settings.zeroconf)
-        if engine.access.keyed and engine.slots.guest_capacity == 0:
+        if engine.access.keyed and engine.generations.slots.guest_capacity == 0:
             print("warning: Wyoming's callers (guests: no API key) have no slot: see --guest-slots", file=sys.stderr)
     where = [] if settings.no_http else [f"http://{settings.host}:{settings.port}"]
     where += [settings.wyoming] if settings.wyoming else []
-    print(f"serving {engine.name} with voice {engine.default_voice_name} on {' and '.join(where)}", file=sys.stderr)
+    print(
+        f"serving {engine.hosted.name} with voice {engine.voices.default_name} on {' and '.join(where)}",
+        file=sys.stderr,
+    )
     try:
         if settings.no_http:
             asyncio.run(wyoming_server.run_alone(*wyoming))

@@ -27,7 +27,7 @@ from litestar.static_files import create_static_files_router
 
 from core import threads
 from core.ui import web_folder
-from server import bounds, guard, http_errors, livekit_ws, openai_routes, routes, websocket
+from server import bounds, guard, http_errors, livekit_ws, openai_routes, provide, routes, websocket
 from server.engine import ServerEngine, load_engine
 from server.settings import Settings
 
@@ -102,9 +102,12 @@ def create_app(engine: Optional[ServerEngine] = None, settings: Optional[Setting
         state=State({"client_timeout": settings.client_timeout, "site": routes.describe_site(web)}),
         openapi_config=OpenAPIConfig(title="Pocket TTS in NumPy", version="0.1.0", path="/schema"),
         request_max_body_size=routes.MAX_UPLOAD,
+        dependencies=provide.DEPENDENCIES,
+        guards=[provide.serving],
         middleware=[
             bounds.middleware(settings.client_timeout),
-            guard.middleware(origins, settings.hosts, settings.body_timeout),
+            guard.middleware(origins, settings.hosts),
+            guard.body_in_time(settings.body_timeout),
         ],
         logging_config=None,  # the host's logging (python -m server sets it up; uvicorn's own otherwise)
         cors_config=CORSConfig(allow_origins=origins, expose_headers=list(routes.STREAM_HEADERS)) if origins else None,

@@ -20,7 +20,7 @@ from core import audio_formats
 from core.portable.audio.pcm import pcm16
 from server.frames import word_event
 from server.schemas import TimedWordEntry, WordsResponse
-from server.session import Audio, Done, Event, Session, WordEnd, WordStart
+from server.session import Audio, Done, Event, Session, WholeText, WordEnd, WordStart
 
 T = TypeVar("T")
 
@@ -65,12 +65,12 @@ class Answer:
 
 
 @asynccontextmanager
-async def saying(session: Session, text: str, field: str = "text") -> AsyncIterator[Answer]:
-    """A request's session saying its whole text (`field`: what the route calls it), closed when the
-    handler fails or returns without a body that holds it."""
+async def saying(session: Session, text: WholeText) -> AsyncIterator[Answer]:
+    """A request's session saying its whole text, closed when the handler fails or returns without
+    a body that holds it."""
     answer = Answer(session)
     try:
-        await session.say(text, field)
+        await session.say(text)
         await session.end()
         yield answer
     finally:

@@ -32,6 +32,7 @@ import yaml
 from ray import serve
 
 from core.portable.voice_registry import SizedCache
+from server import health
 from server.app import create_app
 from server.engine import load_engine
 from server.settings import Settings, SettingsError
@@ -96,7 +97,7 @@ class PocketTTS:
         return create_app(self.engine, self.settings)
 
     def check_health(self) -> None:
-        if not self.engine.running:
+        if not health.alive(self.engine):
             raise RuntimeError("the scheduler's threads have stopped")
 
     def __del__(self) -> None:

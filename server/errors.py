@@ -95,11 +95,15 @@ class ServiceError(Exception):
     @property
     def retry_after(self) -> Optional[int]:
         """Seconds to wait before trying again, where waiting helps (the server was full)."""
-        return RETRY_AFTER if self.kind in (BUSY, TOO_MANY_CONNECTIONS) else None
+        return RETRY_AFTER if self.kind in (BUSY, TOO_MANY_CONNECTIONS, SHUTTING_DOWN) else None
 
 
 def busy() -> ServiceError:
     return ServiceError(BUSY, BUSY_MESSAGE)
+
+
+def shutting_down() -> ServiceError:
+    return ServiceError(SHUTTING_DOWN, "the server is shutting down: retry on another, or once it is back")
 
 
 def too_many_connections() -> ServiceError:

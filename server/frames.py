@@ -14,6 +14,7 @@ from litestar import WebSocket
 
 from core import audio_formats
 from server import errors, reading
+from server.access import Caller
 from server.engine import ServerEngine
 from server.errors import NORMAL, ServiceError
 from server.session import Audio, Clock, Done, Event, Session, WordEnd, WordStart
@@ -88,9 +89,10 @@ class FrameSocket:
 
     path = ""  # the front's route, in the log
 
-    def __init__(self, socket: WebSocket, engine: ServerEngine, timeout: float):
+    def __init__(self, socket: WebSocket, engine: ServerEngine, caller: Caller, timeout: float):
         self.socket = socket
         self.engine = engine
+        self.caller = caller
         self.timeout = timeout
         self.clock = Clock(timeout)
         self.turn: Optional[Turn] = None  # set by the reader alone
@@ -98,13 +100,8 @@ class FrameSocket:
         self.outcome: Optional[BaseException] = None
         self.group: Any = None
 
-    @classmethod
-    async def serving(cls, socket: WebSocket) -> None:
-        """A connection of this front on the app's engine, served until it ends."""
-        state = socket.app.state
-        await cls(socket, state.engine, state.client_timeout).serve()
-
     async def serve(self) -> None:
+        """The connection, served until it ends."""
         await self.socket.accept()
         try:
             try:

@@ -1,4 +1,4 @@
-"""What every request and WebSocket passes before the app sees it (an ASGI middleware): a path the
+"""What every request and WebSocket passes before the app sees it (two ASGI middlewares): a path the
 app can take, a Host the server answers to, the API key when one is set, an origin the server
 trusts, and a body that arrives in time.
 
@@ -13,12 +13,16 @@ trusts, and a body that arrives in time.
   clients send it; 401 otherwise. Only a route marked public (`opt=PUBLIC` on its handler or its
   router: the page's files, `/site.json` and `/health`) is open, so a route added without the
   mark is closed. The key is the engine's (server/access.py decides who the caller is, for every
-  front); the caller is left in the request's state (`caller_of`) for the session it opens.
+  front); a route receives its caller as a dependency (server/provide.py). These checks stay an
+  ASGI middleware, not Litestar guards, because a WebSocket refused at its handshake must get an
+  HTTP answer (401, 403, 421 with its JSON error), which a guard cannot send: Litestar closes a
+  WebSocket whose guard raised with its own code (4500).
 - Origin: a request that changes something (any method but GET, HEAD and OPTIONS), or opens a
   WebSocket, from a web page of another site than the server's own (the `Host` it was asked under)
   or one of `allowed_origins`, is a 403. Clients that are not browsers send no `Origin` and pass.
-- Body: a request's body must have arrived within `body_seconds` of the request, however it
-  trickles in (a 408 then); the route's size limit is Litestar's (413).
+- Body (`body_in_time`, a middleware of its own: it times the request's `receive`, where the
+  others refuse at once): a request's body must have arrived within its seconds of the request,
+  however it trickles in (a 408 then); the route's size limit is Litestar's (413).
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from urllib.parse import urlsplit
 import anyio
 
 from server import errors
-from server.access import Caller
 from server.errors import ServiceError
 from server.schemas import error_json
 
@@ -60,15 +63,14 @@ def _is_address(name: str) -> bool:
     return True
 
 
-def caller_of(connection: Any) -> Caller:
-    """The caller of a request or WebSocket that passed the guard."""
-    return connection.scope["state"]["caller"]
+Refusal = Tuple[ServiceError, Dict[str, str]]  # the error, and the headers its answer carries
 
 
-def middleware(allowed_origins: Sequence[str], hosts: Sequence[str], body_seconds: float) -> Callable[[Any], Any]:
-    """The ASGI middleware factory. `allowed_origins`: other web pages' origins that may use the API
-    ("https://app.example"), or "*"; `hosts`: names the server answers to beside localhost (its
-    `--host`, `--allow-host`). The API key is the engine's (`access`), read at each request."""
+def middleware(allowed_origins: Sequence[str], hosts: Sequence[str]) -> Callable[[Any], Any]:
+    """The ASGI middleware factory: each check below in turn, the first refusal answered.
+    `allowed_origins`: other web pages' origins that may use the API ("https://app.example"), or
+    "*"; `hosts`: names the server answers to beside localhost (its `--host`, `--allow-host`). The
+    API key is the engine's (`access`), read at each request."""
     trusted = {origin.rstrip("/").lower() for origin in allowed_origins}
     names = set(LOOPBACK_NAMES)
     names.update(filter(None, (host_name(host) for host in hosts)))
@@ -76,29 +78,21 @@ def middleware(allowed_origins: Sequence[str], hosts: Sequence[str], body_second
     any_address = any(host.strip("[]") in WILDCARD_BINDS for host in hosts)
     any_host = "*" in trusted  # every page may use the API: a Host proves nothing more
 
-    def host_allowed(value: Optional[str]) -> bool:
+    def host_refusal(scope: Dict[str, Any], headers: Dict[str, str]) -> Optional[Refusal]:
+        value = headers.get("host")
         if value is None or any_host:
-            return True  # no Host: not a browser (HTTP/1.0)
+            return None  # no Host: not a browser (HTTP/1.0)
         name = host_name(value)
-        return name is not None and (name in names or (any_address and _is_address(name)))
+        if name is not None and (name in names or (any_address and _is_address(name))):
+            return None
+        message = (
+            f"this server does not answer to the host {value!r} (see --allow-host): "
+            "a web page's domain pointed at it is refused"
+        )
+        return ServiceError(errors.MISDIRECTED, message), {}
 
-    def refusal(scope: Dict[str, Any]) -> Optional[Tuple[ServiceError, Dict[str, str]]]:
-        if any(ord(c) < 32 or ord(c) == 127 for c in scope["path"]):
-            return ServiceError(errors.BAD_PATH, "the path holds a control character"), {}
-        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
-        if not host_allowed(headers.get("host")):
-            message = (
-                f"this server does not answer to the host {headers['host']!r} (see --allow-host): "
-                "a web page's domain pointed at it is refused"
-            )
-            return ServiceError(errors.MISDIRECTED, message), {}
-        method = scope.get("method", "GET")
-        caller = scope["litestar_app"].state.engine.access.caller(headers.get("authorization"))
-        scope["state"]["caller"] = caller
-        if not caller.trusted and _needs_key(scope, method):
-            error = ServiceError(errors.UNAUTHORIZED, "send the server's API key as Authorization: Bearer KEY")
-            return error, {"www-authenticate": "Bearer"}
-        if scope["type"] == "http" and method in SAFE_METHODS:
+    def origin_refusal(scope: Dict[str, Any], headers: Dict[str, str]) -> Optional[Refusal]:
+        if scope["type"] == "http" and scope.get("method") in SAFE_METHODS:
             return None
         origin = headers.get("origin")
         if origin is None or "*" in trusted or origin.rstrip("/").lower() in trusted:
@@ -109,20 +103,52 @@ def middleware(allowed_origins: Sequence[str], hosts: Sequence[str], body_second
         message = f"requests from the web page at {origin} are not allowed here (see --allow-origin)"
         return ServiceError(errors.FORBIDDEN_ORIGIN, message), {}
 
+    checks = (_path_refusal, host_refusal, _key_refusal, origin_refusal)
+
     def wrap(app: Any) -> Any:
         async def guarded(scope: Dict[str, Any], receive: Any, send: Any) -> None:
             if scope["type"] in ("http", "websocket"):
-                refused = refusal(scope)
-                if refused is not None:
-                    await refuse(scope, receive, send, *refused)
-                    return
-            if scope["type"] == "http":
-                receive = _in_time(receive, time.monotonic() + body_seconds, body_seconds)
+                headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+                for check in checks:
+                    refused = check(scope, headers)
+                    if refused is not None:
+                        await refuse(scope, receive, send, *refused)
+                        return
             await app(scope, receive, send)
 
         return guarded
 
     return wrap
+
+
+def body_in_time(seconds: float) -> Callable[[Any], Any]:
+    """The ASGI middleware factory of the body's time: a request's body must have arrived within
+    `seconds` of the request, however it trickles in (a 408 then)."""
+
+    def wrap(app: Any) -> Any:
+        async def timed(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+            if scope["type"] == "http":
+                receive = _in_time(receive, time.monotonic() + seconds, seconds)
+            await app(scope, receive, send)
+
+        return timed
+
+    return wrap
+
+
+def _path_refusal(scope: Dict[str, Any], headers: Dict[str, str]) -> Optional[Refusal]:
+    if any(ord(c) < 32 or ord(c) == 127 for c in scope["path"]):
+        return ServiceError(errors.BAD_PATH, "the path holds a control character"), {}
+    return None
+
+
+def _key_refusal(scope: Dict[str, Any], headers: Dict[str, str]) -> Optional[Refusal]:
+    """The API key, where one is set and the route needs it."""
+    caller = scope["litestar_app"].state.engine.access.caller(headers.get("authorization"))
+    if caller.trusted or not _needs_key(scope, scope.get("method", "GET")):
+        return None
+    error = ServiceError(errors.UNAUTHORIZED, "send the server's API key as Authorization: Bearer KEY")
+    return error, {"www-authenticate": "Bearer"}
 
 
 def _needs_key(scope: Dict[str, Any], method: str) -> bool:

@@ -18,11 +18,12 @@ model's), or, with `binary: false`, {"type": "audio", "data": {"audio": base64, 
 
 A refused frame (out of order, malformed, a voice the server does not know, a language the model
 does not speak) is an error frame, and the connection goes on; a refusal that ends it (too much
-text or audio, a frame too large, idle, a fault of ours) is an error frame, then a close with its
-kind's code. `voice` is a name the server knows (GET /v1/audio/voices): the plugin also lets a
-client name a server-side file or an hf:// URL, which this server never opens. `pauses` (the
-plugin's default: false) says whether pause markup is silence or text. The server listens only
-once its model is loaded, so it never answers 1013 (model loading), which the plugin also knows.
+text or audio, a frame too large, the server shutting down, idle, a fault of ours) is an error
+frame, then a close with its kind's code. `voice` is a name the server knows (GET
+/v1/audio/voices): the plugin also lets a client name a server-side file or an hf:// URL, which
+this server never opens. `pauses` (the plugin's default: false) says whether pause markup is
+silence or text. The server listens only once its model is loaded, so it answers 1013 only while
+it shuts down (with its `shutting_down` error first), never while its model loads.
 """
 
 from __future__ import annotations
@@ -33,15 +34,17 @@ from typing import Any, Literal, Optional, Union
 
 import msgspec
 from litestar import WebSocket, websocket
+from litestar.di import NamedDependency
 
 from core import audio_formats
 from core.portable.synthesis.options import GenerationOptions
 from core.portable.text import normalize as normalization
 from core.portable.voices.sources import FILE_ENDINGS
 from server import errors
+from server.access import Caller
+from server.engine import ServerEngine
 from server.errors import ServiceError
 from server.frames import BadFrame, FrameSocket, Turn
-from server.guard import caller_of
 from server.schemas import SampleRate
 from server.session import Session
 
@@ -87,9 +90,14 @@ Frame = Union[Config, Text, Flush, Cancel, Ping]
 
 
 @websocket(PATH)
-async def livekit_stream(socket: WebSocket) -> None:
+async def livekit_stream(
+    socket: WebSocket,
+    engine: NamedDependency[ServerEngine],
+    caller: NamedDependency[Caller],
+    client_timeout: NamedDependency[float],
+) -> None:
     """LiveKit's Pocket TTS protocol (see server/livekit_ws.py for the frames)."""
-    await _Turns.serving(socket)
+    await _Turns(socket, engine, caller, client_timeout).serve()
 
 
 class _Turn(Turn):
@@ -144,12 +152,12 @@ class _Turns(FrameSocket):
         if voice is not None and ("/" in voice or "\\" in voice or voice.lower().endswith(FILE_ENDINGS)):
             message = f"voice {voice!r}: name a voice of this server (GET /v1/audio/voices); files are not opened"
             raise ServiceError(errors.UNKNOWN_VOICE, message, "voice")
-        spoken = self.engine.language_code
+        spoken = self.engine.hosted.language_code
         if config.language and not normalization.same_language(config.language, spoken):
             message = f"language {config.language!r}: this model speaks {spoken!r}"
             raise ServiceError(errors.UNSUPPORTED_VALUE, message, "language")
         options = GenerationOptions(normalize=config.normalize, pauses=config.pauses)
-        session = await Session.open(self.engine, voice, options, self.clock, caller=caller_of(self.socket))
+        session = await Session.open(self.engine, voice, options, self.clock, caller=self.caller)
         self.turn = turn = _Turn(session, config)
         await self._event("config_accepted", turn)
         self._begin(turn)
@@ -183,8 +191,9 @@ class _Turns(FrameSocket):
         await self._send_json({"type": "error", "data": {"message": error.message, "code": error.code}})
 
 
-# The refusals that end the connection: the session's limits (its text, its audio) and a frame too large.
-_ENDING = (errors.TEXT_TOO_LONG, errors.AUDIO_LIMIT, errors.FRAME_TOO_LARGE)
+# The refusals that end the connection: the session's limits (its text, its audio), a frame too large,
+# and a server shutting down (it takes no more turns).
+_ENDING = (errors.TEXT_TOO_LONG, errors.AUDIO_LIMIT, errors.FRAME_TOO_LARGE, errors.SHUTTING_DOWN)
 
 
 def _kind(frame: Any) -> str:

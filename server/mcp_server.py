@@ -34,7 +34,7 @@ from server import errors
 from server.access import KEY_HOLDER
 from server.engine import ServerEngine, load_engine
 from server.errors import ServiceError
-from server.session import Session
+from server.session import Session, whole_text
 from server.settings import Settings, SettingsError
 
 FORMATS = ("wav", "mp3", "flac", "opus")
@@ -55,10 +55,11 @@ class Speaker:
         if fmt not in FORMATS or not audio_formats.available(fmt):
             writable = ", ".join(f for f in FORMATS if audio_formats.available(f))
             raise ServiceError(errors.UNSUPPORTED_VALUE, f"format {fmt!r}: use one of {writable}", "format")
+        whole = whole_text(text)
         file = audio_formats.WholeFile(fmt, self.engine.sample_rate)
         session = await Session.open(self.engine, voice, GenerationOptions(speed=speed), caller=KEY_HOLDER)
         try:
-            await session.say(text)
+            await session.say(whole)
             await session.end()
             async for chunk in session.audio():
                 await anyio.to_thread.run_sync(file.add, chunk)  # encoded as it is made, off the event loop
@@ -101,10 +102,11 @@ class Speaker:
             raise ServiceError(errors.BAD_PATH, str(e), "file") from None
 
     def voices(self) -> List[dict]:
-        return [voice._asdict() for voice in self.engine.voice_list(KEY_HOLDER)]
+        return [voice._asdict() for voice in self.engine.voices.listed(KEY_HOLDER)]
 
     def models(self) -> dict:
-        loaded = dict(self.engine.description, name=self.engine.name, sample_rate=self.engine.sample_rate)
+        hosted = self.engine.hosted
+        loaded = dict(hosted.description, name=hosted.name, sample_rate=hosted.sample_rate)
         return {"loaded": loaded, "catalog": catalog.model_names()}
 
 

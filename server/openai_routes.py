@@ -7,27 +7,27 @@ from typing import List
 
 import anyio
 from litestar import Request, Response, get, post
+from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 from litestar.response import Stream
 
 from core import audio_formats
 from server import bodies, errors, reading
+from server.access import Caller
 from server.engine import ServerEngine
 from server.errors import ServiceError
-from server.guard import caller_of
-from server.routes import MAX_JSON, engine_of
+from server.routes import MAX_JSON
 from server.schemas import ModelCard, ModelList, SpeechRequest, VoiceEntry, VoiceList
-from server.session import Session, text_to_say
+from server.session import Session, whole_text
 
 # The names OpenAI clients send as `model` (POST /v1/audio/speech takes any): each is the loaded model.
 OPENAI_MODELS = ("pocket-tts", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 
 
 @get("/v1/audio/voices", summary="Every voice a request may name (OpenAI-style listing, as Kokoro-FastAPI's path)")
-async def openai_voices(request: Request) -> VoiceList:
-    engine = engine_of(request)
+async def openai_voices(engine: NamedDependency[ServerEngine], caller: NamedDependency[Caller]) -> VoiceList:
     # the engine's lock and the voices folder: not on the event loop
-    listed = await anyio.to_thread.run_sync(engine.voice_list, caller_of(request))
+    listed = await anyio.to_thread.run_sync(engine.voices.listed, caller)
     entries = [
         VoiceEntry(
             id=voice.id,
@@ -42,19 +42,21 @@ async def openai_voices(request: Request) -> VoiceList:
 
 
 def _model_cards(engine: ServerEngine) -> List[ModelCard]:
-    described = engine.description
-    return [ModelCard(id=name, created=engine.loaded_at, **described) for name in (engine.name,) + OPENAI_MODELS]
+    hosted = engine.hosted
+    return [
+        ModelCard(id=name, created=hosted.loaded_at, **hosted.description) for name in (hosted.name,) + OPENAI_MODELS
+    ]
 
 
 @get("/v1/models", summary="The loaded model under each name OpenAI clients send (OpenAI's list)")
-async def models(request: Request) -> ModelList:
-    return ModelList(data=_model_cards(engine_of(request)))
+async def models(engine: NamedDependency[ServerEngine]) -> ModelList:
+    return ModelList(data=_model_cards(engine))
 
 
 @get("/v1/models/{model_id:path}", summary="One model of /v1/models (OpenAI's)")
-async def model(request: Request, model_id: FromPath[str]) -> ModelCard:
+async def model(engine: NamedDependency[ServerEngine], model_id: FromPath[str]) -> ModelCard:
     name = model_id.lstrip("/")  # a path parameter starts with its "/"; a path's own "/" is lost in the URL
-    for card in _model_cards(engine_of(request)):
+    for card in _model_cards(engine):
         if card.id.lstrip("/") == name:
             return card
     raise ServiceError(errors.MODEL_NOT_FOUND, f"The model '{name}' does not exist", "model")
@@ -64,10 +66,16 @@ async def model(request: Request, model_id: FromPath[str]) -> ModelCard:
     "/v1/audio/speech",
     summary="OpenAI-compatible speech",
     status_code=200,
-    before_request=reading.strict_json(SpeechRequest),
+    dto=reading.StrictJSON[SpeechRequest],
+    return_dto=None,
     request_max_body_size=MAX_JSON,
 )
-async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Response:
+async def openai_speech(
+    request: Request,
+    data: JSONBody[SpeechRequest],
+    engine: NamedDependency[ServerEngine],
+    caller: NamedDependency[Caller],
+) -> Response:
     fmt = data.response_format
     if fmt == "aac" or not audio_formats.available(fmt):
         why = (
@@ -78,13 +86,13 @@ async def openai_speech(request: Request, data: JSONBody[SpeechRequest]) -> Resp
             f"response_format {fmt!r} is not supported: {why}; use {', '.join(audio_formats.writable())}",
             "response_format",
         )
-    text = text_to_say(data.input, "input")
+    text = whole_text(data.input, "input")
     voice = data.voice if isinstance(data.voice, str) else data.voice.id
-    session = await Session.open(engine_of(request), voice, data.options(), caller=caller_of(request))
-    async with bodies.saying(session, text, "input") as answer:
+    session = await Session.open(engine, voice, data.options(), caller=caller)
+    async with bodies.saying(session, text) as answer:
         rate = session.sample_rate
         if data.stream_format == "sse":
-            events = bodies.sse(session.audio(), rate, engine_of(request).frame_size, fmt, data.sample_rate)
+            events = bodies.sse(session.audio(), rate, engine.hosted.frame_size, fmt, data.sample_rate)
             return Stream(answer.body(events), media_type="text/event-stream")
         if fmt in audio_formats.STREAMED:  # raw samples stream as they are made; a WAV is a whole file
             output = audio_formats.Output(fmt, rate, data.sample_rate)

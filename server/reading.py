@@ -4,38 +4,49 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Awaitable, Callable, Dict
+from typing import TYPE_CHECKING, Any, Dict, Generic, TypeVar
 
 import msgspec
 from litestar import Request
+from litestar.dto import MsgspecDTO
+from litestar.openapi.spec import Reference, Schema
+from litestar.typing import FieldDefinition
 
 from core import PocketTTSError
 from core.portable.audio.tsm import check_speed
 from core.portable.synthesis.options import SPEED_RANGE, GenerationOptions
 from server import errors
 from server.errors import ServiceError
-from server.session import MAX_TEXT
 
-# The fields that hold the text to speak (ours, OpenAI's), whose length is the session's limit.
-TEXT_FIELDS = ("text", "input")
+if TYPE_CHECKING:  # the type Litestar hands its DTOs (it names it only in a module of its own)
+    from litestar._openapi.schema_generation import SchemaCreator
+
+T = TypeVar("T")
 FORM_BOOLEANS = {**dict.fromkeys(("true", "1", "yes", "on"), True), **dict.fromkeys(("false", "0", "no", "off"), False)}
 
 
-def strict_json(schema: type) -> Callable[[Request], Awaitable[None]]:
-    """A route's check of its body, before anything else reads it: JSON only (a body a web page
-    could send another site without asking, a "simple" text/plain request, no CORS preflight, is
-    refused unread), and of the schema's types exactly: "2" is no number and "0" no boolean
-    (msgspec's strict decoding; Litestar's own decoding converts them)."""
+class StrictJSON(MsgspecDTO[T], Generic[T]):
+    """A route's body (`dto=StrictJSON[Schema]`, its handler's `data: Schema`), decoded once, from its
+    bytes, before anything else reads it: JSON only (a body a web page could send another site
+    without asking, a "simple" text/plain request, no CORS preflight, is refused unread), and of the
+    schema's types exactly: "2" is no number and "0" no boolean (msgspec's strict decoding;
+    Litestar's own decoding converts them). The route's OpenAPI body is the schema's own."""
 
-    async def check(request: Request) -> None:
-        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    def decode_bytes(self, value: bytes) -> Any:
+        media_type = self.asgi_connection.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type != "application/json":
             raise ServiceError(
                 errors.UNSUPPORTED_MEDIA_TYPE, "send the body as JSON, with Content-Type: application/json"
             )
-        decode(await request.body(), schema)
+        return decode(value, self.model_type)
 
-    return check
+    @classmethod
+    def create_openapi_schema(
+        cls, field_definition: FieldDefinition, handler_id: str, schema_creator: SchemaCreator
+    ) -> Reference | Schema:
+        # The schema as the handler declares it: Litestar's DTO models cannot describe a bounded
+        # optional number (Annotated[Optional[float], Meta(ge=...)]), which the schema has.
+        return schema_creator.for_field_definition(field_definition)
 
 
 def decode(data: Any, schema: type, what: str = "request body") -> Any:
@@ -45,8 +56,6 @@ def decode(data: Any, schema: type, what: str = "request body") -> Any:
     except msgspec.ValidationError as e:
         found = re.search(r"`\$\.(\w+)|field `(\w+)`", str(e))
         param = next((name for name in found.groups() if name), None) if found else None
-        if param in TEXT_FIELDS and str(e).startswith("Expected `str` of length <="):  # the one code of every front
-            raise ServiceError(errors.TEXT_TOO_LONG, f"{param} is longer than {MAX_TEXT} characters", param) from None
         raise ServiceError(errors.INVALID_VALUE, f"invalid {what}: {e}", param) from None
     except msgspec.DecodeError as e:
         raise ServiceError(errors.INVALID_JSON, f"malformed JSON: {e}") from None

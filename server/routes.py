@@ -9,13 +9,13 @@ holds until its last byte is handed to the server.
 from __future__ import annotations
 
 import json
-import secrets
 from pathlib import Path
 from typing import Optional, Tuple
 
 import anyio
 from litestar import Request, Response, get, post
 from litestar.datastructures import CacheControlHeader, UploadFile
+from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.response import Stream
 
@@ -23,47 +23,32 @@ import core
 from core import audio_formats
 from core.portable.audio.pcm import MAX_PROMPT_SECONDS, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
 from server import bodies, errors, reading
+from server.access import Caller
 from server.engine import ServerEngine
 from server.errors import ServiceError
-from server.guard import PUBLIC, caller_of
+from server.guard import PUBLIC
+from server.health import report as health_report
 from server.schemas import GenerateRequest, Health, StreamRequest, UploadedVoice, Voices
-from server.session import MAX_TEXT, Session, text_to_say
+from server.session import Session, WholeText, whole_text
 
 MAX_UPLOAD = 20 * 1024 * 1024  # bytes of a request with a recording (POST /voices, POST /tts)
 MAX_JSON = 256 * 1024  # bytes of a JSON request: 5000 characters, each escaped, fit many times
 STREAM_HEADERS = ("X-Sample-Rate", "X-Sample-Format", "X-Channels")
-# Which process answered (behind a load balancer), without naming the machine or the process.
-INSTANCE = secrets.token_hex(4)
-
-
-def engine_of(request: Request) -> ServerEngine:
-    return request.app.state.engine
 
 
 async def cloned(engine: ServerEngine, upload: UploadFile) -> str:
-    """The voice id of an uploaded recording (every route's uploads: ServerEngine.upload decodes
+    """The voice id of an uploaded recording (every route's uploads: EngineVoices.upload decodes
     and clones it, off the event loop)."""
     content = await upload.read()
     try:
-        return await anyio.to_thread.run_sync(engine.upload, content, upload.filename or "upload")
+        return await anyio.to_thread.run_sync(engine.voices.upload, content, upload.filename or "upload")
     except core.PocketTTSError as e:
         raise errors.from_core(e) from None
 
 
 @get("/health", summary="Server status and the loaded model", opt=PUBLIC)
-async def health(request: Request) -> Health:
-    engine = engine_of(request)
-    return Health(
-        status="ok",
-        model=engine.name,
-        sample_rate=engine.sample_rate,
-        default_voice=engine.default_voice_name,
-        active_generations=engine.active,
-        max_concurrent=engine.max_concurrent,
-        kernels=core.backend(),
-        instance=INSTANCE,
-        word_timestamps=engine.word_timestamps,
-    )
+async def health(engine: NamedDependency[ServerEngine]) -> Health:
+    return health_report(engine)
 
 
 @get(
@@ -73,8 +58,8 @@ async def health(request: Request) -> Health:
     cache_control=CacheControlHeader(no_cache=True),
     opt=PUBLIC,
 )
-async def site_description(request: Request) -> Response:
-    return Response(request.app.state.site, media_type="application/json")
+async def site_description(site: NamedDependency[bytes]) -> Response:
+    return Response(site, media_type="application/json")
 
 
 def describe_site(web: Path) -> bytes:
@@ -87,10 +72,9 @@ def describe_site(web: Path) -> bytes:
 
 
 @get("/voices", summary="Predefined voices of the loaded model, and OpenAI's names")
-async def voices(request: Request) -> Voices:
-    engine = engine_of(request)
-    folder = await anyio.to_thread.run_sync(engine.folder_voices)  # the file system: not on the event loop
-    return Voices(engine.default_voice_name, engine.voice_names(), engine.openai_voices(), folder)
+async def voices(engine: NamedDependency[ServerEngine]) -> Voices:
+    folder = await anyio.to_thread.run_sync(engine.voices.in_folder)  # the file system: not on the event loop
+    return Voices(engine.voices.default_name, engine.voices.names(), engine.voices.openai(), folder)
 
 
 @post(
@@ -101,13 +85,14 @@ async def voices(request: Request) -> Voices:
     status_code=200,
     request_max_body_size=MAX_UPLOAD,
 )
-async def upload_voice(request: Request) -> UploadedVoice:
-    engine = engine_of(request)
+async def upload_voice(
+    request: Request, engine: NamedDependency[ServerEngine], caller: NamedDependency[Caller]
+) -> UploadedVoice:
     data = await reading.form(request)
     upload = data.get("voice_wav") or data.get("file")
     if not isinstance(upload, UploadFile):
         raise ServiceError(errors.MISSING_FIELD, "send the recording as the multipart field 'voice_wav'", "voice_wav")
-    slot = engine.admit(caller_of(request))
+    slot = engine.admit(caller)
     try:
         return UploadedVoice(voice=await cloned(engine, upload))
     finally:
@@ -119,11 +104,17 @@ async def upload_voice(request: Request) -> UploadedVoice:
     summary="Speak a text; the whole WAV file",
     status_code=200,
     media_type="audio/wav",
-    before_request=reading.strict_json(GenerateRequest),
+    dto=reading.StrictJSON[GenerateRequest],
+    return_dto=None,
     request_max_body_size=MAX_JSON,
 )
-async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Response:
-    text, session = await _opened(request, data)
+async def generate(
+    request: Request,
+    data: JSONBody[GenerateRequest],
+    engine: NamedDependency[ServerEngine],
+    caller: NamedDependency[Caller],
+) -> Response:
+    text, session = await _opened(engine, caller, data)
     async with bodies.saying(session, text) as answer:
         return await bodies.whole_file(request, answer, "wav", data.sample_rate)
 
@@ -132,11 +123,17 @@ async def generate(request: Request, data: JSONBody[GenerateRequest]) -> Respons
     "/stream",
     summary="Speak a text; raw 16-bit PCM (or G.711 mu-law / A-law) streamed as it is generated",
     status_code=200,
-    before_request=reading.strict_json(StreamRequest),
+    dto=reading.StrictJSON[StreamRequest],
+    return_dto=None,
     request_max_body_size=MAX_JSON,
 )
-async def stream(request: Request, data: JSONBody[StreamRequest]) -> Stream:
-    text, session = await _opened(request, data)
+async def stream(
+    request: Request,
+    data: JSONBody[StreamRequest],
+    engine: NamedDependency[ServerEngine],
+    caller: NamedDependency[Caller],
+) -> Stream:
+    text, session = await _opened(engine, caller, data)
     async with bodies.saying(session, text) as answer:
         output = audio_formats.Output(data.format, session.sample_rate, data.sample_rate)
         headers = {
@@ -153,11 +150,17 @@ async def stream(request: Request, data: JSONBody[StreamRequest]) -> Stream:
     summary="Speak a text; the whole WAV (base64) and when each word is spoken, as JSON",
     description="The body of POST /generate. Word timestamps: for models with timestamp heads (400 otherwise).",
     status_code=200,
-    before_request=reading.strict_json(GenerateRequest),
+    dto=reading.StrictJSON[GenerateRequest],
+    return_dto=None,
     request_max_body_size=MAX_JSON,
 )
-async def generate_words(request: Request, data: JSONBody[GenerateRequest]) -> Response:
-    text, session = await _opened(request, data, words=True)
+async def generate_words(
+    request: Request,
+    data: JSONBody[GenerateRequest],
+    engine: NamedDependency[ServerEngine],
+    caller: NamedDependency[Caller],
+) -> Response:
+    text, session = await _opened(engine, caller, data, words=True)
     async with bodies.saying(session, text) as answer:
         return await bodies.words_file(request, answer)
 
@@ -167,19 +170,27 @@ async def generate_words(request: Request, data: JSONBody[GenerateRequest]) -> R
     summary="Speak a text; its audio and its words as JSON lines (NDJSON) while they are made",
     description="The body of POST /stream. Lines: started, audio (base64 16-bit PCM), word, word_end, done.",
     status_code=200,
-    before_request=reading.strict_json(GenerateRequest),
+    dto=reading.StrictJSON[GenerateRequest],
+    return_dto=None,
     request_max_body_size=MAX_JSON,
 )
-async def stream_words(request: Request, data: JSONBody[GenerateRequest]) -> Stream:
-    text, session = await _opened(request, data, words=True)
+async def stream_words(
+    request: Request,
+    data: JSONBody[GenerateRequest],
+    engine: NamedDependency[ServerEngine],
+    caller: NamedDependency[Caller],
+) -> Stream:
+    text, session = await _opened(engine, caller, data, words=True)
     async with bodies.saying(session, text) as answer:
         return Stream(answer.body(bodies.word_lines(session)), media_type="application/x-ndjson")
 
 
-async def _opened(request: Request, data: GenerateRequest, words: bool = False) -> Tuple[str, Session]:
+async def _opened(
+    engine: ServerEngine, caller: Caller, data: JSONBody[GenerateRequest], words: bool = False
+) -> Tuple[WholeText, Session]:
     """A JSON request's text (checked) and its session (its words timed if `words`)."""
-    text = text_to_say(data.text, "text")
-    session = await Session.open(engine_of(request), data.voice, data.options(), caller=caller_of(request), words=words)
+    text = whole_text(data.text)
+    session = await Session.open(engine, data.voice, data.options(), caller=caller, words=words)
     return text, session
 
 
@@ -189,25 +200,21 @@ async def _opened(request: Request, data: GenerateRequest, words: bool = False) 
     status_code=200,
     request_max_body_size=MAX_UPLOAD,
 )
-async def tts(request: Request) -> Stream:
+async def tts(request: Request, engine: NamedDependency[ServerEngine], caller: NamedDependency[Caller]) -> Stream:
     """Form fields as the official server's (multipart, or url-encoded without an upload)."""
-    engine = engine_of(request)
     data = await reading.form(request)
-    text = text_to_say(data.get("text"), "text", "Text cannot be empty")  # the official server's words
-    if len(text) > MAX_TEXT:
-        raise ServiceError(errors.TEXT_TOO_LONG, f"text is longer than {MAX_TEXT} characters", "text")
+    text = whole_text(data.get("text"), empty="Text cannot be empty")  # the official server's words
     voice_url, voice_wav = data.get("voice_url"), data.get("voice_wav")
     if voice_url is not None and voice_wav is not None:
         raise ServiceError(errors.CONFLICTING_FIELDS, "Cannot provide both voice_url and voice_wav", "voice_url")
-    if voice_url is not None and (not isinstance(voice_url, str) or not engine.is_predefined(voice_url)):
+    if voice_url is not None and (not isinstance(voice_url, str) or not engine.voices.is_predefined(voice_url)):
         raise ServiceError(
             errors.UNKNOWN_VOICE,
-            f"voice_url must be a predefined voice of this model: {engine.voice_names()}",
+            f"voice_url must be a predefined voice of this model: {engine.voices.names()}",
             "voice_url",
         )
     options = reading.form_options(data)
     voice: Optional[str] = voice_url
-    caller = caller_of(request)
     slot = engine.admit(caller)  # for the cloning too: then the session's
     try:
         if isinstance(voice_wav, UploadFile):

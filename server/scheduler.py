@@ -36,6 +36,7 @@ from core import TTSModel
 from core.portable.synthesis.decoding import FrameDecoder, decode_together
 from core.portable.synthesis.generation import Frame, Generation, advance
 from core.portable.synthesis.timestamps import WordEvent
+from server import errors
 from server.relay import Relay
 
 # Rows of a newcomer's text read per step while other streams run. Measured on english with 4
@@ -161,7 +162,7 @@ class Scheduler:
         stream = Stream(self, relay, release)
         with self.lock:
             if self._stopping:
-                relay.fail(RuntimeError("the server is shutting down"))
+                relay.fail(errors.shutting_down())
                 release()
                 return stream
             self._joining.append(stream)
@@ -181,7 +182,7 @@ class Scheduler:
             self.lock.notify()
 
     def close(self) -> None:
-        """Stop both threads (the streams still running get an error)."""
+        """Stop both threads (the streams still running, and any opened after, get `shutting_down`)."""
         with self.lock:
             self._stopping = True
             self.lock.notify()
@@ -221,7 +222,7 @@ class Scheduler:
                 self._steps.put((made, leaving))
         self._steps.put(None)
         for stream in running + self._joining:
-            stream.relay.fail(RuntimeError("the server is shutting down"))
+            stream.relay.fail(errors.shutting_down())
             stream.release()
 
     def _decode(self) -> None:

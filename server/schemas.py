@@ -24,8 +24,8 @@ def _ranged(kind: type, name: str, low: str = "ge") -> type:
     return Annotated[kind, Meta(**{low: kind(first)}, le=kind(last), description=_doc(name))]
 
 
-# Text with nothing to speak is refused by the routes (core.portable.text.prepare.check_text), not here.
-Text = Annotated[str, Meta(max_length=MAX_TEXT, description="text to speak (pause markup allowed)")]
+# Checked by the session (server/session.py whole_text: something to speak, its length), once, not here.
+Text = Annotated[str, Meta(description=f"text to speak (pause markup allowed), at most {MAX_TEXT} characters")]
 Temperature = _ranged(float, "temperature")
 EosThreshold = _ranged(float, "eos_threshold")
 Frames = _ranged(int, "max_frames")

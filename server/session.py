@@ -54,14 +54,26 @@ LIFETIME = 3 * REQUEST_SECONDS  # seconds a connection may stay open, whatever i
 FREE_SECONDS = 5.0
 
 
-def text_to_say(text: object, field: str = "text", message: Optional[str] = None) -> str:
-    """A whole text through the core's one check (core.portable.text.prepare.check_text), before any work:
-    nothing to speak is `empty_text` about `field`, in `message` where the API a front mirrors has
-    its own words for it."""
+class WholeText(NamedTuple):
+    """A whole text a session says (a request's, a Wyoming synthesize's, an MCP call's), as
+    received, checked: only `whole_text` makes one. `field`: what the front calls it, in errors."""
+
+    text: str
+    field: str
+
+
+def whole_text(text: object, field: str = "text", empty: Optional[str] = None) -> WholeText:
+    """The one check of a whole text, before any work (the session's slot, its voice): something
+    to speak (core.portable.text.prepare.check_text; `empty_text` about `field`, in `empty`'s words
+    where the API a front mirrors has its own), at most MAX_TEXT characters as received, markup
+    included (`text_too_long`)."""
     try:
-        return check_text(text)
+        checked = check_text(text)
     except TextError as e:
-        raise ServiceError(errors.EMPTY_TEXT, message or str(e), field) from None
+        raise ServiceError(errors.EMPTY_TEXT, empty or str(e), field) from None
+    if len(checked) > MAX_TEXT:
+        raise ServiceError(errors.TEXT_TOO_LONG, f"{field} is longer than {MAX_TEXT} characters", field)
+    return WholeText(checked, field)
 
 
 class Started(NamedTuple):
@@ -209,12 +221,10 @@ class Session:
 
     # Text in
 
-    async def say(self, text: str, field: str = "text") -> None:
-        """A whole text as received, as one generation (chunked as the official package chunks
-        it); `field`: what the front calls the text, in errors."""
-        if len(_text_of(text, field)) > MAX_TEXT:
-            raise ServiceError(errors.TEXT_TOO_LONG, f"{field} is longer than {MAX_TEXT} characters", field)
-        self._add([await self._off_loop(self._text.say, text, field=field)])
+    async def say(self, text: WholeText) -> None:
+        """A whole text (checked by `whole_text`), as one generation (chunked as the official
+        package chunks it)."""
+        self._add([await self._off_loop(self._text.say, text.text, field=text.field)])
 
     async def push(self, piece: str) -> int:
         """A piece of text as received (any split); the segments it completes are said. Returns

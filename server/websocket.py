@@ -39,12 +39,14 @@ from typing import Any
 
 import msgspec
 from litestar import WebSocket, websocket
+from litestar.di import NamedDependency
 
 from core import audio_formats
 from server import errors
+from server.access import Caller
+from server.engine import ServerEngine
 from server.errors import ServiceError
 from server.frames import BadFrame, Fatal, FrameSocket, Turn, word_event
-from server.guard import caller_of
 from server.schemas import (
     CLIENT_FRAMES,
     ClientFrame,
@@ -61,9 +63,14 @@ PATH = "/v1/audio/speech/stream"
 
 
 @websocket(PATH)
-async def speech_stream(socket: WebSocket) -> None:
+async def speech_stream(
+    socket: WebSocket,
+    engine: NamedDependency[ServerEngine],
+    caller: NamedDependency[Caller],
+    client_timeout: NamedDependency[float],
+) -> None:
     """Speak text as it arrives (see server/websocket.py for the frames)."""
-    await _Connection.serving(socket)
+    await _Connection(socket, engine, caller, client_timeout).serve()
 
 
 class _Connection(FrameSocket):
@@ -94,9 +101,8 @@ class _Connection(FrameSocket):
     async def _open(self, start: StreamStart) -> None:
         """The connection's session (a bad voice or option, or no free slot, ends it), then `started`."""
         try:
-            caller = caller_of(self.socket)
             session = await Session.open(
-                self.engine, start.voice, start.options(), self.clock, caller=caller, words=start.words
+                self.engine, start.voice, start.options(), self.clock, caller=self.caller, words=start.words
             )
         except ServiceError as e:
             raise Fatal(e) from None

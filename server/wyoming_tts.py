@@ -58,7 +58,7 @@ from server import errors
 from server.access import Caller
 from server.engine import ServerEngine
 from server.errors import ServiceError
-from server.session import Audio, Clock, Done, Said, Session, Started, text_to_say
+from server.session import Audio, Clock, Done, Said, Session, Started, whole_text
 from server.wyoming_voices import Voices
 
 log = logging.getLogger("pocket_tts.server")
@@ -206,9 +206,9 @@ class Handler(AsyncEventHandler):
 
     async def _synthesize(self, request: Synthesize) -> None:
         self._refuse_a_second()
-        text_to_say(request.text)
+        text = whole_text(request.text)
         session = await self._open(request.voice, request.text_format)
-        await session.say(request.text)
+        await session.say(text)
         await session.end()
         await self._write(self._audio_start())
         self.sender = asyncio.ensure_future(self._send(session, per_sentence=False))

@@ -43,7 +43,7 @@ class Voices:
         """(name, description) of every voice `caller` may use, the default first (blocking: the
         engine's lock, the folder)."""
         seen: Dict[str, str] = {}
-        for voice in self.engine.voice_list(caller):
+        for voice in self.engine.voices.listed(caller):
             if voice.kind in self.DESCRIPTIONS:
                 name = voice.voice if voice.kind == "default" else voice.id
                 seen.setdefault(str(name), self.DESCRIPTIONS[voice.kind])
@@ -61,11 +61,11 @@ class Voices:
                 message = f"no voice for language {voice.language!r}: this model speaks {self.language!r}"
                 raise ServiceError(errors.UNKNOWN_VOICE, message, "voice")
             return None
-        return None if voice.name == self.engine.default_voice_name else voice.name
+        return None if voice.name == self.engine.voices.default_name else voice.name
 
     @property
     def language(self) -> str:
-        return self.engine.language_code
+        return self.engine.hosted.language_code
 
     async def info(self, caller: Caller) -> Info:
         """The answer to `describe`: the program, and the voices `caller` may use."""
@@ -84,7 +84,7 @@ class Voices:
         ]
         program = TtsProgram(
             name=PROGRAM,
-            description=f"Kyutai's Pocket TTS ({self.engine.name}) in NumPy: streaming speech on a CPU",
+            description=f"Kyutai's Pocket TTS ({self.engine.hosted.name}) in NumPy: streaming speech on a CPU",
             attribution=PROJECT,
             installed=True,
             version=VERSION,

@@ -15,6 +15,8 @@ has nothing to hold on it:
 - ERRORS: every refusal is typed (a code of the one vocabulary, server/errors.py; a one-line
   `error:` and a non-zero exit on the command line), with no traceback, no path of the server's and
   never the API key.
+- SHUTDOWN: a request that reaches an engine shutting down is refused `shutting_down` (503, a
+  WebSocket's close `try again later`), never a fault of ours.
 
 test_every_front_is_listed fails on a route, a WebSocket, a command or an entry point of the
 package that FRONTS does not name, so the next front starts with the rules. Nothing is timed: GUARD
@@ -72,6 +74,7 @@ class Front(NamedTuple):
     slot: Rule
     files: Rule
     errors: Rule
+    shutdown: Rule
 
 
 @dataclasses.dataclass
@@ -84,6 +87,8 @@ class World:
     url: str
     read: List[int]  # the length of every text handed to the text preparation
     tmp: Path
+    shut: ServerEngine  # an engine of the same model that has shut down, served at `shut_url`
+    shut_url: str
 
     def post(self, path: str, headers: Optional[Dict[str, str]] = None, **kw: Any) -> httpx.Response:
         return httpx.post(self.url + path, headers={**AUTHORIZATION, **(headers or {})}, timeout=GUARD, **kw)
@@ -126,12 +131,21 @@ def server(model):
     engine.close()
 
 
+@pytest.fixture(scope="module")
+def shut_server(model):
+    engine = ServerEngine(model, str(VOICE_24K), max_concurrent=2, access=Access(KEY))
+    engine.close()
+    with serving(engine) as url:
+        yield engine, url
+
+
 @pytest.fixture
-def world(server, tmp_path) -> Iterator[World]:
+def world(server, shut_server, tmp_path) -> Iterator[World]:
     engine, url, read = server
     read.clear()
-    yield World(engine, url, read, tmp_path)
-    World(engine, url, read, tmp_path).free()
+    world = World(engine, url, read, tmp_path, *shut_server)
+    yield world
+    world.free()
 
 
 # What a refusal must be
@@ -724,6 +738,64 @@ def batch_errors(world: World) -> None:
     assert len(entries) == 4 and all(entry["error"] for entry in entries), entries
 
 
+# SHUTDOWN
+
+
+def shutting_down(answer: httpx.Response) -> None:
+    assert answer.status_code == 503, (answer.status_code, answer.text[:200])
+    assert answer.json()["error"]["code"] == "shutting_down" and answer.headers["retry-after"], answer.text
+    says_nothing_of_the_server(answer.text)
+
+
+def http_shutdown(method: str, path: str, **kw: Any) -> Check:
+    def check(world: World) -> None:
+        headers = {**AUTHORIZATION, **kw.pop("headers", {})}
+        shutting_down(httpx.request(method, world.shut_url + path, headers=headers, timeout=GUARD, **kw))
+
+    return check
+
+
+def ws_shutdown(open_frames: List[dict], speak: List[dict], error_code: Callable[[dict], str]) -> Check:
+    """Accepted, then refused in the WebSocket's own words: an error frame, a close `try again later`."""
+
+    def check(world: World) -> None:
+        url = world.shut_url.replace("http://", "ws://") + PATHS[open_frames[0]["type"]]
+        with connect(url, additional_headers=AUTHORIZATION, open_timeout=GUARD) as ws:
+            for frame in open_frames + speak:
+                with contextlib.suppress(ConnectionClosed):
+                    ws.send(json.dumps(frame))
+            frames = []
+            with contextlib.suppress(ConnectionClosed):
+                while True:
+                    frames.append(json.loads(ws.recv(timeout=GUARD)))
+        assert [error_code(f) for f in frames if f["type"] == "error"] == ["shutting_down"], frames
+        assert ws.close_code == errors.TRY_LATER, ws.close_code
+
+    return check
+
+
+def wyoming_shutdown(world: World) -> None:
+    from wyoming.tts import Synthesize
+
+    answers = wyoming_serving(
+        world.shut, lambda port: wyoming_exchange(port, [Synthesize(text="Hello there.")]), timeout=1.0
+    )
+    assert answers[-1].type == "error" and answers[-1].data["code"] == "shutting_down", answers
+
+
+def mcp_shutdown(world: World) -> None:
+    """The MCP server is its client's process (its engine closes when the client leaves, and no
+    call comes after); its tools on an engine that has shut down refuse a call, typed."""
+    pytest.importorskip("mcp", reason="the MCP SDK needs Python 3.10")
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from server.mcp_server import Speaker, build
+
+    tools = build(Speaker(world.shut, None))
+    with pytest.raises(ToolError, match=r"^Error executing tool speak: shutting_down: "):
+        asyncio.run(asyncio.wait_for(tools.call_tool("speak", {"text": "Hello there."}), GUARD))
+
+
 # The fronts
 
 
@@ -739,70 +811,103 @@ NO_TEXT = "takes no text"
 NO_SLOT = "takes no generation slot: its answer is a few bytes, read whole"
 NO_FILES = "writes no file"
 ITS_OWN = "its own front: the page's worker, not the server's (tests/browser)"
+A_PROCESS = "a process of its own: its work ends with it, no request comes while it shuts down"
+SERVER_FRONTS = "the server's fronts, listed above"
+get_shutdown = lambda path: http_shutdown("GET", path)  # noqa: E731
+post_shutdown = lambda path, **kw: http_shutdown("POST", path, **kw)  # noqa: E731
 
 FRONTS: Dict[str, Front] = {
-    "GET /health": Front(NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, get_errors("/health")),
-    "GET /voices": Front(NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, get_errors("/voices")),
+    "GET /health": Front(NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, get_errors("/health"), get_shutdown("/health")),
+    "GET /voices": Front(NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, get_errors("/voices"), get_shutdown("/voices")),
     "POST /voices": Front(
         NO_TEXT,
         "holds its slot only while its upload, read whole first, is cloned",
         SERVER_WRITES_NOTHING,
         upload_errors,
+        post_shutdown("/voices", files={"voice_wav": ("a.wav", VOICE_24K.read_bytes())}),
     ),
     "POST /generate": Front(
-        json_text("/generate"), http_slot("/generate", SPEAKS), SERVER_WRITES_NOTHING, json_errors("/generate", SPEAKS)
+        json_text("/generate"),
+        http_slot("/generate", SPEAKS),
+        SERVER_WRITES_NOTHING,
+        json_errors("/generate", SPEAKS),
+        post_shutdown("/generate", json=SPEAKS),
     ),
     "POST /stream": Front(
-        json_text("/stream"), http_slot("/stream", SPEAKS), SERVER_WRITES_NOTHING, json_errors("/stream", SPEAKS)
+        json_text("/stream"),
+        http_slot("/stream", SPEAKS),
+        SERVER_WRITES_NOTHING,
+        json_errors("/stream", SPEAKS),
+        post_shutdown("/stream", json=SPEAKS),
     ),
     "POST /generate/words": Front(
         json_text("/generate/words"),
         "the tiny model has no timestamp heads: POST /generate's session, words=True (tests/server/test_server.py)",
         SERVER_WRITES_NOTHING,
         json_errors("/generate/words", SPEAKS),
+        post_shutdown("/generate/words", json=SPEAKS),
     ),
     "POST /stream/words": Front(
         json_text("/stream/words"),
         "the tiny model has no timestamp heads: POST /stream's session, words=True (tests/server/test_server.py)",
         SERVER_WRITES_NOTHING,
         json_errors("/stream/words", SPEAKS),
+        post_shutdown("/stream/words", json=SPEAKS),
     ),
-    "POST /tts": Front(form_text, form_slot, SERVER_WRITES_NOTHING, form_errors),
-    "GET /site.json": Front(NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, get_errors("/site.json")),
+    "POST /tts": Front(
+        form_text, form_slot, SERVER_WRITES_NOTHING, form_errors, post_shutdown("/tts", data={"text": "Hello there."})
+    ),
+    "GET /site.json": Front(
+        NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, get_errors("/site.json"), get_shutdown("/site.json")
+    ),
     "POST /v1/audio/speech": Front(
         json_text("/v1/audio/speech", "input", model="tts-1", voice="alloy"),
         http_slot("/v1/audio/speech", OPENAI),
         SERVER_WRITES_NOTHING,
         json_errors("/v1/audio/speech", OPENAI, unknown_fields=False),
+        post_shutdown("/v1/audio/speech", json=OPENAI),
     ),
-    "GET /v1/audio/voices": Front(NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, get_errors("/v1/audio/voices")),
-    "GET /v1/models": Front(NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, get_errors("/v1/models")),
-    "GET /v1/models/{model_id:path}": Front(NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, model_errors),
-    "GET /{file_path:path}": Front(NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, page_errors),
-    "GET /": Front(NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, get_errors("/")),
-    "GET /schema*": Front(NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, get_errors("/schema")),
+    "GET /v1/audio/voices": Front(
+        NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, get_errors("/v1/audio/voices"), get_shutdown("/v1/audio/voices")
+    ),
+    "GET /v1/models": Front(
+        NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, get_errors("/v1/models"), get_shutdown("/v1/models")
+    ),
+    "GET /v1/models/{model_id:path}": Front(
+        NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, model_errors, get_shutdown("/v1/models/tts-1")
+    ),
+    "GET /{file_path:path}": Front(NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, page_errors, get_shutdown("/app.js")),
+    "GET /": Front(NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, get_errors("/"), get_shutdown("/")),
+    "GET /schema*": Front(NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, get_errors("/schema"), get_shutdown("/schema")),
     "WS /v1/audio/speech/stream": Front(
         streamed_text(STREAM_OPEN, lambda t: {"type": "text", "text": t}, stream_code),
         ws_slot(STREAM_OPEN, STREAM_SPEAK),
         SERVER_WRITES_NOTHING,
         ws_errors(STREAM_OPEN, stream_code),
+        ws_shutdown(STREAM_OPEN, STREAM_SPEAK, stream_code),
     ),
     "WS /tts/ws": Front(
         streamed_text(LIVEKIT_OPEN, lambda t: {"type": "text", "data": {"text": t}}, livekit_code),
         ws_slot(LIVEKIT_OPEN, LIVEKIT_SPEAK),
         SERVER_WRITES_NOTHING,
         ws_errors(LIVEKIT_OPEN, livekit_code),
+        ws_shutdown(LIVEKIT_OPEN, LIVEKIT_SPEAK, livekit_code),
     ),
-    "wyoming": Front(wyoming_text, wyoming_slot, SERVER_WRITES_NOTHING, wyoming_errors),
-    "mcp": Front(mcp_text, mcp_slot, mcp_files, mcp_errors),
+    "wyoming": Front(wyoming_text, wyoming_slot, SERVER_WRITES_NOTHING, wyoming_errors, wyoming_shutdown),
+    "mcp": Front(mcp_text, mcp_slot, mcp_files, mcp_errors, mcp_shutdown),
     "uvicorn --factory": Front(
-        "the app's own routes, listed above", factory_slot, SERVER_WRITES_NOTHING, "the app's own routes, listed above"
+        "the app's own routes, listed above",
+        factory_slot,
+        SERVER_WRITES_NOTHING,
+        "the app's own routes, listed above",
+        SERVER_FRONTS,
     ),
     "ray serve": Front(
         "the app's own routes, listed above",
         "the app's own bounds (server/bounds.py), as under uvicorn's factory; Serve's proxy is Ray's",
         SERVER_WRITES_NOTHING,
         "the app's own routes, listed above",
+        SERVER_FRONTS,
     ),
     "cli generate": Front(
         command_text("generate"),
@@ -814,12 +919,14 @@ FRONTS: Dict[str, Front] = {
             ["generate", "--text", "Hi.", "--model", "TMP/nothing.yaml"],
             ["generate", "--text", "Hi.", "--format", "aac"],
         ),
+        A_PROCESS,
     ),
     "cli normalize": Front(
         command_text("normalize"),
         "speaks nothing: prints the text as it will be read",
         NO_FILES,
         command_errors(["normalize", "--language", "klingon", "--text", "Hi."]),
+        A_PROCESS,
     ),
     "cli export-voice": Front(
         NO_TEXT,
@@ -829,33 +936,40 @@ FRONTS: Dict[str, Front] = {
             ["export-voice", "--model", str(TINY_CONFIG), str(VOICE_24K), "TMP/out.wav"],
             ["export-voice", "--model", str(TINY_CONFIG), "TMP/nothing.wav", "TMP/out.safetensors"],
         ),
+        A_PROCESS,
     ),
     "cli export": Front(
         NO_TEXT,
         "speaks nothing",
         export_files,
         command_errors(["export", "--model", "TMP/nothing.yaml", "--out", "TMP/b"]),
+        A_PROCESS,
     ),
-    "cli batch": Front(batch_text, batch_slot, batch_files, batch_errors),
-    "cli models": Front(NO_TEXT, "speaks nothing", NO_FILES, command_errors(["models", "--nonsense"])),
-    "cli voices": Front(NO_TEXT, "speaks nothing", NO_FILES, command_errors(["voices", "--model", "TMP/nothing.yaml"])),
+    "cli batch": Front(batch_text, batch_slot, batch_files, batch_errors, A_PROCESS),
+    "cli models": Front(NO_TEXT, "speaks nothing", NO_FILES, command_errors(["models", "--nonsense"]), A_PROCESS),
+    "cli voices": Front(
+        NO_TEXT, "speaks nothing", NO_FILES, command_errors(["voices", "--model", "TMP/nothing.yaml"]), A_PROCESS
+    ),
     "cli serve": Front(
         "the server's fronts, listed above",
         "the server's fronts, listed above",
         NO_FILES,
         command_errors(["serve", "--max-concurrent", "0"], ["serve", "--api-key", " "]),
+        A_PROCESS,
     ),
     "cli mcp": Front(
         "the mcp front, listed above",
         "the mcp front, listed above",
         "the mcp front, listed above",
         command_errors(["mcp", "--output-dir", "TMP/nothing"]),
+        A_PROCESS,
     ),
     "cli build-site": Front(
         NO_TEXT,
         "speaks nothing",
         build_site_files,
         command_errors(["build-site", "--model", str(TINY_CONFIG), "--voice", "TMP/nothing.wav", "--out", "TMP/site"]),
+        A_PROCESS,
     ),
 }
 
@@ -890,6 +1004,11 @@ def test_no_file_is_written_through_a_link_or_in_place_of_the_users(front, world
 @pytest.mark.parametrize("front", listed("errors"))
 def test_every_refusal_is_typed_without_a_traceback_a_path_or_the_key(front, world) -> None:
     FRONTS[front].errors(world)
+
+
+@pytest.mark.parametrize("front", listed("shutdown"))
+def test_a_request_during_shutdown_is_refused_shutting_down(front, world) -> None:
+    FRONTS[front].shutdown(world)
 
 
 def test_every_front_is_listed() -> None:

@@ -222,8 +222,8 @@ def test_absurd_samples_are_a_400_and_a_recording_that_fails_to_clone_is_not_kep
             finally:
                 engine.model.clone_voice = clone
             assert failed.status_code == 400
-        key, _ = engine.voices.recording(*audio.read(quiet))
-        assert not engine.voices.has_recording(key) and engine.uploaded_voices() == []
+        key, _ = engine.voices.registry.recording(*audio.read(quiet))
+        assert not engine.voices.registry.has_recording(key) and engine.voices.uploaded() == []
     finally:
         engine.close()
 

@@ -9,6 +9,7 @@ heavy work is held in the middle (a deadline only turns a hang into a failure).
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -27,7 +28,7 @@ import numpy as np
 import pytest
 import soundfile
 import yaml
-from litestar import get
+from litestar import Request, get
 from litestar.testing import TestClient
 
 from core import DownloadError, LimitError, Runtime, TTSModel
@@ -35,17 +36,21 @@ from core.files import only_writer, write_atomically
 from core.portable.audio.pcm import MAX_PROMPT_SECONDS, wav_bytes
 from core.portable.synthesis.options import REQUEST_SECONDS, GenerationOptions
 from core.portable.text.prepare import MAX_SEGMENT_TOKENS
+from server import reading
 from server.access import Access
 from server.app import create_app
 from server.engine import ServerEngine
+from server.errors import ServiceError
 from server.relay import LIMIT
 from server.routes import MAX_JSON
 from server.scheduler import Stream
+from server.schemas import GenerateRequest, SpeechRequest, StreamRequest
+from server.session import MAX_TEXT
 from server.settings import Settings
 from tests.support.checks import error_of
 from tests.support.paths import LOCAL, ROOT, TINY_CONFIG, VOICE_22K, VOICE_24K
 from tests.support.processes import tiny_server
-from tests.support.serving import GUARD, NEVER_ENDS, Held, in_thread, serving, unread_request, until
+from tests.support.serving import GUARD, NEVER_ENDS, Held, in_thread, serving, unread_request, until, wyoming_serving
 
 
 @pytest.fixture
@@ -215,9 +220,9 @@ def test_cloning_an_upload_runs_off_the_event_loop_and_outside_the_engines_lock(
     monkeypatch.setattr(engine.model, "clone_voice", held)
 
     def voices_are_looked_up() -> None:  # every request's voice lookup takes the engine's lock
-        lookup = in_thread(lambda: engine.voice("default"))
+        lookup = in_thread(lambda: engine.voices.voice("default"))
         until(lambda: lookup, "a voice lookup while a clone runs")
-        assert lookup[0] is engine.voices.default
+        assert lookup[0] is engine.voices.registry.default
 
     with serving(engine) as url:
 
@@ -316,16 +321,16 @@ def test_a_predefined_voice_is_fetched_once_outside_the_lock_and_its_failure_rem
     model.voices = {"alba": "hf://kyutai/pocket-tts/voices/alba.safetensors"}
     engine = ServerEngine(model, str(VOICE_24K), max_concurrent=2)
     try:
-        first, second = in_thread(lambda: engine.voice("alba")), in_thread(lambda: engine.voice("alba"))
+        first, second = in_thread(lambda: engine.voices.voice("alba")), in_thread(lambda: engine.voices.voice("alba"))
         assert held.entered.wait(GUARD)
-        lookup = in_thread(lambda: engine.voice("default"))
+        lookup = in_thread(lambda: engine.voices.voice("default"))
         until(lambda: lookup, "a voice lookup while a download runs")
-        assert lookup[0] is engine.voices.default
+        assert lookup[0] is engine.voices.registry.default
         held.release.set()
         until(lambda: first and second, "both requests for the voice end")
         assert isinstance(first[0], DownloadError) and isinstance(second[0], DownloadError)
         with pytest.raises(DownloadError):
-            engine.voice("alba")
+            engine.voices.voice("alba")
         assert held.calls == 1
     finally:
         engine.close()
@@ -555,6 +560,74 @@ def test_numbers_and_booleans_are_of_their_own_type_only(engine, path, body, par
     with TestClient(app=create_app(engine), base_url=LOCAL) as client:
         refused = client.post(path, json=body)
     assert refused.status_code == 400 and error_of(refused)["param"] == param, refused.text
+
+
+def test_a_json_body_is_decoded_once(engine, monkeypatch) -> None:
+    """Strictly, from its bytes (server/reading.py StrictJSON), and never again as Litestar's JSON."""
+    decoded = []
+    strict = reading.decode
+    monkeypatch.setattr(reading, "decode", lambda *args: decoded.append(args[1]) or strict(*args))
+    monkeypatch.setattr(Request, "json", lambda *_: pytest.fail("the body was decoded again"))
+    bodies = {
+        "/generate": {"text": "Hi.", "max_frames": 2},
+        "/stream": {"text": "Hi.", "max_frames": 2},
+        "/v1/audio/speech": {"model": "m", "input": "Hi.", "voice": "alloy", "response_format": "pcm"},
+    }
+    with TestClient(app=create_app(engine), base_url=LOCAL) as client:
+        for path, body in bodies.items():
+            assert client.post(path, json=body).status_code == 200, path
+    assert decoded == [GenerateRequest, StreamRequest, SpeechRequest]
+
+
+def test_a_whole_text_is_checked_once_before_any_work(engine) -> None:
+    """Every front of a whole text (the JSON routes, the official form, Wyoming, MCP) refuses
+    nothing to say and too much text by the session's one check (server/session.py whole_text),
+    with the same words, before it takes a slot: with every slot taken it is still the text's
+    refusal, not `busy`."""
+    from wyoming.client import AsyncTcpClient
+    from wyoming.tts import Synthesize
+
+    from server.mcp_server import Speaker
+
+    long = "Hello there. " * (MAX_TEXT // 13 + 1)
+    held = [engine.admit() for _ in range(2)]
+    try:
+        refusals = []
+        with TestClient(app=create_app(engine), base_url=LOCAL) as client:
+            for text in (" ", long):
+                for path, body in (
+                    ("/generate", {"text": text}),
+                    ("/stream", {"text": text}),
+                    ("/v1/audio/speech", {"model": "m", "input": text, "voice": "alloy"}),
+                ):
+                    refusals.append(error_of(client.post(path, json=body)))
+                refusals.append(error_of(client.post("/tts", data={"text": text})))
+
+        async def synthesize(port: int) -> list:
+            answers = []
+            for text in (" ", long):
+                async with AsyncTcpClient("127.0.0.1", port) as client:
+                    await client.write_event(Synthesize(text=text).event())
+                    answers.append(await client.read_event())
+            return answers
+
+        for answer in wyoming_serving(engine, synthesize):
+            refusals.append({"code": answer.data.get("code"), "message": answer.data.get("text")})
+        speaker = Speaker(engine, None)
+        for text in (" ", long):
+            with pytest.raises(ServiceError) as refused:
+                asyncio.run(speaker.speak(text, None, 1.0, "wav"))
+            refusals.append({"code": refused.value.code, "message": refused.value.message})
+    finally:
+        for slot in held:
+            slot.release()
+    codes = [refusal["code"] for refusal in refusals]
+    assert codes == ["empty_text"] * 4 + ["text_too_long"] * 4 + ["empty_text", "text_too_long"] * 2, refusals
+    assert refusals[3]["message"] == "Text cannot be empty"  # the official server's words
+    assert {r["message"] for r in refusals[4:8]} == {
+        "text is longer than 5000 characters",
+        "input is longer than 5000 characters",
+    }
 
 
 def test_only_the_servers_own_hosts_are_answered(engine) -> None:

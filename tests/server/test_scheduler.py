@@ -10,6 +10,7 @@ from typing import List
 import numpy as np
 import pytest
 
+from server.errors import ServiceError
 from server.relay import Relay
 from server.scheduler import PROMPT_ROWS, SPLIT_AT, Audio, Scheduler
 from server.slots import Busy, Slots
@@ -132,6 +133,27 @@ def test_a_stream_that_goes_away_stops_and_frees_its_slot(model, voice, schedule
     generation, audio = asyncio.run(asyncio.wait_for(run(), GUARD))
     assert audio.shape == (25 * model.frame_size,) and slots.taken == 0
     assert not generation.done  # dropped long before its 3000 frames
+
+
+def test_streams_running_or_opened_at_shutdown_end_shutting_down(model, voice, scheduler) -> None:
+    """Closing the scheduler ends what runs, and refuses what comes after, with the one refusal
+    every front answers a shutdown with (not a fault of ours: a 500)."""
+    slots = Slots(2)
+
+    async def run() -> List[str]:
+        running = start(scheduler, model, "I am cut by the shutdown.", voice, slots, **LONG, max_frames=3000)[1]
+        await running.__anext__()
+        await asyncio.to_thread(scheduler.close)
+        late = start(scheduler, model, "Too late.", voice, slots, **LONG, max_frames=4)[1]
+        codes = []
+        for chunks in (running, late):
+            with pytest.raises(ServiceError) as refused:
+                await collect(chunks)
+            codes.append(refused.value.code)
+        return codes
+
+    assert asyncio.run(asyncio.wait_for(run(), GUARD)) == ["shutting_down", "shutting_down"]
+    assert slots.taken == 0  # both slots let go of: the scheduler's hold and the request's
 
 
 def test_full_slots_refuse_at_once_and_take_the_next_when_free(model, voice, scheduler) -> None:

@@ -29,6 +29,7 @@ from core.portable.audio.pcm import pcm16
 from e2e.harness import active_generations, cluster_server, free_port, ray_cluster
 from server.app import create_app
 from server.engine import ServerEngine
+from server.health import alive
 from server.settings import MAX_CONCURRENT
 from tests.support.checks import error_of, pcm_close
 from tests.support.needs import require_ray
@@ -101,10 +102,10 @@ def test_uvicorns_factory_builds_its_engine_from_the_environment(monkeypatch) ->
     app = create_app()
     with TestClient(app=app, base_url=LOCAL) as client:
         engine = app.state.engine
-        assert engine.model.name == CONFIG and engine.max_concurrent == MAX_CONCURRENT and engine.running
+        assert engine.model.name == CONFIG and engine.generations.max_concurrent == MAX_CONCURRENT and alive(engine)
         assert client.get("/voices").status_code == 401
         assert client.get("/voices", headers={"authorization": "Bearer sesame"}).status_code == 200
-    assert not engine.running
+    assert not alive(engine)
 
 
 def test_generate_returns_the_core_audio_as_wav(client, engine) -> None:
@@ -112,14 +113,18 @@ def test_generate_returns_the_core_audio_as_wav(client, engine) -> None:
     assert response.status_code == 200 and response.headers["content-type"] == "audio/wav"
     samples, rate = soundfile.read(io.BytesIO(response.content), dtype="int16")
     assert rate == 24000 and samples.shape == (6 * 1920,)
-    assert same_audio(client, samples.tobytes(), expected_pcm(engine.model, "Hello world.", engine.voice("default")))
+    assert same_audio(
+        client, samples.tobytes(), expected_pcm(engine.model, "Hello world.", engine.voices.voice("default"))
+    )
 
 
 def test_stream_is_raw_pcm_of_the_same_audio(client, engine) -> None:
     response = client.post("/stream", json={"text": "Hello world.", **QUIET})
     assert response.status_code == 200
     assert response.headers["x-sample-rate"] == "24000" and response.headers["x-sample-format"] == "s16le"
-    assert same_audio(client, response.content, expected_pcm(engine.model, "Hello world.", engine.voice("default")))
+    assert same_audio(
+        client, response.content, expected_pcm(engine.model, "Hello world.", engine.voices.voice("default"))
+    )
 
 
 def test_official_tts_form(client, engine) -> None:
@@ -150,7 +155,7 @@ def test_uploaded_voice_is_encoded_once(app_client, engine, monkeypatch) -> None
     assert first == second and first.startswith("upload:") and len(calls) == 1
     spoken = client.post("/generate", json={"text": "Cloned.", "voice": first, **QUIET})
     assert spoken.status_code == 200
-    assert spoken.content[44:] == expected_pcm(engine.model, "Cloned.", engine.voice(first))
+    assert spoken.content[44:] == expected_pcm(engine.model, "Cloned.", engine.voices.voice(first))
 
 
 def test_an_upload_to_one_server_is_cloned_by_another_from_the_shared_recordings(model) -> None:
@@ -161,19 +166,19 @@ def test_an_upload_to_one_server_is_cloned_by_another_from_the_shared_recordings
     alone = ServerEngine(model, str(VOICE_24K), 1)
     try:
         data = VOICE_22K.read_bytes()
-        key = engines[0].upload(data, "me.wav")
+        key = engines[0].voices.upload(data, "me.wav")
         assert recordings == {key: data}
         with pytest.raises(VoiceError, match="upload it again"):
-            alone.voice(key)
-        here, there = engines[0].voice(key), engines[1].voice(key)
+            alone.voices.voice(key)
+        here, there = engines[0].voices.voice(key), engines[1].voices.voice(key)
         assert here is not there and here.transformer.offset == there.transformer.offset
         for a, b in zip(
             here.transformer.keys + here.transformer.values, there.transformer.keys + there.transformer.values
         ):
             assert np.array_equal(a, b)
-        assert engines[1].voice(key) is there  # cloned once, then kept
+        assert engines[1].voices.voice(key) is there  # cloned once, then kept
         with pytest.raises(VoiceError, match="upload it again"):
-            engines[1].voice("upload:" + "0" * 24)
+            engines[1].voices.voice("upload:" + "0" * 24)
     finally:
         for engine in engines + [alone]:
             engine.close()
@@ -212,7 +217,7 @@ def test_openai_pcm_and_sse(client) -> None:
 def test_speed_and_normalize_on_every_http_entry(app_client, engine) -> None:
     """Speed stretches the audio (the chunks then come in other sizes than a frame's: the streamed
     WAV, PCM and SSE bodies carry them as they come); normalize is the core's."""
-    client, voice = app_client, engine.voice("default")
+    client, voice = app_client, engine.voices.voice("default")
     body = {"text": "Hello world, 3 times.", **QUIET}
     for speed in (0.5, 2.0):
         for normalize in (True, False):

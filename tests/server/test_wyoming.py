@@ -71,7 +71,7 @@ def serve(
     """Run `body(port)` against a Wyoming server of `engine` in this process's event loop."""
 
     if folder is not None:  # as `--voices-dir` gives the engine one (ServerEngine's voices_dir)
-        engine.voices_folder = VoiceFolder(folder)
+        engine.voices.folder = VoiceFolder(folder)
     return wyoming_serving(engine, body, options, timeout)
 
 
@@ -114,11 +114,11 @@ async def eventually(condition: Callable[[], bool], what: str) -> None:
 
 def alone(engine: ServerEngine, text: str, options: GenerationOptions = OPTIONS) -> bytes:
     """The 16-bit audio the model makes of `text` alone, with the server's default voice."""
-    return pcm16(engine.model.generate(text, engine.voice(None), options, max_seconds=REQUEST_SECONDS))
+    return pcm16(engine.model.generate(text, engine.voices.voice(None), options, max_seconds=REQUEST_SECONDS))
 
 
 def streamed_alone(engine: ServerEngine, pieces: List[str], options: GenerationOptions = OPTIONS) -> bytes:
-    chunks = engine.model.stream(pieces, engine.voice(None), options)
+    chunks = engine.model.stream(pieces, engine.voices.voice(None), options)
     return b"".join(pcm16(chunk) for chunk in chunks)
 
 
@@ -128,7 +128,7 @@ def streamed_alone(engine: ServerEngine, pieces: List[str], options: GenerationO
 def test_describe_lists_one_program_and_every_voice(engine, tmp_path) -> None:
     shutil.copy(VOICE_22K, tmp_path / "grandpa.wav")
     (tmp_path / "notes.txt").write_text("not a recording")
-    engine.upload(VOICE_24K.read_bytes(), "me.wav")
+    engine.voices.upload(VOICE_24K.read_bytes(), "me.wav")
 
     async def body(port: int) -> Info:
         async with AsyncTcpClient("127.0.0.1", port) as client:
@@ -142,7 +142,7 @@ def test_describe_lists_one_program_and_every_voice(engine, tmp_path) -> None:
     assert program.supports_synthesize_streaming and "Kyutai" in program.description + program.attribution.name
     names = [voice.name for voice in program.voices]
     assert names[0] == "voice_24000" and "grandpa" in names and "notes" not in names
-    assert [name for name in names if name.startswith("upload:")] == engine.uploaded_voices()
+    assert [name for name in names if name.startswith("upload:")] == engine.voices.uploaded()
     assert all(voice.languages == ["en"] and voice.installed for voice in program.voices)
     assert "Kyutai" in program.voices[0].attribution.name
 
@@ -245,7 +245,7 @@ def test_text_at_an_llms_pace_with_ssml_split_anywhere(engine) -> None:
             return await heard(client, "synthesize-stopped")
 
     events, audio = serve(engine, body)
-    segments = engine.model.text_stream(engine.voice(None), OPTIONS).push(to_markup(ssml) + " ")
+    segments = engine.model.text_stream(engine.voices.voice(None), OPTIONS).push(to_markup(ssml) + " ")
     assert kinds(events) == ["audio-start", "chunks", "audio-stop"] * len(segments) + ["synthesize-stopped"]
     assert pcm_close(audio, streamed_alone(engine, [to_markup(ssml)]))
 
@@ -537,7 +537,7 @@ def test_a_fault_of_ours_in_a_handler_is_an_error_event_and_the_connection_goes_
             events, _ = await synthesize_on(client, "Still here.")
             return error, kinds(events)
 
-    monkeypatch.setattr(engine, "voice_names", broken)
+    monkeypatch.setattr(engine.voices, "names", broken)
     error, after = serve(engine, body)
     assert error.type == "error" and error.data["code"] == "internal_error" and "a bug" not in error.data["text"]
     assert after == ["audio-start", "chunks", "audio-stop"]
@@ -559,7 +559,7 @@ def test_a_voices_folder_removed_while_serving_is_a_folder_without_voices(engine
             return [voice.name for voice in info.tts[0].voices], error, kinds(events)
 
     names, error, after = serve(engine, body, folder=folder)
-    assert "grandpa" not in names and engine.default_voice_name in names
+    assert "grandpa" not in names and engine.voices.default_name in names
     assert error.type == "error" and error.data["code"] == "unknown_voice"
     assert after == ["audio-start", "chunks", "audio-stop"]
 
@@ -572,14 +572,14 @@ def keyed(model):
     """An engine with an API key and two slots (one for guests), a key holder's upload in it."""
     engine = ServerEngine(model, str(VOICE_24K), max_concurrent=2, access=Access("sesame"))
     noise = np.random.default_rng(5).standard_normal(24000).astype(np.float32) * 0.1
-    engine.upload(wav_bytes(noise, 24000), "theirs.wav")
+    engine.voices.upload(wav_bytes(noise, 24000), "theirs.wav")
     yield engine
     engine.close()
 
 
 def test_a_guest_never_sees_nor_uses_a_key_holders_upload(keyed, tmp_path) -> None:
     shutil.copy(VOICE_22K, tmp_path / "grandpa.wav")
-    [upload] = keyed.uploaded_voices()
+    [upload] = keyed.voices.uploaded()
 
     async def body(port: int) -> Tuple[List[str], Event, List[str]]:
         async with AsyncTcpClient("127.0.0.1", port) as client:
@@ -597,7 +597,7 @@ def test_a_guest_never_sees_nor_uses_a_key_holders_upload(keyed, tmp_path) -> No
     assert refused.type == "error" and refused.data["code"] == "unknown_voice"
     assert "upload:" not in refused.data["text"].replace(repr(upload), "")  # no other upload named either
     assert spoken == ["audio-start", "chunks", "audio-stop"] * 2  # the default, and the folder's recording
-    assert keyed.uploaded_voices(GUEST) == [keyed.uploaded_voices()[1]]  # the folder's, open to guests
+    assert keyed.voices.uploaded(GUEST) == [keyed.voices.uploaded()[1]]  # the folder's, open to guests
 
 
 def test_guests_hold_their_share_of_the_slots_and_key_holders_the_rest(keyed) -> None:
@@ -607,7 +607,7 @@ def test_guests_hold_their_share_of_the_slots_and_key_holders_the_rest(keyed) ->
             await eventually(lambda: keyed.active == 1, "the first guest's slot")
             await second.write_event(SynthesizeStart().event())
             refused = await second.read_event()
-            held = keyed.slots.taken_by_guests
+            held = keyed.generations.slots.taken_by_guests
             await asyncio.to_thread(lambda: keyed.admit(KEY_HOLDER).release())  # a key holder still gets one
             return refused.data["code"], held
 
@@ -616,7 +616,7 @@ def test_guests_hold_their_share_of_the_slots_and_key_holders_the_rest(keyed) ->
 
 def test_without_a_key_wyoming_may_use_every_voice_and_slot(model) -> None:
     engine = ServerEngine(model, str(VOICE_24K), max_concurrent=2)
-    [upload] = [engine.upload(wav_bytes(np.full(24000, 0.1, np.float32), 24000))]
+    [upload] = [engine.voices.upload(wav_bytes(np.full(24000, 0.1, np.float32), 24000))]
 
     async def body(port: int) -> Tuple[List[str], int]:
         async with AsyncTcpClient("127.0.0.1", port) as first, AsyncTcpClient("127.0.0.1", port) as second:
