@@ -40,16 +40,16 @@ SMALL_BATCH = 16
 # Float products of these many rows are the kernels' convolution of one tap over the rows as its
 # steps (out^T = weight @ x^T): a weight broadcast against a vector of rows, with no sum across a
 # vector's lanes. The Mimi decoder's transformer, 16 rows a frame and stream, one thread, AVX-512:
-# 2048x512 0.73 -> 0.37 ms, 512x2048 0.79 -> 0.42 (OpenBLAS: 0.78, 0.80); at 32 rows 1.1-1.3x
-# OpenBLAS's time, at 48 and 128 slower than it.
+# 2048x512 0.37 ms (0.73 as a product summed across lanes, 0.78 on OpenBLAS), 512x2048 0.42 (0.79,
+# 0.80); at 32 rows 1.1-1.3x OpenBLAS's time, at 48 and 128 slower than it.
 TRANSPOSED_ROWS = (16, 32)
 # Convolutions of up to CONV_CHANNELS output channels over CONV_STEPS steps or more are the kernels':
 # measured per decoder shape against OpenBLAS at 1, 4 and 8 streams, those ran 1.0-1.7x faster (the
 # last one, 1 channel, 4-7x: NumPy makes it a matrix-vector product); the larger ones read their
 # weights once for all streams through OpenBLAS and once per stream on the kernels (0.5-0.9x).
 # So are those of one stream over up to FEW_STEPS steps, whatever their channels: OpenBLAS's packing
-# does not pay for so few columns (the decoder's first layers, 16 steps a frame: 512x512x7 0.90 ->
-# 0.55 ms, 1536x512x2 0.75 -> 0.59, one thread, AVX-512).
+# does not pay for so few columns (the decoder's first layers, 16 steps a frame, one thread, AVX-512:
+# 512x512x7 0.55 ms against OpenBLAS's 0.90, 1536x512x2 0.59 against 0.75).
 CONV_CHANNELS = 128
 CONV_STEPS = 480
 FEW_STEPS = 32
@@ -57,18 +57,20 @@ FEW_STEPS = 32
 # on half of the weight's rows: the other core (the decoder's, in a stream) waits for it then.
 SPLIT_ROWS = 16
 # ...and from this many weights: handing a small matrix to the other thread costs more than it saves
-# (first chunk, medium text, int8, this 2-core machine: english 100 -> 72 ms split from 1M weights;
-# english_2m 6.9 ms unsplit, 7.5 split from 256K, 12.3 split at any size). Above the Mimi decoder's
-# matrices (1M weights at most), whose products of a frame's rows (16 a stream) run beside the flow
-# LM's thread, where a third thread only competes for the two cores. english int8, same runs: the
-# pipeline's real-time factor 0.121 -> 0.115; the server's worst stream at 12 streams 1.02 -> 0.94;
-# the text prompt 52.4 -> 53.1 ms (its 1024x1024 products no longer split).
+# (first chunk, medium text, int8, this 2-core machine: english 72 ms split from 1M weights, 100
+# unsplit; english_2m 6.9 ms unsplit, 7.5 split from 256K, 12.3 split at any size). Above the Mimi
+# decoder's matrices (1M weights at most), whose products of a frame's rows (16 a stream) run beside
+# the flow LM's thread, where a third thread only competes for the two cores. english int8, same
+# runs, against splitting from 1M weights: the pipeline's real-time factor 0.115 against 0.121, the
+# server's worst stream at 12 streams 0.94 against 1.02, the text prompt 53.1 ms against 52.4 (its
+# 1024x1024 products stay whole).
 SPLIT_WEIGHTS = 1 << 21
 # Queries from which attention is NumPy's (OpenBLAS's products of each head's queries by its keys),
 # not the kernels' (a dot product per query and key, summed across a vector's lanes): one thread,
-# english's Mimi decoder frame (16 queries, 8 heads, 265 keys) 0.37 -> 0.22 ms, a text prompt (41
-# queries, 16 heads, 103 keys) 0.65 -> 0.36 ms; one query (a step), 0.053 against 0.046, stays on
-# the kernels, which let go of the GIL for the whole call. First chunk, medium text: 41.7 -> 38.4 ms.
+# english's Mimi decoder frame (16 queries, 8 heads, 265 keys) 0.22 ms against the kernels' 0.37, a
+# text prompt (41 queries, 16 heads, 103 keys) 0.36 against 0.65; one query (a step), 0.053 against
+# 0.046, stays on the kernels, which let go of the GIL for the whole call. First chunk, medium text:
+# 38.4 ms against 41.7 with every attention on the kernels.
 NUMPY_QUERIES = 16
 # Rows of x from which an int8 product's two halves are halves of x's rows rather than of the
 # weight's (NativeKernels._on_two_threads): four blocks of the kernels' 16 rows.
@@ -140,7 +142,7 @@ class NativeKernels(CompiledKernels):
         products take halves of x's rows, in whole blocks: by the weight's halves each thread would
         quantize, pack and re-read every row for each panel of weights (13 newcomers' prompts in one
         server step, 380 rows: english's 1024x4096 matrices 20-97 ms a product that way, 7.3 by x's
-        halves; the step 385 -> 235 ms)."""
+        halves; the step 235 ms against 385)."""
         rows = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, x.shape[-1])  # [M, K]
         m = rows.shape[0]
         if isinstance(weight, Int8Matrix) and m >= ROW_HALVES_FROM:

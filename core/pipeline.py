@@ -3,9 +3,10 @@ CPython (core/host.py's runtime: it runs TTSModel.stream, and so `generate` and 
 line): the flow LM makes the frames on a thread of its own while the caller's thread decodes them,
 as the server's scheduler (server/scheduler.py) does for many streams at once. NumPy and the
 compiled kernels let go of the GIL inside their products, so the two halves run on two cores, each
-with one BLAS thread (as the server's): on english int8 the command line's real-time factor went
-from 0.31 to 0.21 (docs/measurements/speed.md); with BLAS's own threads beside the flow thread it
-stayed at 0.33. The audio is the one-thread runner's under one BLAS thread, sample for sample.
+with one BLAS thread (as the server's): on english int8 the command line's real-time factor is
+0.21 this way against 0.31 on one thread (docs/measurements/speed.md), and 0.33 with BLAS's own
+threads beside the flow thread. The audio is the one-thread runner's under one BLAS thread, sample
+for sample.
 """
 
 from __future__ import annotations
@@ -61,10 +62,11 @@ def _two_threads(model: TTSModel, generation: Generation) -> Iterator[np.ndarray
     handoff: queue.Queue = queue.Queue(AHEAD)
     stop = threading.Event()
     # The first frame decodes alone: the flow thread waits until the decoder asks for the second.
-    # Beside a flow LM making the next frames, the two threads' handovers of the GIL slowed it by a
+    # Beside a flow LM making the next frames, the two threads' handovers of the GIL slow it by a
     # third (docs/measurements/roofline.md); the flow LM, several times faster than real time, has
     # the first chunk's whole duration to catch up. english int8, this machine, same run: first
-    # chunk of a short text 41 -> 38 ms, the real-time factor unchanged.
+    # chunk of a short text 38 ms against 41 with a flow thread that does not wait, the same
+    # real-time factor.
     first_decoded = threading.Event()
 
     def make() -> None:

@@ -334,6 +334,16 @@ def test_a_model_without_voices_asks_for_one_and_version_is_the_packages(tmp_pat
     assert version.stdout.strip() == f"pocket-tts-numpy {importlib.metadata.version('pocket-tts-numpy')}"
 
 
+def test_checkout_script_is_the_installed_command() -> None:
+    """`python pocket_tts_numpy.py` runs core.cli's commands and those it finds above core, as the
+    installed `pocket-tts-numpy` does."""
+    script = [sys.executable, str(ROOT / "pocket_tts_numpy.py")]
+    listed = subprocess.run([*script, "models"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert listed.returncode == 0 and "english (default)" in listed.stdout, listed.stderr
+    handed = subprocess.run([*script, "serve", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert handed.returncode == 0 and "usage: pocket-tts-numpy serve" in handed.stdout, handed.stderr
+
+
 @pytest.mark.slow
 def test_generate_shows_progress_on_a_terminal_only(tmp_path) -> None:
     """On a terminal (a pseudo-terminal here) stderr gets a bar counting seconds of audio; piped, or

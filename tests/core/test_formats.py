@@ -91,7 +91,7 @@ def test_wav_reader_matches_libsndfile(tmp_path, subtype: str, channels: int) ->
     data = (rng.uniform(-0.9, 0.9, (1000, channels))).astype(np.float32)
     path = tmp_path / "x.wav"
     soundfile.write(str(path), data, 16000, subtype=subtype)
-    ours, rate = audio.read_wav(str(path))
+    ours, rate = audio.read(str(path))
     theirs, their_rate = soundfile.read(str(path), dtype="float32", always_2d=True)
     assert rate == their_rate == 16000
     assert np.allclose(ours, theirs.mean(axis=1), atol=1e-6)
@@ -101,7 +101,7 @@ def test_wav_16_bit_is_scaled_like_the_official_reader(tmp_path) -> None:
     path = tmp_path / "x.wav"
     ints = np.array([-32768, -1, 0, 1, 32767], dtype=np.int16)
     soundfile.write(str(path), ints, 24000, subtype="PCM_16")
-    samples, _ = audio.read_wav(str(path))
+    samples, _ = audio.read(str(path))
     assert np.array_equal(samples, ints.astype(np.float32) / 32768.0)
 
 

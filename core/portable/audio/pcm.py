@@ -86,17 +86,9 @@ def _read(f: BinaryIO, where: str) -> Tuple[np.ndarray, int]:
     return _read_with_soundfile(f, where)
 
 
-def read_wav(path: str) -> Tuple[np.ndarray, int]:
+def _read_wav(f: BinaryIO, where: str) -> Tuple[np.ndarray, int]:
     """Parse a RIFF/WAVE file: PCM 8/16/24/32-bit or IEEE float 32/64, any channel count (averaged);
     its first MAX_PROMPT_SECONDS."""
-    try:
-        with open(path, "rb") as f:
-            return _read_wav(f, path)
-    except OSError as e:
-        raise AudioError(f"cannot read {path}: {e.strerror or e}") from None
-
-
-def _read_wav(f: BinaryIO, where: str) -> Tuple[np.ndarray, int]:
     if f.read(12)[8:12] != b"WAVE":
         raise AudioError(f"cannot decode {where}: not a WAV file")
     fmt = None

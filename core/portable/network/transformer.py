@@ -72,8 +72,8 @@ def with_capacity(state: TransformerState, capacity: int) -> TransformerState:
 
     Only the first `offset` entries are copied; the spare room is left unwritten, since attention
     reads the caches up to the positions it has seen and `to_tensors` saves only those (a
-    generation's room for its ~40 text tokens and ~200 frames, english: 15 MB, which zeroing and
-    a full copy of the voice's caches before it took 3-5 ms of the first chunk)."""
+    generation's room for its ~40 text tokens and ~200 frames, english: 15 MB, which zeroing, and
+    copying the voice's caches whole beside it, would add 3-5 ms to the first chunk)."""
     n = state.offset
 
     def grown(cache: np.ndarray) -> np.ndarray:
