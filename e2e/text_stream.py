@@ -42,7 +42,7 @@ REPLY = (
 GAP_MS = 15.0
 
 # Appends the pieces at `rate` a second from the page's clock, ends the stream and waits until it
-# has played out; resolves with the stream's record (web/app.js, textStream).
+# has played out; resolves with the stream's record (web/text-stream.js, textStream).
 FEED = """async ({pieces, rate}) => {
   const stream = window.pocketTTS.textStream({});
   const start = performance.now();

@@ -1,7 +1,7 @@
 // The page's automation API, window.pocketTTS: what the page records of its runs, and the calls that
 // drive it without a mouse. Automation reads and calls them (tests/browser/, e2e/).
 //
-// Records (the page appends to them; app.js):
+// Records (the page's modules append to them):
 //   runs     every finished Generate run: {mode, started_at_ms (since the page opened), ttfc_ms,
 //            ttfa_ms, total_ms, audio_ms, words}
 //   played   every run that played out: {samples, audible, stalls} (samples the worklet rendered,
@@ -10,7 +10,7 @@
 //            up}, null when none
 //   uploads  every voice upload: {mode, ms, part_ms} (ms until the voice was ready, of which part_ms
 //            fetching and loading the voice-cloning part: the first upload in the browser)
-//   streams  every text stream that ended (see textStream in app.js)
+//   streams  every text stream that ended (see textStream in text-stream.js)
 //   words    the words of the run playing: {word, index, start_sample, end_sample, heard_at, lit_at}
 //   load     the in-browser model's start-up: {total_ms, ready_at_ms (since the page opened), phases
 //            (each worker's start-up phase by phase: browser/worker-boot.js), model_store and
@@ -20,7 +20,7 @@
 // Calls:
 //   collect({mode, text, voice, options})       all the audio of one generation, not played
 //   collectWords({mode, text, voice, options})  its word events and sample count, not played
-//   textStream({mode, voice, options, play, onSegment, onChunk})  a text stream (app.js says how)
+//   textStream({mode, voice, options, play, onSegment, onChunk})  a text stream (text-stream.js says how)
 //   normalize(text)                             what the in-browser engine reads `text` as
 
 export const records = {

@@ -149,3 +149,21 @@ def test_the_sites_page_preloads_the_browser_engine(tmp_path) -> None:
     head, _, body = page.partition("</head>")
     assert body == ui.partition("</head>")[2] and head.startswith(ui.partition("</head>")[0])
     assert [f'<link rel="modulepreload" href="browser/{name}">' in head for name in core.browser.PAGE] == [True, True]
+
+
+def test_the_page_preloads_every_module_it_imports_at_start() -> None:
+    """app.js's static imports, and theirs, are named in index.html (modulepreload), so the browser
+    fetches them all alongside app.js instead of one import level after another."""
+    import re
+
+    from core.ui import web_folder
+
+    imports = re.compile(r'^import\b[^;(]*?"\./([^"]+)";', re.MULTILINE)
+    imported, todo = set(), ["app.js"]
+    while todo:
+        found = set(imports.findall((web_folder() / todo.pop()).read_text())) - imported
+        imported |= found
+        todo.extend(found)
+    head = site.index_html().partition("</head>")[0]
+    preloaded = set(re.findall(r'<link rel="modulepreload" href="([^"]+)">', head))
+    assert len(imported) > 5 and imported <= preloaded, sorted(imported - preloaded)
