@@ -4,7 +4,7 @@ line): the flow LM makes the frames on a thread of its own while the caller's th
 as the server's scheduler (server/scheduler.py) does for many streams at once. NumPy and the
 compiled kernels let go of the GIL inside their products, so the two halves run on two cores, each
 with one BLAS thread (as the server's): on english int8 the command line's real-time factor is
-0.21 this way against 0.31 on one thread (docs/measurements/speed.md), and 0.33 with BLAS's own
+0.21 this way against 0.31 on one thread (docs/measurements.md#speed), and 0.33 with BLAS's own
 threads beside the flow thread. The audio is the one-thread runner's under one BLAS thread, sample
 for sample.
 """
@@ -63,10 +63,10 @@ def _two_threads(model: TTSModel, generation: Generation) -> Iterator[np.ndarray
     stop = threading.Event()
     # The first frame decodes alone: the flow thread waits until the decoder asks for the second.
     # Beside a flow LM making the next frames, the two threads' handovers of the GIL slow it by a
-    # third (docs/measurements/roofline.md); the flow LM, several times faster than real time, has
-    # the first chunk's whole duration to catch up. english int8, this machine, same run: first
-    # chunk of a short text 38 ms against 41 with a flow thread that does not wait, the same
-    # real-time factor.
+    # third (docs/measurements.md#against-the-machines-limits); the flow LM, several times faster
+    # than real time, has the first chunk's whole duration to catch up. english int8, this machine,
+    # same run: first chunk of a short text 38 ms against 41 with a flow thread that does not wait,
+    # the same real-time factor.
     first_decoded = threading.Event()
 
     def make() -> None:

@@ -10,7 +10,7 @@ Per visit: page opened -> model ready, -> first audio (ready, then the first cli
 audio), the bytes that came over the network, each worker's start-up phase by phase
 (browser/worker.js), and how many of the modules compiled ahead of time it ran
 (browser/site/compiled.py). Reports medians (min-max) of the visits; writes build/e2e/startup.json
-and startup.md, and each model's tables into docs/measurements/startup.md (a run under a CPU quota
+and startup.md, and each model's tables into docs/measurements.md#the-pages-start-up (a run under a CPU quota
 beside the full machine's), with the site's bytes by part.
 """
 
@@ -210,7 +210,7 @@ def main() -> None:
         if errors:
             raise SystemExit(f"{model}: the page reported errors: {errors}")
         table = harness.save("startup", result, markdown)
-        measured.record("measurements/startup.md", f"startup {model}{measured.share()}", markdown([result]))
+        measured.record("measurements.md", f"startup {model}{measured.share()}", markdown([result]))
     print(table)
 
 

@@ -17,7 +17,7 @@ clock at `rate` pieces a second, then `end`, the audio played through the AudioW
   complete before the audio ran out, that is, where generation, not the writer, was late.
 
 Writes build/e2e/text_stream.json and text_stream.md, each model's table into
-docs/measurements/text-streaming.md, and prints the table; progress on stderr.
+docs/measurements.md#text-streaming-latency, and prints the table; progress on stderr.
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ def main() -> None:
         print(f"{model}: building the site, starting the servers", file=sys.stderr)
         result = measure(model, args.rates, args.runs, lambda m: print(m, file=sys.stderr))
         table = harness.save("text_stream", result, markdown)
-        measured.record("measurements/text-streaming.md", f"page {model}", markdown([result]))
+        measured.record("measurements.md", f"page {model}", markdown([result]))
     print(table)
 
 

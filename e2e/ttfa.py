@@ -7,7 +7,7 @@
 Per model (int8 bundle of the fixture weights; the numbers measure speed, not voice quality):
 a cold page load and first run, then `--runs` warmed short-prompt runs per mode, a reload with the
 model cached, and the download sizes. Writes build/e2e/ttfa.json and ttfa.md, each model's tables
-into docs/measurements/ttfa.md (a run under a CPU quota beside the others), and prints the table.
+into docs/measurements.md#time-to-first-audio (a run under a CPU quota beside the others), and prints the table.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def main() -> None:
         print(f"{model}: building the site, starting the servers", file=sys.stderr)
         result = measure(model, args.runs, lambda m: print(m, file=sys.stderr))
         table = harness.save("ttfa", result, markdown)
-        measured.record("measurements/ttfa.md", f"ttfa {model}{measured.share()}", markdown([result]))
+        measured.record("measurements.md", f"ttfa {model}{measured.share()}", markdown([result]))
     print(table)
 
 

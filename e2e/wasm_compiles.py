@@ -11,7 +11,7 @@ the background, as they get hot) and their CPU time, those compiled by the basel
 (Liftoff) at their first call, its background jobs (a module's functions the code cache says
 ran, compiled once it is read), the modules compiled synchronously, and each module's code cache
 read or written (by URL). Under a CPU quota every background compile competes with the workers.
-Writes each model's table into docs/measurements/startup.md.
+Writes each model's table into docs/measurements.md#what-the-browser-compiles-at-each-visit.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def main() -> None:
         site = harness.site(model)
         results = visits(site, args.visits, args.stay, lambda m: print(m, file=sys.stderr))
         table = markdown(model, results)
-        measured.record("measurements/startup.md", f"wasm compiles {model}{measured.share()}", table)
+        measured.record("measurements.md", f"wasm compiles {model}{measured.share()}", table)
         print(table)
 
 

@@ -10,7 +10,7 @@ Each implementation runs in its own worker process (scripts/bench_worker.py): ou
 from its int8 bundle, the official in float32 and with `quantize=True`. Every measurement is taken
 from each implementation in turn, rotating the order every round, so that machine drift falls on
 all of them alike; the tables give medians. Writes build/bench/bench.json and bench.md, and each
-model's table into docs/measurements/speed.md.
+model's table into docs/measurements.md#speed.
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ def main() -> None:
     (args.out / "bench.json").write_text(json.dumps({"texts": TEXTS, "samples": results}, indent=1))
     (args.out / "bench.md").write_text(markdown + "\n")
     for model in results:
-        measured.record("measurements/speed.md", f"speed {model}", table({model: results[model]}))
+        measured.record("measurements.md", f"speed {model}", table({model: results[model]}))
     print(markdown)
 
 

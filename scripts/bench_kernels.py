@@ -1,7 +1,7 @@
 """The WebAssembly kernels' speed in Chromium, SIMD build against relaxed SIMD build, on the shapes
 english runs per frame: the Mimi decoder's convolutions and transformer products, the flow LM's
 int8 products. Prints GFLOP/s per shape and build (a multiply-add counts as 2 FLOP), and writes the
-table of the committed builds on every shape into docs/kernels.md.
+table of the committed builds on every shape into docs/measurements.md.
 
     python -m scripts.bench_kernels             # both committed builds (core/portable/kernels*.wasm)
     python -m scripts.bench_kernels --module build/k.wasm -k conv   # and another build, on the convolutions
@@ -119,7 +119,7 @@ def main() -> None:
         cells = [f"{g:.1f} ({t:.3f} ms)" for g, t in zip(row["gflops"], row["ms"])]
         lines.append(f"| {row['label']} | {' | '.join(cells)} | {row['ms'][0] / row['ms'][1]:.2f}x |")
     if not (args.k or args.module):  # the committed builds on every shape: the page's table
-        measured.record("kernels.md", "kernels in chromium", "\n".join(lines))
+        measured.record("measurements.md", "kernels in chromium", "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -1,7 +1,7 @@
 """What word timestamps cost: each frame's scores alone, and the real-time factor of a whole
 generation with and without them (same text, voice and frames, rounds alternating), on the parity
 fixtures with timestamp heads (scripts/make_word_reference.py writes their configs). Writes its
-table into docs/word-timestamps.md.
+table into docs/measurements.md.
 
     .venv/bin/python -m scripts.bench_words
 """
@@ -86,7 +86,7 @@ def main() -> None:
     table = "\n".join(lines) + f"\n\nMedians of {args.rounds} alternating rounds; the text: {TEXT!r}."
     print(table)
     if not args.no_docs:
-        measured.record("word-timestamps.md", "word timestamps cost", table)
+        measured.record("measurements.md", "word timestamps cost", table)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ time to its first byte and its real-time factor after that byte (time from first
 the audio after the first chunk). A row: N, the worst stream's RTF, median and p90 time to first
 byte. Then, with N streams running, one more request: its time to first byte (a newcomer's wait on
 a busy server). `python -m scripts.bench --capacity` measures the same through `measure`; both
-write their tables, one per model and kind of weights, into docs/measurements/capacity.md.
+write their tables, one per model and kind of weights, into docs/measurements.md#server-capacity.
 """
 
 from __future__ import annotations
@@ -150,14 +150,14 @@ def table(rows: List[Dict[str, Any]]) -> str:
 
 def save(rows: List[Dict[str, Any]], out: Path) -> str:
     """The rows as out/capacity.json and capacity.md, and their tables in
-    docs/measurements/capacity.md, one per model and kind of weights; returns the whole table."""
+    docs/measurements.md#server-capacity, one per model and kind of weights; returns the whole table."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "capacity.json").write_text(json.dumps(rows, indent=1))
     markdown = table(rows)
     (out / "capacity.md").write_text(markdown + "\n")
     for label in dict.fromkeys(row["model"] for row in rows):
         kept = [row for row in rows if row["model"] == label]
-        measured.record("measurements/capacity.md", f"capacity {label}", table(kept))
+        measured.record("measurements.md", f"capacity {label}", table(kept))
     return markdown
 
 

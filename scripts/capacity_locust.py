@@ -9,7 +9,7 @@ concurrent streams of FRAMES frames) and Locust's (e2e/locust_streams.py: N user
 one stream each, read with requests on gevent, in Locust's own environment). A row: N, the worst
 stream's real-time factor after its first byte and the median and p90 time to first byte, ours
 and Locust's (Locust keeps its values in buckets of 10 ms and 0.01 of the real-time factor; its
-worst real-time factor is exact). Written into docs/measurements/capacity.md.
+worst real-time factor is exact). Written into docs/measurements.md#server-capacity.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "capacity_locust.json").write_text(json.dumps(rows, indent=1))
     markdown = table(rows)
-    measured.record("measurements/capacity.md", f"capacity {rows[0]['model']}, ours and Locust", markdown)
+    measured.record("measurements.md", f"capacity {rows[0]['model']}, ours and Locust", markdown)
     print(markdown)
 
 

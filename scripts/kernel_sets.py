@@ -1,4 +1,4 @@
-"""The native kernels' speed on each instruction set this processor runs, into docs/kernels.md.
+"""The native kernels' speed on each instruction set this processor runs, into docs/measurements.md.
 
     .venv/bin/python -m scripts.kernel_sets
 
@@ -82,7 +82,7 @@ def table(rows: List[Dict[str, object]]) -> str:
 
 def main() -> None:
     markdown = table(measure())
-    measured.record("kernels.md", "kernel sets", markdown)
+    measured.record("measurements.md", "kernel sets", markdown)
     print(markdown)
 
 

@@ -5,7 +5,7 @@ the int8 bundles' error beside the official `quantize=True`, measured by the tes
 
 Runs the parity tests and the int8 comparison (tests/core/test_parity.py, tests/core/test_sources.py; the
 fixtures of scripts/test.sh must exist), which write build/parity-report.md, then puts its two
-tables into docs/measurements/parity.md. Stops with the tests' status if any fails.
+tables into docs/measurements.md#parity. Stops with the tests' status if any fails.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ def main() -> None:
         raise SystemExit(f"the parity tests failed (exit status {done.returncode}): no table written")
     body = REPORT.read_text().split("\n", 2)[2]  # without its title
     parity, _, int8 = body.partition(INT8_HEADING)
-    measured.record("measurements/parity.md", "parity", parity)
-    measured.record("measurements/parity.md", "int8 error", INT8_HEADING + int8)
+    measured.record("measurements.md", "parity", parity)
+    measured.record("measurements.md", "int8 error", INT8_HEADING + int8)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ row of a model is a stream's frame as the model's runner makes it: where the pip
 (core/pipeline.py), the step and the decoder side by side on two threads, whose roof is the longer
 of the two stages' roofs (what the frame loses against it is what the two threads cost each
 other); elsewhere one after the other on one thread, whose roof is their sum. Writes
-build/bench/roofline.json and the tables into docs/measurements/roofline.md.
+build/bench/roofline.json and the tables into docs/measurements.md#against-the-machines-limits.
 """
 
 from __future__ import annotations
@@ -397,7 +397,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "roofline.json").write_text(json.dumps({"limits": limit, "stages": rows}, indent=1))
     markdown = table(limit, rows)
-    measured.record("measurements/roofline.md", "roofline", markdown)
+    measured.record("measurements.md", "roofline", markdown)
     print(markdown)
 
 

@@ -12,7 +12,7 @@ completed per second, and the time to first byte, median and p90.
 
 Batch: LINES such sentences by `python -m core.cli batch` on two worker processes, then with `--ray`
 on the two-CPU cluster: seconds of audio made per second of wall time (model loading included).
-Writes build/bench/scaling.json and scaling.md, the tables into docs/measurements/scaling.md, and
+Writes build/bench/scaling.json and scaling.md, the tables into docs/measurements.md#ray-serve-and-batch-throughput, and
 prints them.
 """
 
@@ -177,7 +177,7 @@ def main() -> None:
     (OUT / "scaling.json").write_text(json.dumps({"serve": serve, "batch": batch}, indent=1))
     table = markdown(args.model, serve, batch, args.clients)
     (OUT / "scaling.md").write_text(table + "\n")
-    measured.record("measurements/scaling.md", f"scaling {args.model}", table)
+    measured.record("measurements.md", f"scaling {args.model}", table)
     print(table)
 
 

@@ -8,7 +8,7 @@ meets it: a reply sent a piece at a time at an LLM's pace.
 For each model it starts `python -m server` on the fixture (build/reference, scripts/test.sh
 makes it; or uses --url), warms it up with one short utterance, then sends REPLY in pieces of
 --chars characters (about a token each) at each of --rates pieces a second, `end` after the last,
-and reports (the table also into docs/measurements/text-streaming.md):
+and reports (the table also into docs/measurements.md#text-streaming-latency):
 
 - first audio: the time from sending the piece that completes the first sentence (the one that
   brings the space after its period: the segment is complete then) to the first audio byte;
@@ -185,7 +185,7 @@ def main() -> None:
                 rows.append({"model": model, "rate": rate, "result": result})
         markdown = table(rows)
         if not args.url:  # a server of our own: the fixture weights the page says
-            measured.record("measurements/text-streaming.md", f"websocket {model}", markdown)
+            measured.record("measurements.md", f"websocket {model}", markdown)
         print(markdown, flush=True)
 
 

@@ -129,7 +129,7 @@ def main() -> None:
         cells = [summary(r[k]) for k in ("wyoming", "http", "wyoming_stream", "websocket")]
         rows.append(f"| {model} | " + " | ".join(cells) + " |")
     markdown = f"Median / p90 (ms), {args.runs} runs each:\n\n" + "\n".join(rows)
-    measured.record("measurements/text-streaming.md", "wyoming", markdown)
+    measured.record("measurements.md", "wyoming", markdown)
     print(markdown, flush=True)
 
 

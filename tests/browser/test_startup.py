@@ -1,5 +1,5 @@
 """The start-up runs of e2e/startup.py work: one first and one returning visit of the small model's
-site. The measurements themselves are `python -m e2e.startup`'s (docs/measurements/startup.md);
+site. The measurements themselves are `python -m e2e.startup`'s (docs/measurements.md#the-pages-start-up);
 this checks what each visit reports, never how fast. (Its own module: Playwright's sync API cannot
 nest inside the browser that test_e2e.py keeps open.)"""
 

@@ -1,5 +1,5 @@
 """The TTFA runs of e2e/ttfa.py work: a short run (cold load, then two warmed runs per mode) of the
-small model. The measurements themselves are `python -m e2e.ttfa`'s (docs/measurements/ttfa.md);
+small model. The measurements themselves are `python -m e2e.ttfa`'s (docs/measurements.md#time-to-first-audio);
 the tests check that audio really played and that the fields are sane, never a wall-clock bound.
 (Its own module: Playwright's sync API cannot nest inside the browser that test_e2e.py keeps open.)"""
 
