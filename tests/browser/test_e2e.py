@@ -185,7 +185,8 @@ def test_a_workers_start_leaves_asyncio_for_first_use_and_compiles_no_generated_
     context = browser.new_context()
     page = harness.Page(context, site_url)
     page.use("browser")
-    workers = {worker.evaluate("typeof role === 'undefined' ? null : role"): worker for worker in page.page.workers}
+    role_of = "typeof worker === 'undefined' ? null : worker.role"
+    workers = {worker.evaluate(role_of): worker for worker in page.page.workers}
     unused = ("asyncio", "concurrent.futures", "logging", "platform", "socket", "subprocess", "statistics")
     for role in ("both", "decoder"):
         modules, generated = json.loads(
