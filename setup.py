@@ -22,6 +22,7 @@ FLAGS = ["-O3", "-fno-math-errno", "-Wno-psabi"]
 # core/_kernels.c checks before the set is used.
 X86_64 = {
     "avx512": ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mavx512vnni", "-mavx2", "-mfma"],
+    "avxvnni": ["-mavxvnni", "-mavx2", "-mfma"],
     "avx2": ["-mavx2", "-mfma"],
     "baseline": [],
 }

@@ -48,7 +48,7 @@ def run(backend: CompiledKernels, seed: int = 7) -> Dict[str, Any]:
 
     # The last spans three of the kernel's panels of rows (128 KB of weights each), the third partial.
     shapes_i8 = [(5, 32, 16), (7, 96, 32), (4, 1024, 64), (3, 40, 40), (6, 100, 100), (9, 66, 33), (301, 1024, 512)]
-    for m, (n, k, group) in itertools.product([1, 2, 4, 5, 9, 17, 41], shapes_i8):
+    for m, (n, k, group) in itertools.product([1, 2, 3, 4, 5, 9, 11, 17, 41], shapes_i8):
         values = rng.integers(-128, 128, (n, k), dtype=np.int8)
         matrix = Int8Matrix(values, rng.random((n, k // group)).astype(np.float32))
         # Rows of different ranges and offsets; one with a zero half, one of one sign.
@@ -64,7 +64,7 @@ def run(backend: CompiledKernels, seed: int = 7) -> Dict[str, Any]:
         binding.linear_i8(x, values, matrix.scales, sums, b, out, np.empty(i8_scratch(m, k), np.uint8))
         want, magnitude, slack = int8_product(x, matrix, b)
         compare(f"linear_i8 {m}x{n}x{k}/{group}", out, want, magnitude, k, slack)
-        # Each row's product is the same whether it comes alone or in a block of rows (4 or 16).
+        # Each row's product is the same whether it comes alone or in a block of rows (4, 8 or 16).
         alone = np.empty((1, n), np.float32)
         for row in range(m):
             binding.linear_i8(

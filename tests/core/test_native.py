@@ -48,7 +48,7 @@ def test_one_build_holds_every_instruction_set_of_its_architecture_and_binds_the
     library = native._library()
     compiled = library.pk_sets().decode().split(",")
     x86 = platform.machine().lower() in ("x86_64", "amd64")
-    assert compiled == (["avx512", "avx2", "baseline"] if x86 else ["baseline"])
+    assert compiled == (["avx512", "avxvnni", "avx2", "baseline"] if x86 else ["baseline"])
     runs = native.instruction_sets()
     assert runs[-1] == "baseline" and runs == [name for name in compiled if name in runs]
     assert not library.pk_supports(b"sse9")
@@ -56,6 +56,7 @@ def test_one_build_holds_every_instruction_set_of_its_architecture_and_binds_the
         flags = set(cpuinfo.read().split())
     if x86:
         assert ("avx2" in runs) == ({"avx2", "fma"} <= flags)
+        assert ("avxvnni" in runs) == ({"avx_vnni", "avx2", "fma"} <= flags)
         avx512 = {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx2", "fma"}
         assert ("avx512" in runs) == (avx512 <= flags)
     missing = [name for name in compiled if name not in runs]
@@ -64,7 +65,7 @@ def test_one_build_holds_every_instruction_set_of_its_architecture_and_binds_the
             native.backend(name)
 
 
-@pytest.mark.parametrize("instruction_set", ["avx512", "avx2", "baseline"])
+@pytest.mark.parametrize("instruction_set", ["avx512", "avxvnni", "avx2", "baseline"])
 def test_every_instruction_set_this_machine_runs_equals_numpy(backend, instruction_set) -> None:
     """Each path, forced: the same results within the kernel checks' bounds."""
     if instruction_set not in native.instruction_sets():

@@ -13,7 +13,7 @@
 //
 // All arrays are C-contiguous float32 unless named otherwise; `bias` may be 0 (none).
 #include <stdint.h>
-#if defined(__AVX__) && !defined(__wasm__)
+#if defined(__SSE2__) && !defined(__wasm__)
 #include <immintrin.h>
 #endif
 
@@ -69,6 +69,32 @@ static inline float hsum(vf v) {
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 #endif
 }
+
+// Natively, flush-to-zero and denormals-are-zero for the length of a call: a denormal (a decaying
+// activation, a quiet stretch of a voice) takes the processor's slow path on every operation it
+// enters, and halved the int8 kernel's speed. Results change only where a value is below 1.2e-38.
+// The caller's mode comes back before the call returns, so NumPy around the kernels keeps IEEE's.
+// WebAssembly has no such mode (its engines keep denormals).
+#if defined(__SSE2__) && !defined(__wasm__)
+#define FLUSH_DENORMALS()                 \
+  unsigned int mode_ = _mm_getcsr();      \
+  _mm_setcsr(mode_ | 0x8040);             \
+  __asm__ volatile("" ::: "memory")
+#define RESTORE_DENORMALS()               \
+  do {                                    \
+    __asm__ volatile("" ::: "memory");    \
+    _mm_setcsr(mode_);                    \
+  } while (0)
+#elif defined(__aarch64__)
+#define FLUSH_DENORMALS()                                                   \
+  uint64_t mode_;                                                           \
+  __asm__ volatile("mrs %0, fpcr" : "=r"(mode_)::"memory");                 \
+  __asm__ volatile("msr fpcr, %0" ::"r"(mode_ | (1ull << 24)) : "memory")
+#define RESTORE_DENORMALS() __asm__ volatile("msr fpcr, %0" ::"r"(mode_) : "memory")
+#else
+#define FLUSH_DENORMALS() (void)0
+#define RESTORE_DENORMALS() (void)0
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Linear layers: Y[M, N] = X[M, K] @ W[N, K]^T + bias[N], the weight stored as nn.Linear stores it.
@@ -155,11 +181,13 @@ static void add_bias(float *Y, const float *bias, int M, int N) {
 
 EXPORT(pk_linear_f32)
 void pk_linear_f32(const float *X, const float *W, const float *bias, float *Y, int M, int N, int K) {
+  FLUSH_DENORMALS();
   for (int m = 0; m < M; m += ROW_BLOCK) {
     int rows = M - m < ROW_BLOCK ? M - m : ROW_BLOCK;
     linear_cols(X + (long)m * K, W, Y + (long)m * N, rows, N, K, N);
   }
   add_bias(Y, bias, M, N);
+  RESTORE_DENORMALS();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -212,7 +240,13 @@ typedef __m512i iacc;
 #define I8_CHUNK 32
 typedef __m256i iacc;
 #define I8_LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
+#if defined(__AVXVNNI__)
+// AVX-VNNI (Intel's cores from Alder Lake on, where AVX-512 is off; AMD's from Zen 5): AVX-512
+// VNNI's vpdpbusd on 256-bit registers.
+#define I8_DOTW(acc, a, w) (acc = _mm256_dpbusd_avx_epi32(acc, a, w))
+#else
 #define I8_DOTW(acc, a, w) (acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, w), _mm256_set1_epi16(1))))
+#endif
 static inline int I8_SUM(__m256i acc) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
@@ -417,18 +451,37 @@ static void linear_i8_vector(const uint8_t *u, const uint8_t *f, const int8_t *Q
 #define I8_VECTOR 1
 #endif
 
-#if defined(__AVX512VNNI__)
+#if defined(__AVX512VNNI__) || defined(__AVX2__)
 // Blocks of I8_BLOCK rows of X (a text prompt's) against I8_TILE rows of Q at a time, with no sum
 // across a vector's lanes: the block's parts are packed so that a vector holds 4 consecutive
-// columns of each of its 16 rows (an int32 lane per row, vpdpbusd's layout), and each 4 values of
-// a row of Q are broadcast to all lanes, so one vpdpbusd adds 4 products to each of 16 rows' sums.
-// Each row's result is still linear_i8_rows's, operation for operation: the same integer sums,
-// then the same float32 operations, a row per lane. Native only, as AVX-512 VNNI's 32 registers
-// hold the tile's 16 accumulators and the block's two parts (timings: pk_linear_i8).
+// columns of each of its rows (an int32 lane per row, vpdpbusd's layout), and each 4 values of a
+// row of Q are broadcast to all lanes, so one I8_DOTW adds 4 products to each of the block's rows'
+// sums. Each row's result is still linear_i8_rows's, operation for operation: the same integer
+// sums, then the same float32 operations, a row per lane (I8_BLOCK is LANES). Native only: the
+// tile's accumulators, the block's two parts and the weights fit the registers, 16 rows by 8 in
+// AVX-512's 32, 8 by 6 in AVX-VNNI's 16 (40 rows by 4096x1024, one thread: 1.9 ms, 2.1 by 4), 8 by
+// 4 with AVX2's pmaddubsw, pmaddwd and their ones vector (by 6: no faster). A block costs what 5-6
+// rows cost on linear_i8_rows (timings: pk_linear_i8).
+#if defined(__AVX512VNNI__)
 #define I8_BLOCK 16
 #define I8_TILE 8
+#define I8_BLOCK_FROM 6
+#define I8_ZERO() _mm512_setzero_si512()
+#define I8_SPLAT(w) _mm512_set1_epi32(w)
+#else
+#define I8_BLOCK 8
+#if defined(__AVXVNNI__)
+#define I8_TILE 6
+#else
+#define I8_TILE 4
+#endif
+#define I8_BLOCK_FROM 6
+#define I8_ZERO() _mm256_setzero_si256()
+#define I8_SPLAT(w) _mm256_set1_epi32(w)
+#endif
 
-// R (<= 16) rows of a part (row stride K) packed, zeros after them: P[k / 4][r][k % 4] = part[r][k].
+// R (<= I8_BLOCK) rows of a part (row stride K) packed, zeros after them:
+// P[k / 4][r][k % 4] = part[r][k].
 static void pack_block(const uint8_t *part, int R, int K, uint8_t *P) {
   for (int k = 0; k < K; k += 4)
     for (int r = 0; r < I8_BLOCK; r++) {
@@ -445,40 +498,46 @@ static void pack_block(const uint8_t *part, int R, int K, uint8_t *P) {
 // block per lane. Nothing else is live here: with the tile's float sums beside them in
 // linear_i8_tile, GCC 12 copied the 16 accumulators between registers on every step (0.8x).
 static inline __attribute__((always_inline)) void i8_block_sums(const uint8_t *PU, const uint8_t *PF, const int8_t *Q,
-                                                                int C, int K, int k, int end, __m512i *sums) {
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-  __m512i b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
+                                                                int C, int K, int k, int end, iacc *sums) {
+  iacc a0 = I8_ZERO(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  iacc b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
   const int8_t *q = Q + k;
   const uint8_t *pu = PU + (long)k * I8_BLOCK, *pf = PF + (long)k * I8_BLOCK;
   long K1 = K, K2 = 2 * K1, K3 = 3 * K1, K4 = 4 * K1, K5 = 5 * K1, K6 = 6 * K1, K7 = 7 * K1;
-#define I8_BLOCK_DOT(offset, a, b)                     \
-  do {                                                 \
-    int32_t w4_;                                       \
-    __builtin_memcpy(&w4_, q + i + (offset), 4);       \
-    __m512i w_ = _mm512_set1_epi32(w4_);               \
-    a = _mm512_dpbusd_epi32(a, u, w_);                 \
-    b = _mm512_dpbusd_epi32(b, f, w_);                 \
+#define I8_BLOCK_DOT(offset, a, b)               \
+  do {                                           \
+    int32_t w4_;                                 \
+    __builtin_memcpy(&w4_, q + i + (offset), 4); \
+    iacc w_ = I8_SPLAT(w4_);                     \
+    I8_DOTW(a, u, w_);                           \
+    I8_DOTW(b, f, w_);                           \
   } while (0)
 #pragma GCC unroll 2
   for (long i = 0; i < end - k; i += 4) {
-    __m512i u = _mm512_loadu_si512((const void *)(pu + i * I8_BLOCK));
-    __m512i f = _mm512_loadu_si512((const void *)(pf + i * I8_BLOCK));
+    iacc u = I8_LOAD(pu + i * I8_BLOCK);
+    iacc f = I8_LOAD(pf + i * I8_BLOCK);
     I8_BLOCK_DOT(0, a0, b0);
-    if (C > 1) {
-      I8_BLOCK_DOT(K1, a1, b1); I8_BLOCK_DOT(K2, a2, b2); I8_BLOCK_DOT(K3, a3, b3);
-      I8_BLOCK_DOT(K4, a4, b4); I8_BLOCK_DOT(K5, a5, b5); I8_BLOCK_DOT(K6, a6, b6); I8_BLOCK_DOT(K7, a7, b7);
-    }
+    if (C > 1) I8_BLOCK_DOT(K1, a1, b1);
+    if (C > 2) I8_BLOCK_DOT(K2, a2, b2);
+    if (C > 3) I8_BLOCK_DOT(K3, a3, b3);
+    if (C > 4) I8_BLOCK_DOT(K4, a4, b4);
+    if (C > 5) I8_BLOCK_DOT(K5, a5, b5);
+    if (C > 6) I8_BLOCK_DOT(K6, a6, b6);
+    if (C > 7) I8_BLOCK_DOT(K7, a7, b7);
   }
 #undef I8_BLOCK_DOT
   sums[0] = a0, sums[1] = b0;
-  if (C > 1) {
-    sums[2] = a1, sums[3] = b1, sums[4] = a2, sums[5] = b2, sums[6] = a3, sums[7] = b3;
-    sums[8] = a4, sums[9] = b4, sums[10] = a5, sums[11] = b5, sums[12] = a6, sums[13] = b6, sums[14] = a7, sums[15] = b7;
-  }
+  if (C > 1) sums[2] = a1, sums[3] = b1;
+  if (C > 2) sums[4] = a2, sums[5] = b2;
+  if (C > 3) sums[6] = a3, sums[7] = b3;
+  if (C > 4) sums[8] = a4, sums[9] = b4;
+  if (C > 5) sums[10] = a5, sums[11] = b5;
+  if (C > 6) sums[12] = a6, sums[13] = b6;
+  if (C > 7) sums[14] = a7, sums[15] = b7;
 }
 
-static __attribute__((noinline)) void i8_block_sums8(const uint8_t *PU, const uint8_t *PF, const int8_t *Q, int K,
-                                                     int k, int end, __m512i *sums) {
+static __attribute__((noinline)) void i8_block_sums_tile(const uint8_t *PU, const uint8_t *PF, const int8_t *Q, int K,
+                                                         int k, int end, iacc *sums) {
   i8_block_sums(PU, PF, Q, I8_TILE, K, k, end, sums);
 }
 
@@ -490,11 +549,11 @@ static inline __attribute__((always_inline)) void linear_i8_tile(const uint8_t *
   int groups = K / G;
   const float fine = 1.0f / 126.0f;
   vf t[I8_TILE];
-  __m512i dots[2 * I8_TILE];
+  iacc dots[2 * I8_TILE];
   for (int c = 0; c < C; c++) t[c] = splat(0);
   for (int g = 0; g < groups; g++) {
     if (C == I8_TILE)
-      i8_block_sums8(PU, PF, Q, K, g * G, (g + 1) * G, dots);
+      i8_block_sums_tile(PU, PF, Q, K, g * G, (g + 1) * G, dots);
     else
       i8_block_sums(PU, PF, Q, 1, K, g * G, (g + 1) * G, dots);
     for (int c = 0; c < C; c++) {
@@ -537,6 +596,7 @@ static void linear_i8_block(const uint8_t *PU, const uint8_t *PF, const int8_t *
 EXPORT(pk_linear_i8)
 void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const int32_t *sums, const float *bias, float *Y,
                   int M, int N, int K, int G, uint8_t *scratch) {
+  FLUSH_DENORMALS();
   long parts = (long)M * K;
   uint8_t *U = scratch, *F = scratch + parts, *zeros = scratch + 2 * parts;
   float *scales = (float *)(scratch + ((2 * parts + M + 3) & ~3L));
@@ -544,15 +604,15 @@ void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const int32_t
   int groups = K / G, panel = I8_PANEL_BYTES / K;
   panel = panel < 4 ? 4 : panel - panel % 4;
 #if defined(I8_BLOCK)
-  // Rows [0, blocked) go by blocks, the last one partial where 6 rows or more are left: on english's
-  // 24 flow-LM matrices, one thread, a block costs what 6 rows cost on linear_i8_rows. By block,
-  // 40 rows take 27-32 ms where 8 rows at a time on the dot-product form took 64, 16 rows 10-13
-  // where they took 29. The blocks are packed after the scales, from a 64-byte boundary: each
+  // Rows [0, blocked) go by blocks, the last one partial where I8_BLOCK_FROM rows or more are left:
+  // on english's 24 flow-LM matrices, one thread, AVX-512, a block costs what 6 rows cost on
+  // linear_i8_rows. By block, 40 rows take 27-32 ms where 8 rows at a time on the dot-product form
+  // took 64, 16 rows 10-13 where they took 29; AVX2, 4096x1024: 40 rows 3.3 ms where they took 4.8. The blocks are packed after the scales, from a 64-byte boundary: each
   // block's part u, then its part f.
   uint8_t *packed = (uint8_t *)(((uintptr_t)(scales + M) + 63) & ~(uintptr_t)63);
   long block_bytes = (long)I8_BLOCK * K;
   int blocked = 0;
-  if (K % 4 == 0 && G % 4 == 0) blocked = M % I8_BLOCK >= 6 ? M : M - M % I8_BLOCK;
+  if (K % 4 == 0 && G % 4 == 0) blocked = M % I8_BLOCK >= I8_BLOCK_FROM ? M : M - M % I8_BLOCK;
   for (int m = 0; m < blocked; m += I8_BLOCK) {
     uint8_t *p = packed + 2 * (m / I8_BLOCK) * block_bytes;
     int rows = blocked - m < I8_BLOCK ? blocked - m : I8_BLOCK;
@@ -594,6 +654,7 @@ void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const int32_t
     }
   }
   add_bias(Y, bias, M, N);
+  RESTORE_DENORMALS();
 }
 
 // sums[n, g] = the sum of group g (G columns) of row n of Q [N, K]: computed once per matrix.
@@ -682,6 +743,7 @@ static inline __attribute__((always_inline)) void conv_cols(const float *W, cons
 EXPORT(pk_conv_f32)
 void pk_conv_f32(const float *W, const float *X, const float *bias, float *Y, int M, int C, int T, int N, int ldx,
                  int dilation) {
+  FLUSH_DENORMALS();
   int n = 0;
   for (; n + 4 * LANES <= N; n += 4 * LANES) conv_cols(W, X, Y, M, C, T, N, ldx, dilation, n, CONV_ROWS, 4);
   for (; n + 2 * LANES <= N; n += 2 * LANES) conv_cols(W, X, Y, M, C, T, N, ldx, dilation, n, 4, 2);
@@ -703,6 +765,7 @@ void pk_conv_f32(const float *W, const float *X, const float *bias, float *Y, in
       for (; i + LANES <= N; i += LANES) STORE(y + i, LOAD(y + i) + b);
       for (; i < N; i++) y[i] += bias[m];
     }
+  RESTORE_DENORMALS();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -734,6 +797,7 @@ static inline float sexp(float x) {
 // ELU: max(x, e^min(x, 0) - 1), as ops.elu in NumPy.
 EXPORT(pk_elu)
 void pk_elu(const float *X, float *Y, int n) {
+  FLUSH_DENORMALS();
   int i = 0;
   for (; i + LANES <= n; i += LANES) {
     vf x = LOAD(X + i);
@@ -744,12 +808,14 @@ void pk_elu(const float *X, float *Y, int n) {
     float x = X[i], e = sexp(x < 0 ? x : 0) - 1.0f;
     Y[i] = x > e ? x : e;
   }
+  RESTORE_DENORMALS();
 }
 
 // GELU with the tanh approximation: 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)),
 // u = sqrt(2 / pi) (x + 0.044715 x^3).
 EXPORT(pk_gelu_tanh)
 void pk_gelu_tanh(const float *X, float *Y, int n) {
+  FLUSH_DENORMALS();
   const float c = -2.0f * 0.7978845608028654f;
   int i = 0;
   for (; i + LANES <= n; i += LANES) {
@@ -760,6 +826,7 @@ void pk_gelu_tanh(const float *X, float *Y, int n) {
     float x = X[i];
     Y[i] = x / (1.0f + sexp(c * (x + 0.044715f * x * x * x)));
   }
+  RESTORE_DENORMALS();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -769,6 +836,7 @@ void pk_gelu_tanh(const float *X, float *Y, int n) {
 // (x - mean) / sqrt(var + eps) * weight + bias (weight and bias may be 0: none).
 EXPORT(pk_layer_norm)
 void pk_layer_norm(const float *X, const float *weight, const float *bias, float *Y, int rows, int cols, float eps) {
+  FLUSH_DENORMALS();
   int cv = cols - cols % LANES;
   for (int r = 0; r < rows; r++) {
     const float *x = X + (long)r * cols;
@@ -797,6 +865,7 @@ void pk_layer_norm(const float *X, const float *weight, const float *bias, float
       y[i] = weight ? v * weight[i] + bias[i] : v;
     }
   }
+  RESTORE_DENORMALS();
 }
 
 // Causal attention of T queries (Q, out: [T, H, D]) over L keys and values ([H_kv, L, D] each,
@@ -808,6 +877,7 @@ void pk_layer_norm(const float *X, const float *weight, const float *bias, float
 EXPORT(pk_attention)
 void pk_attention(const float *Q, const float *K, const float *V, float *out, float *scores, int T, int H, int Hkv,
                   int D, int L, int kv_stride, int lead, int context, float scale) {
+  FLUSH_DENORMALS();
   int group = H / Hkv;
   int dv = D - D % LANES;
   for (int t = 0; t < T; t++) {
@@ -856,4 +926,5 @@ void pk_attention(const float *Q, const float *K, const float *V, float *out, fl
       }
     }
   }
+  RESTORE_DENORMALS();
 }

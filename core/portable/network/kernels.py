@@ -95,12 +95,17 @@ def _head_layout_problem(array: np.ndarray, head_stride: int) -> Optional[str]:
     return None
 
 
+# Each native set's I8_BLOCK and I8_BLOCK_FROM (kernels.c): rows per packed block, and the rows from
+# which a product is packed (AVX-512 VNNI; AVX2 and AVX-VNNI).
+I8_BLOCKS = ((16, 6), (8, 6))
+
+
 def i8_scratch(rows: int, columns: int) -> int:
     """The int8 kernel's scratch in bytes for `rows` rows of `columns`: every row's two parts, a zero
     point each, then (4-byte aligned) a float32 scale each, then room for the rows packed again in
-    blocks of 16 (kernels.c's I8_BLOCK, from 6 rows), from a 64-byte boundary."""
-    blocks = -(-rows // 16) if rows >= 6 else 0
-    return (2 * rows * columns + rows + 3) // 4 * 4 + 4 * rows + (2 * blocks * 16 * columns + 64 if blocks else 0)
+    blocks (I8_BLOCKS: the most any set packs), from a 64-byte boundary."""
+    packed = max(-(-rows // block) * block if rows >= start else 0 for block, start in I8_BLOCKS)
+    return (2 * rows * columns + rows + 3) // 4 * 4 + 4 * rows + (2 * packed * columns + 64 if packed else 0)
 
 
 def _length(array: np.ndarray, minimum: int) -> int:
