@@ -4,13 +4,20 @@ weights, voice and texts.
     .venv/bin/python -m scripts.bench                 # english and english_2m_2026-10, 5 rounds
     .venv/bin/python -m scripts.bench --models english_2m_2026-10 --repeats 3
     .venv/bin/python -m scripts.bench --capacity      # the server's capacity table instead
+    .venv/bin/python -m scripts.bench --kernels avx2 --only "ours int8" "official int8"
 
 Needs the fixtures of scripts/test.sh (build/reference) and the official environment (.venv-ref).
 Each implementation runs in its own worker process (scripts/bench_worker.py): ours in float32 and
 from its int8 bundle, the official in float32 and with `quantize=True`. Every measurement is taken
 from each implementation in turn, rotating the order every round, so that machine drift falls on
 all of them alike; the tables give medians. Writes build/bench/bench.json and bench.md, and each
-model's table into docs/measurements.md#speed.
+model's table into docs/measurements.md#speed (with --kernels, into #speed-per-kernel-set).
+
+With --kernels SET ours runs another instruction set this processor runs (core/native.py), so one
+machine measures the paths of the machines it stands for, and torch is held to the same width
+(ATEN_CPU_CAPABILITY, oneDNN's ONEDNN_MAX_CPU_ISA: TORCH_ISA); FBGEMM, which runs the official
+int8 products, picks its instructions itself, so where the machine has AVX-512 VNNI the official
+int8 keeps it. The workers' first answers say what ran, printed with the processor.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from e2e import measured
 from scripts import capacity
@@ -47,6 +54,13 @@ TEXTS = {
 # their last product, and a measurement started under them ran up to 2x slower (the int8 worker's
 # text prompt, which always followed the float worker's: 117-123 ms against 57-62).
 SETTLE_S = 0.5
+# torch's instruction sets for each of ours: (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA).
+TORCH_ISA = {
+    "avx512": ("avx512", "AVX512_CORE_VNNI"),
+    "avxvnni": ("avx2", "AVX2_VNNI"),
+    "avx2": ("avx2", "AVX2"),
+    "baseline": ("default", "SSE41"),
+}
 IMPLEMENTATIONS = (
     "ours fp32",
     "ours int8",
@@ -75,7 +89,7 @@ class Worker:
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env
         )
-        self.ask_raw(None)
+        self.backend = self.ask_raw(None)["backend"]
 
     def ask_raw(self, job) -> Dict[str, float]:  # noqa: ANN001
         if job is not None:
@@ -91,19 +105,20 @@ class Worker:
         self.process.wait(timeout=60)
 
 
-def start_workers(model: str, names: List[str]) -> Dict[str, Worker]:
+def start_workers(model: str, names: List[str], kernels: Optional[str]) -> Dict[str, Worker]:
     fixture = REFERENCE / model
     if not (fixture / "model.safetensors").exists():
         raise SystemExit(f"{fixture} is missing: run scripts/test.sh (or scripts.make_reference) first")
     voice = str(fixture / "voice_state.safetensors")
     ours = [str(ROOT / ".venv" / "bin" / "python"), "-m", "scripts.bench_worker", "ours"]
+    forced = ["--kernels", kernels] if kernels else []
     official = [str(ROOT / ".venv-ref" / "bin" / "python"), "-m", "scripts.bench_worker", "official"]
     commands = {
-        "ours fp32": ours + [str(fixture / "config.yaml"), voice, str(VOICE_WAV)],
-        "ours int8": ours + [str(int8_bundle(model)), voice, str(VOICE_WAV)],
+        "ours fp32": ours + [str(fixture / "config.yaml"), voice, str(VOICE_WAV), *forced],
+        "ours int8": ours + [str(int8_bundle(model)), voice, str(VOICE_WAV), *forced],
         "ours int8 numpy": ours + [str(int8_bundle(model)), voice, str(VOICE_WAV), "--numpy"],
-        "ours fp32 server": ours + [str(fixture / "config.yaml"), voice, str(VOICE_WAV), "--server"],
-        "ours int8 server": ours + [str(int8_bundle(model)), voice, str(VOICE_WAV), "--server"],
+        "ours fp32 server": ours + [str(fixture / "config.yaml"), voice, str(VOICE_WAV), "--server", *forced],
+        "ours int8 server": ours + [str(int8_bundle(model)), voice, str(VOICE_WAV), "--server", *forced],
         "official fp32": official + [str(fixture / "config.yaml"), voice, str(VOICE_WAV)],
         "official int8": official + [str(fixture / "config.yaml"), voice, str(VOICE_WAV), "--quantize"],
     }
@@ -114,12 +129,17 @@ def start_workers(model: str, names: List[str]) -> Dict[str, Worker]:
         print(f"  starting {name}", file=sys.stderr)
         # The server's scheduler runs its two threads on the two cores: one BLAS thread each.
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1") if name.endswith("server") else dict(os.environ)
+        if kernels and name.startswith("official"):
+            env["ATEN_CPU_CAPABILITY"], env["ONEDNN_MAX_CPU_ISA"] = TORCH_ISA[kernels]
         workers[name] = Worker(name, command, env)
+        print(f"  {name} runs on {workers[name].backend}", file=sys.stderr)
     return workers
 
 
-def run_model(model: str, repeats: int, names: List[str]) -> Dict[str, Dict[str, List[float]]]:
-    workers = start_workers(model, names)
+def run_model(
+    model: str, repeats: int, names: List[str], kernels: Optional[str] = None
+) -> Dict[str, Dict[str, List[float]]]:
+    workers = start_workers(model, names, kernels)
     samples: Dict[str, Dict[str, List[float]]] = {name: {} for name in workers}
     jobs = [{"what": "ttfc", "text": TEXTS[k], "key": f"ttfc_{k}"} for k in TEXTS]
     jobs += [{"what": "rtf", "text": TEXTS["medium"]}, {"what": "stages", "text": TEXTS["medium"]}, {"what": "voice"}]
@@ -140,6 +160,7 @@ def run_model(model: str, repeats: int, names: List[str]) -> Dict[str, Dict[str,
         print(f"  {model}: round {round_index + 1}/{repeats} in {time.monotonic() - start:.0f} s", file=sys.stderr)
     for name, worker in workers.items():
         samples[name]["peak_rss_mb"] = [worker.ask_raw({"what": "memory"})["peak_rss_mb"]]
+        samples[name]["backend"] = worker.backend
         worker.close()
     return samples
 
@@ -169,6 +190,15 @@ def table(results: Dict[str, Dict[str, Dict[str, List[float]]]]) -> str:
     return "\n".join(lines)
 
 
+def ran_on(results: Dict[str, Dict[str, Dict[str, object]]]) -> str:
+    """What ran each implementation's products, and on which processor."""
+    lines = [f"Processor: {measured.cpu_model()}."]
+    for model, samples in results.items():
+        for name, sample in samples.items():
+            lines.append(f"- {model}, {name}: {sample['backend']}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["english", "english_2m_2026-10"])
@@ -181,6 +211,11 @@ def main() -> None:
         help="implementations to run (default: all)",
     )
     parser.add_argument("--out", type=Path, default=OUT, help="folder for bench.json and bench.md")
+    parser.add_argument(
+        "--kernels",
+        choices=sorted(TORCH_ISA),
+        help="run ours on this instruction set (one this processor runs), torch held to its width",
+    )
     parser.add_argument(
         "--capacity",
         action="store_true",
@@ -200,13 +235,15 @@ def main() -> None:
     results = {}
     for model in args.models:
         print(f"benchmarking {model}", file=sys.stderr)
-        results[model] = run_model(model, args.repeats, args.only)
-    markdown = table(results)
+        results[model] = run_model(model, args.repeats, args.only, args.kernels)
+    markdown = table(results) + "\n\n" + ran_on(results)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.json").write_text(json.dumps({"texts": TEXTS, "samples": results}, indent=1))
     (args.out / "bench.md").write_text(markdown + "\n")
     for model in results:
-        measured.record("measurements.md", f"speed {model}", table({model: results[model]}))
+        key = f"speed {model}" + (f" on {args.kernels}" if args.kernels else "")
+        one = {model: results[model]}
+        measured.record("measurements.md", key, table(one) + "\n\n" + ran_on(one))
     print(markdown)
 
 

@@ -1,6 +1,6 @@
 """One implementation under benchmark, driven by scripts/bench.py over stdin/stdout (JSON lines).
 
-    python -m scripts.bench_worker ours MODEL_DIR_OR_BUNDLE VOICE_STATE VOICE_WAV [--server] [--numpy]
+    python -m scripts.bench_worker ours MODEL_DIR_OR_BUNDLE VOICE_STATE VOICE_WAV [--server] [--numpy] [--kernels SET]
     python -m scripts.bench_worker official CONFIG_YAML VOICE_STATE VOICE_WAV [--quantize]
 
 Each command line names a measurement; the answer is one JSON object of timings in milliseconds.
@@ -8,7 +8,8 @@ The official side runs as shipped (one torch thread plus its decoder thread); ou
 single-threaded core as the command line does (NumPy's BLAS uses its own threads), or with --server
 the server's path: its scheduler's two threads (server/scheduler.py, started with one BLAS thread).
 Both run on the backend core chooses (core/native.py: the compiled kernels where pip built them),
-or with --numpy on NumPy alone.
+ours with --kernels on another instruction set this processor runs, or with --numpy on NumPy alone.
+Its first line names what runs the products.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 import statistics
 import sys
 import time
-from typing import Callable, Dict, Iterator
+from typing import Callable, Dict, Iterator, Optional
 
 FORCED_FRAMES = 125
 STEP_SAMPLES = 20
@@ -62,15 +63,18 @@ class _Chunks:
 
 
 class Ours:
-    def __init__(self, source: str, voice_state: str, voice_wav: str, server: bool, numpy_only: bool):
-        from core import Runtime, TTSModel
+    def __init__(
+        self, source: str, voice_state: str, voice_wav: str, server: bool, numpy_only: bool, kernels: Optional[str]
+    ):
+        from core import Runtime, TTSModel, host
 
         self.scheduler = None
         if server:
             from server.scheduler import Scheduler
 
         # NumPy only: the portable runtime (NumPy, the caller's thread); else this host's.
-        self.model = TTSModel.load(source, runtime=Runtime() if numpy_only else None)
+        self.model = TTSModel.load(source, runtime=Runtime() if numpy_only else host.runtime(kernels))
+        self.backend = self.model.runtime.backend.description
         if server:
             self.scheduler = Scheduler(self.model)
         self.voice = self.model.voice_state(voice_state)
@@ -124,10 +128,15 @@ class Official:
         import os
         from pathlib import Path
 
+        import torch
         from pocket_tts import TTSModel
 
         os.chdir(Path(config).parent)  # the official package resolves relative paths from here
         self.model = TTSModel.load_model(config=config, quantize=quantize)
+        self.backend = (
+            f"torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()},"
+            f" quantized engine {torch.backends.quantized.engine})"
+        )
         self.voice = self.model.get_state_for_audio_prompt(Path(voice_state))
         self.voice_wav = Path(voice_wav)
         self.sample_rate = self.model.sample_rate
@@ -213,10 +222,11 @@ def peak_rss_mb() -> float:
 def main() -> None:
     kind, source, voice_state, voice_wav = sys.argv[1:5]
     if kind == "ours":
-        impl = Ours(source, voice_state, voice_wav, "--server" in sys.argv, "--numpy" in sys.argv)
+        kernels = sys.argv[sys.argv.index("--kernels") + 1] if "--kernels" in sys.argv else None
+        impl = Ours(source, voice_state, voice_wav, "--server" in sys.argv, "--numpy" in sys.argv, kernels)
     else:
         impl = Official(source, voice_state, voice_wav, quantize="--quantize" in sys.argv)
-    print(json.dumps({"ready": True}), flush=True)
+    print(json.dumps({"ready": True, "backend": impl.backend}), flush=True)
     for line in sys.stdin:
         job = json.loads(line)
         if job["what"] == "ttfc":

@@ -329,3 +329,14 @@ def test_attention_of_many_queries_is_numpys_and_of_a_few_the_kernels(backend, m
         got = backend.attention(q, keys, values, 10, None)
         np.testing.assert_allclose(got, reference(q, keys, values, 10, None), rtol=1e-5, atol=1e-5)
     assert calls == [native.NUMPY_QUERIES, 40]
+
+
+def test_a_runtime_can_be_held_to_any_set_this_processor_runs(backend) -> None:
+    """What scripts/bench.py --kernels uses to measure one machine's sets side by side."""
+    from core import host
+
+    for name in native.instruction_sets():
+        assert host.runtime(name).backend.description.startswith(f"compiled kernels ({name}, ")
+    assert host.runtime(None) is host.runtime()
+    with pytest.raises(ValueError, match="does not run the sse9 kernels"):
+        host.runtime("sse9")
