@@ -14,9 +14,13 @@ from . import hub, native, pipeline
 from .portable.model import Runtime, one_thread
 
 
-@functools.lru_cache(maxsize=None)
 def runtime(kernels: Optional[str] = None) -> Runtime:
     """This machine's runtime (asked of the processor and the library once), on the best kernels it
     runs or on `kernels`, another set it runs (to measure one machine's sets side by side)."""
+    return _runtime(kernels)
+
+
+@functools.lru_cache(maxsize=None)
+def _runtime(kernels: Optional[str]) -> Runtime:
     runner = pipeline.run if (os.cpu_count() or 1) > 1 else one_thread
     return Runtime(native.backend(kernels), runner, hub.fetch)
