@@ -617,6 +617,142 @@ static void linear_i8_block(const uint8_t *PU, const uint8_t *PF, const int8_t *
 }
 #endif
 
+#if defined(__aarch64__) && defined(__ARM_FEATURE_MATMUL_INT8) && !defined(__wasm__)
+// i8mm: blocks of I8_BLOCK rows of X against I8_TILE rows of Q with smmla (vmmlaq_s32), which
+// multiplies a 2x8 matrix of bytes by another's transpose into the 2x2 int32 sums of 8 products
+// each: 32 products an instruction where sdot makes 16, and no sum across a vector's lanes. So the
+// block's rows go in pairs, packed 8 columns at a time (P[k / 8][r / 2][r % 2][k % 8]), and Q's
+// rows in pairs, two 8-byte loads each. Each row's result is linear_i8_rows's, operation for
+// operation: the same integer sums, then the same float32 operations, one row and Q row per lane.
+#define I8_BLOCK 8
+#define I8_TILE 4
+#define I8_BLOCK_FROM 6  // as AVX2's blocks of 8 (kernels.py's I8_BLOCKS sizes the scratch for both)
+
+// R (<= I8_BLOCK) rows of a part (row stride K, K % 4 == 0) packed, zeros after them. Where K % 8
+// is 4, the last 4 columns are a half chunk after the whole ones, P[K / 8][r][0..4): the block
+// takes exactly I8_BLOCK * K bytes.
+static void pack_block(const uint8_t *part, int R, int K, uint8_t *P) {
+  int whole = K - K % 8;
+  for (int k = 0; k < K; k += 4)
+    for (int r = 0; r < I8_BLOCK; r++) {
+      uint8_t *to = k < whole ? P + (long)(k - k % 8) * I8_BLOCK + 16 * (r / 2) + 8 * (r % 2) + k % 8
+                              : P + (long)whole * I8_BLOCK + 4 * r;
+      if (r < R)
+        __builtin_memcpy(to, part + (long)r * K + k, 4);
+      else
+        __builtin_memset(to, 0, 4);
+    }
+}
+
+// The block's pairs of rows (parts u, f) at one chunk: a half chunk's 4 columns go in each row's
+// lower half, zeros in its upper.
+static inline __attribute__((always_inline)) void i8mm_load(const uint8_t *P, int half, int8x16_t *x) {
+  for (int p = 0; p < I8_BLOCK / 2; p++) {
+    if (half) {
+      int32x2_t rows = vreinterpret_s32_s8(vld1_s8((const int8_t *)P + 8 * p));
+      x[p] = vreinterpretq_s8_s32(vzip1q_s32(vcombine_s32(rows, rows), vdupq_n_s32(0)));
+    } else {
+      x[p] = vld1q_s8((const int8_t *)P + 16 * p);
+    }
+  }
+}
+
+// Columns [k, k + 4) of two rows of Q as a pair for smmla, in the lower (upper = 0) or upper half
+// of each row's 8 bytes, zeros in the other: where a group starts or ends inside a chunk.
+static inline int8x16_t i8mm_quarter(const int8_t *a, const int8_t *b, int k, int upper) {
+  int32_t wa, wb;
+  __builtin_memcpy(&wa, a + k, 4);
+  __builtin_memcpy(&wb, b + k, 4);
+  int32x4_t w = upper ? (int32x4_t){0, wa, 0, wb} : (int32x4_t){wa, 0, wb, 0};
+  return vreinterpretq_s8_s32(w);
+}
+
+// 4 pairs of the block's rows by 2 pairs of Q's: a[4 p + 2 j] (part u), a[4 p + 2 j + 1] (part f).
+static inline __attribute__((always_inline)) void i8mm_step(int32x4_t *a, const int8x16_t *xu, const int8x16_t *xf,
+                                                            int8x16_t w0, int8x16_t w1) {
+  for (int p = 0; p < I8_BLOCK / 2; p++) {
+    a[4 * p] = vmmlaq_s32(a[4 * p], xu[p], w0);
+    a[4 * p + 1] = vmmlaq_s32(a[4 * p + 1], xf[p], w0);
+    a[4 * p + 2] = vmmlaq_s32(a[4 * p + 2], xu[p], w1);
+    a[4 * p + 3] = vmmlaq_s32(a[4 * p + 3], xf[p], w1);
+  }
+}
+
+// The integer sums of columns [k, end) (a group: multiples of 4) of a packed block (parts PU, PF)
+// against rows q[0..4) of Q, into a as i8mm_step adds them; lane l of a[4 p + 2 j + part] is row
+// 2 p + l / 2 of the block by row 2 j + l % 2 of the tile. Nothing else is live here (as in the
+// AVX-512 block: the tile's float sums beside 16 accumulators would not fit the registers).
+static __attribute__((noinline)) void i8mm_sums(const uint8_t *PU, const uint8_t *PF, const int8_t *const *q, int K,
+                                                int k, int end, int32x4_t *a) {
+  int whole = K - K % 8;
+  int8x16_t xu[I8_BLOCK / 2], xf[I8_BLOCK / 2];
+  for (int i = 0; i < 4 * I8_BLOCK / 2; i++) a[i] = vdupq_n_s32(0);
+  if (k % 8) {  // the group starts in a chunk's upper half
+    long at = (long)(k - 4) * I8_BLOCK;
+    i8mm_load(PU + at, 0, xu);
+    i8mm_load(PF + at, 0, xf);
+    i8mm_step(a, xu, xf, i8mm_quarter(q[0], q[1], k, 1), i8mm_quarter(q[2], q[3], k, 1));
+    k += 4;
+  }
+  for (; k + 8 <= end; k += 8) {
+    long at = (long)k * I8_BLOCK;
+    i8mm_load(PU + at, 0, xu);
+    i8mm_load(PF + at, 0, xf);
+    i8mm_step(a, xu, xf, vcombine_s8(vld1_s8(q[0] + k), vld1_s8(q[1] + k)),
+              vcombine_s8(vld1_s8(q[2] + k), vld1_s8(q[3] + k)));
+  }
+  if (k < end) {  // the group ends in a chunk's lower half, or in the half chunk
+    long at = (long)k * I8_BLOCK;
+    i8mm_load(PU + at, k >= whole, xu);
+    i8mm_load(PF + at, k >= whole, xf);
+    i8mm_step(a, xu, xf, i8mm_quarter(q[0], q[1], k, 0), i8mm_quarter(q[2], q[3], k, 0));
+  }
+}
+
+// A packed block of R rows (parts PU, PF; scales xs and zero points zs of its rows) against N rows
+// of Q, I8_TILE at a time (the last tile's missing rows repeat its last row, and are not written).
+static void linear_i8_block(const uint8_t *PU, const uint8_t *PF, const int8_t *Q, const float *S, const int32_t *sums,
+                            float *Y, int R, int N, int ldy, int K, int G, const float *xs, const uint8_t *zs) {
+  int groups = K / G;
+  const float fine = 1.0f / 126.0f;
+  int32x4_t zero_points[I8_BLOCK / 2];  // lanes: the pair's first row twice, then its second twice
+  for (int p = 0; p < I8_BLOCK / 2; p++) {
+    int z0 = 2 * p < R ? zs[2 * p] : 0, z1 = 2 * p + 1 < R ? zs[2 * p + 1] : 0;
+    zero_points[p] = (int32x4_t){z0, z0, z1, z1};
+  }
+  for (int n = 0; n < N; n += I8_TILE) {
+    int C = N - n < I8_TILE ? N - n : I8_TILE, rows[I8_TILE];
+    const int8_t *q[I8_TILE];
+    for (int c = 0; c < I8_TILE; c++) {
+      rows[c] = n + (c < C ? c : C - 1);
+      q[c] = Q + (long)rows[c] * K;
+    }
+    float32x4_t t[2 * I8_BLOCK / 2];
+    for (int i = 0; i < I8_BLOCK; i++) t[i] = vdupq_n_f32(0);
+    for (int g = 0; g < groups; g++) {
+      int32x4_t a[4 * I8_BLOCK / 2];
+      i8mm_sums(PU, PF, q, K, g * G, (g + 1) * G, a);
+      for (int j = 0; j < 2; j++) {
+        int32_t s0 = sums[(long)rows[2 * j] * groups + g], s1 = sums[(long)rows[2 * j + 1] * groups + g];
+        float w0 = S[(long)rows[2 * j] * groups + g], w1 = S[(long)rows[2 * j + 1] * groups + g];
+        int32x4_t sum = {s0, s1, s0, s1};
+        float32x4_t scale = {w0, w1, w0, w1};
+        for (int p = 0; p < I8_BLOCK / 2; p++) {
+          int32x4_t whole = a[4 * p + 2 * j] - zero_points[p] * sum, parts = a[4 * p + 2 * j + 1] - 63 * sum;
+          t[2 * p + j] += scale * (vcvtq_f32_s32(whole) + vcvtq_f32_s32(parts) * fine);
+        }
+      }
+    }
+    for (int p = 0; p < I8_BLOCK / 2; p++)
+      for (int l = 0; l < 4; l++)
+        for (int j = 0; j < 2; j++) {
+          int r = 2 * p + l / 2, c = 2 * j + l % 2;
+          if (r < R && c < C) Y[(long)r * ldy + n + c] = xs[r] * t[2 * p + j][l];
+        }
+  }
+}
+#endif
+
 // Rows of Q per pass over every row of X: 128 KB of weights, which stay in the core's L2 cache while
 // X's blocks of rows go by, so that a product of many rows (a text prompt) reads Q from memory once,
 // not once per block of rows, and every row is quantized once.

@@ -96,7 +96,7 @@ def _head_layout_problem(array: np.ndarray, head_stride: int) -> Optional[str]:
 
 
 # Each native set's I8_BLOCK and I8_BLOCK_FROM (kernels.c): rows per packed block, and the rows from
-# which a product is packed (AVX-512 VNNI; AVX2 and AVX-VNNI).
+# which a product is packed (AVX-512 VNNI; AVX2, AVX-VNNI and aarch64's i8mm).
 I8_BLOCKS = ((16, 6), (8, 6))
 
 
