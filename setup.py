@@ -3,10 +3,11 @@
 Where a C compiler and Python's headers exist, `pip install` (or `python -m build`, for a wheel)
 compiles core/portable/network/kernels.c into core/_kernels once per instruction set of the machine's
 architecture, each copy's functions named after it (pk_linear_f32_avx2, ...): on x86-64 AVX-512
-with VNNI (Ice Lake, Zen 4 and later), AVX2 with FMA, and the baseline every x86-64 has; elsewhere
-(aarch64: NEON is its baseline) the baseline alone. core/native.py asks the library which sets
-this processor has and binds the best (so a wheel built once runs on every machine of its
-architecture); where the build fails, everything runs on NumPy and `core.backend()` says why.
+with VNNI (Ice Lake, Zen 4 and later), AVX2 with FMA, and the baseline every x86-64 has; on aarch64
+i8mm (smmla), dotprod (sdot) and the baseline (NEON); elsewhere the baseline alone. core/native.py
+asks the library which sets this processor has and binds the best (so a wheel built once runs on
+every machine of its architecture); where the build fails, everything runs on NumPy and
+`core.backend()` says why.
 """
 
 import os
@@ -26,10 +27,19 @@ X86_64 = {
     "avx2": ["-mavx2", "-mfma"],
     "baseline": [],
 }
+# aarch64's baseline (armv8-a) has NEON; dotprod adds sdot (Cortex-A55/A76, Neoverse N1, Apple M1),
+# i8mm smmla (Neoverse V1/N2, Cortex-X2, Graviton 3, Apple M2).
+AARCH64 = {
+    "i8mm": ["-march=armv8.2-a+dotprod+i8mm"],
+    "dotprod": ["-march=armv8.2-a+dotprod"],
+    "baseline": [],
+}
 
 
 def instruction_sets():
     machine = platform.machine().lower()
+    if machine in ("aarch64", "arm64"):
+        return AARCH64
     return X86_64 if machine in ("x86_64", "amd64") else {"baseline": []}
 
 

@@ -14,11 +14,32 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+// The feature bits of the kernel's auxiliary vector, where the C library's headers predate them.
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
+#elif defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
 
 #define EXPORT __attribute__((visibility("default")))
 
 // The sets compiled in, best first, comma-separated ("avx512,avx2,baseline").
 EXPORT const char *pk_sets(void) { return PK_SETS; }
+
+#if defined(__aarch64__) && defined(__APPLE__)
+// A feature macOS reports (hw.optional.arm.FEAT_*: 1 where present; absent on older systems).
+static int apple_feature(const char *name) {
+  int present = 0;
+  size_t size = sizeof present;
+  return sysctlbyname(name, &present, &size, NULL, 0) == 0 && present == 1;
+}
+#endif
 
 // Whether this processor (and its operating system, which must save the wider registers) runs `set`.
 EXPORT int pk_supports(const char *set) {
@@ -31,6 +52,15 @@ EXPORT int pk_supports(const char *set) {
   if (strcmp(set, "avxvnni") == 0)
     return __builtin_cpu_supports("avxvnni") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (strcmp(set, "avx2") == 0) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+  int dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+  if (strcmp(set, "i8mm") == 0) return dotprod && (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
+  if (strcmp(set, "dotprod") == 0) return dotprod;
+#elif defined(__aarch64__) && defined(__APPLE__)
+  int dotprod = apple_feature("hw.optional.arm.FEAT_DotProd");
+  if (strcmp(set, "i8mm") == 0) return dotprod && apple_feature("hw.optional.arm.FEAT_I8MM");
+  if (strcmp(set, "dotprod") == 0) return dotprod;
 #endif
   return strcmp(set, "baseline") == 0;
 }

@@ -5,6 +5,7 @@ every entry reporting what runs its products."""
 from __future__ import annotations
 
 import functools
+import struct
 import subprocess
 import sys
 import threading
@@ -47,14 +48,25 @@ def test_one_build_holds_every_instruction_set_of_its_architecture_and_binds_the
 
     library = native._library()
     compiled = library.pk_sets().decode().split(",")
-    x86 = platform.machine().lower() in ("x86_64", "amd64")
-    assert compiled == (["avx512", "avxvnni", "avx2", "baseline"] if x86 else ["baseline"])
+    machine = platform.machine().lower()
+    x86, arm = machine in ("x86_64", "amd64"), machine in ("aarch64", "arm64")
+    assert compiled == (
+        ["avx512", "avxvnni", "avx2", "baseline"] if x86 else ["i8mm", "dotprod", "baseline"] if arm else ["baseline"]
+    )
     runs = native.instruction_sets()
     assert runs[-1] == "baseline" and runs == [name for name in compiled if name in runs]
     assert not library.pk_supports(b"sse9")
-    with open("/proc/cpuinfo") as cpuinfo:
-        flags = set(cpuinfo.read().split())
+    if arm and sys.platform == "linux":
+        # The kernel's AT_HWCAP and AT_HWCAP2 bits, read from /proc/self/auxv as qemu's user mode
+        # emulates it too (its /proc/cpuinfo is the host's): HWCAP_ASIMDDP, HWCAP2_I8MM.
+        with open("/proc/self/auxv", "rb") as auxv:
+            vector = dict(struct.iter_unpack("<QQ", auxv.read()))
+        dotprod = bool(vector.get(16, 0) & 1 << 20)
+        assert ("dotprod" in runs) == dotprod
+        assert ("i8mm" in runs) == (dotprod and bool(vector.get(26, 0) & 1 << 13))
     if x86:
+        with open("/proc/cpuinfo") as cpuinfo:
+            flags = set(cpuinfo.read().split())
         assert ("avx2" in runs) == ({"avx2", "fma"} <= flags)
         assert ("avxvnni" in runs) == ({"avx_vnni", "avx2", "fma"} <= flags)
         avx512 = {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx2", "fma"}
@@ -65,7 +77,7 @@ def test_one_build_holds_every_instruction_set_of_its_architecture_and_binds_the
             native.backend(name)
 
 
-@pytest.mark.parametrize("instruction_set", ["avx512", "avxvnni", "avx2", "baseline"])
+@pytest.mark.parametrize("instruction_set", ["avx512", "avxvnni", "avx2", "i8mm", "dotprod", "baseline"])
 def test_every_instruction_set_this_machine_runs_equals_numpy(backend, instruction_set) -> None:
     """Each path, forced: the same results within the kernel checks' bounds."""
     if instruction_set not in native.instruction_sets():
