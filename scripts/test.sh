@@ -6,7 +6,8 @@
 #      when they are up to date with the script and the committed tokenizer/voice files), and the
 #      word-timestamp fixtures with pocket-tts-timestamped (skipped likewise);
 #   4. rebuilds the WebAssembly kernels and checks they equal the committed core/portable/network/kernels.wasm
-#      and kernels-relaxed.wasm;
+#      and kernels-relaxed.wasm, and prepares an emulated aarch64 Python with this checkout's kernels
+#      (build/aarch64: qemu, for tests/core/test_aarch64.py);
 #   5. checks core/ against Python 3.8, lints and formats (ruff; prettier for the JavaScript), builds the
 #      docs (mkdocs build --strict), and runs pytest (extra arguments go to pytest).
 set -euo pipefail
@@ -52,6 +53,9 @@ fi
 
 step "the committed WebAssembly kernels (SIMD, relaxed SIMD) are the builds of core/portable/network/kernels.c"
 .venv/bin/python -m scripts.build_kernels --check
+
+step "the kernels on 64-bit ARM under qemu: an aarch64 Python with NumPy and core/_kernels (build/aarch64)"
+.venv/bin/python -m scripts.aarch64
 
 step "core/ runs on Python 3.8 (vermin), lint and format (ruff)"
 .venv/bin/vermin -t=3.8- --no-tips --violations core
