@@ -259,8 +259,7 @@ static inline int I8_SUM(__m256i acc) {
 // part's bytes (0..127) read as signed are the same values, so its products are int8 by int8.
 // With dotprod one sdot per 16 weights and part (four 4-term sums into int32, exact); without,
 // two widening multiplies, each 16-bit lane the sum of two products (|.| <= 2 x 127 x 128 <
-// 32768), then a pairwise add into int32. GCC 12 and Clang 14 vectorize the plain loops into
-// neither.
+// 32768), then a pairwise add into int32. GCC 12 and Clang 14 make no sdot of the plain loops.
 #include <arm_neon.h>
 #define I8_CHUNK 16
 typedef int32x4_t iacc;
