@@ -42,9 +42,10 @@ MARKERS = {
     "slow": "takes long: left out of the quick loop, pytest -m 'not slow'",
 }
 LONG = ("browser", "cluster", "e2e")
-# The full-size default model (438 MB of weights): its tests are slow too; the quick loop runs every
-# other architecture (the tiny ones, english_2m, and the short fixtures of 7m, 18m and the others).
-BIG = "english"
+# The full-size architectures (english, 438 MB of weights, and the short fixtures of its earlier
+# weights): their tests are slow too; the quick loop runs every other architecture (the tiny ones,
+# english_2m, and the short fixtures of 7m and 18m).
+BIG = ("english", "english_2026-01", "english_drifting_26-09")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -55,7 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     """A test that starts Ray or Chromium must say so (its marker), so that the quick loop never
     starts either; every browser, cluster and e2e test is also slow, and so is every test of the
-    full-size english model (BIG)."""
+    full-size architectures (BIG)."""
     for item in items:
         marks = {mark.name for mark in item.iter_markers()}
         needs = set()
@@ -67,7 +68,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
             needs.add("browser")
         if needs - marks:
             raise pytest.UsageError(f"{item.nodeid} needs the marker(s) {sorted(needs - marks)}")
-        big = params is not None and any(isinstance(v, str) and v == BIG for v in params.params.values())
+        big = params is not None and any(isinstance(v, str) and v in BIG for v in params.params.values())
         if marks & set(LONG) or big:
             item.add_marker(pytest.mark.slow)
 

@@ -131,6 +131,7 @@ def test_a_line_without_an_id_is_named_by_its_number_and_the_bar_counts_every_li
     assert "line 2: not JSON" in done.stderr and "line 3 (x): the text to speak is empty" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_rerun_makes_only_what_is_missing_or_changed_and_replaces_only_its_own_files(tmp_path) -> None:
     lines = [{"id": f"line{i}", "text": f"Line number {i}.", "max_frames": 6} for i in range(6)]
     source = write_input(tmp_path / "in", [json.dumps(line) for line in lines])

@@ -74,6 +74,7 @@ TEXTS = [
 
 
 @pytest.mark.parametrize("max_tokens", [50, 12, 1])
+@pytest.mark.slow
 def test_any_split_of_the_pieces_gives_the_segments_of_the_whole_text(tokenizer: Tokenizer, max_tokens: int) -> None:
     for index, text in enumerate(TEXTS):
         pushed, flushed = pushed_and_flushed(tokenizer, [text], max_tokens)

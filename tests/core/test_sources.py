@@ -73,6 +73,7 @@ def run(args: list, hub_endpoint: str, home: Path, cwd: Path, **env: str) -> sub
     )
 
 
+@pytest.mark.slow
 def test_catalog_model_is_downloaded_cached_and_speaks(tmp_path, full_model: Path) -> None:
     with FakeHub() as hub:
         serve_catalog_model(hub, full_model)

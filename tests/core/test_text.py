@@ -118,6 +118,7 @@ def ours(text: str, options: TextOptions, tokenizer: Tokenizer) -> dict:
     return {"prepared": prepared, "chunks": chunks}
 
 
+@pytest.mark.slow
 def test_text_preparation_and_chunking_equal_the_official(reference_python) -> None:
     import subprocess
 
@@ -138,6 +139,7 @@ def test_text_preparation_and_chunking_equal_the_official(reference_python) -> N
     assert compared == len(TEXTS) * len(OPTIONS) * len(TOKENIZERS)
 
 
+@pytest.mark.slow
 def test_reference_helper_is_wired(reference_python) -> None:
     assert run_reference(reference_python, "import pocket_tts; print('ok')").strip() == "ok"
 

@@ -85,6 +85,7 @@ def test_the_tokens_units_and_shares_are_the_forks(forked) -> None:
             assert np.array_equal(ours.words.token_to_unit, np.array(theirs["token_to_unit"], np.float32))
 
 
+@pytest.mark.slow
 def test_the_scores_decisions_and_words_are_the_forks(forked, monkeypatch) -> None:
     model, voice, reference_words = forked
     closest = [np.inf]
@@ -330,6 +331,7 @@ def test_the_users_words_cost_what_the_text_is_long(timed, path, text) -> None:
 # Every front gives the same words for the same request
 
 
+@pytest.mark.slow
 def test_every_front_gives_the_words_of_the_python_api(timed) -> None:
     import base64
     import io

@@ -992,6 +992,7 @@ def test_text_over_the_limit_is_refused_before_anything_reads_it(front, world) -
 
 
 @pytest.mark.parametrize("front", listed("slot"))
+@pytest.mark.slow
 def test_a_client_that_stops_reading_or_vanishes_gives_its_slot_back(front, world) -> None:
     FRONTS[front].slot(world)
 

@@ -13,11 +13,14 @@ import socket
 from contextlib import ExitStack
 
 import httpx
+import pytest
 from websockets.sync.client import connect
 
 from server.pool import RESERVE
 from tests.support.processes import uvicorn_factory
 from tests.support.serving import GUARD, NEVER_ENDS, unread_request, until
+
+pytestmark = pytest.mark.slow  # two uvicorn processes, ~5 s each
 
 PROTOCOL = ["--http", "server.connections:Protocol"]
 WARNING = "served without server.connections.Protocol"

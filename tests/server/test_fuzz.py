@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, given, settings
 
 from tests.support.processes import tiny_server
 
+pytestmark = pytest.mark.slow  # schemathesis walks every route
+
 EXAMPLES = 25  # per operation
 
 

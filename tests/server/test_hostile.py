@@ -122,6 +122,7 @@ def test_the_models_own_cap_and_max_frames_beyond_it(model, voice) -> None:
 # 2. A slot is held until the audio is delivered; a client that reads nothing holds little
 
 
+@pytest.mark.slow
 def test_a_client_that_does_not_read_holds_its_slot_and_no_more_than_a_relay_of_audio(model, relays) -> None:
     engine = ServerEngine(model, str(VOICE_24K), max_concurrent=1)
     try:
@@ -137,6 +138,7 @@ def test_a_client_that_does_not_read_holds_its_slot_and_no_more_than_a_relay_of_
         engine.close()
 
 
+@pytest.mark.slow
 def test_a_client_that_takes_nothing_for_the_client_timeout_is_dropped(model, relays) -> None:
     engine = ServerEngine(model, str(VOICE_24K), max_concurrent=1)
     try:
@@ -150,6 +152,7 @@ def test_a_client_that_takes_nothing_for_the_client_timeout_is_dropped(model, re
         engine.close()
 
 
+@pytest.mark.slow
 def test_a_request_whose_headers_trickle_in_is_dropped(engine) -> None:
     with serving(engine, client_timeout=1.0) as url:
         with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as client:
@@ -499,6 +502,7 @@ def test_a_request_takes_its_slot_only_once_its_body_is_read(engine, monkeypatch
     assert answer[0].status_code == 200 and engine.active == 0
 
 
+@pytest.mark.slow
 def test_a_body_must_arrive_within_its_time_however_it_trickles(engine) -> None:
     with serving(engine, body_timeout=1.0) as url:
         port = int(url.rsplit(":", 1)[1])
@@ -531,6 +535,7 @@ def test_a_body_must_arrive_within_its_time_however_it_trickles(engine) -> None:
     assert engine.active == 0
 
 
+@pytest.mark.slow
 def test_speed_does_not_multiply_the_audio_a_request_may_make(engine) -> None:
     with TestClient(app=create_app(engine), base_url=LOCAL) as client:
         refused = client.post("/generate", json={"text": "Hi.", "max_frames": 7500, "speed": 0.25})

@@ -130,6 +130,7 @@ def g711_close(got: bytes, subtype: str, expected: np.ndarray) -> None:
     assert np.all(np.abs(decoded - reference) <= np.abs(reference) / 16 + 20)
 
 
+@pytest.mark.slow
 def test_the_command_line_writes_the_rate_and_codec_asked(tmp_path) -> None:
     common = [sys.executable, "-m", "core.cli", "generate", "--model", str(TINY_CONFIG), "--voice", str(VOICE_24K)]
     common += ["--text", BODY["text"], "--temperature", "0", "--max-frames", "20", "--eos-threshold", "100", "-q"]

@@ -417,6 +417,7 @@ def test_the_audio_of_a_connection_is_bounded(url, monkeypatch) -> None:
     assert heard.samples <= 12 * 1920  # a second at 12.5 frames a second
 
 
+@pytest.mark.slow
 def test_an_idle_connection_is_closed_and_speech_is_not_idle(engine, monkeypatch) -> None:
     """The timeout counts while nothing is being spoken: a segment held in the decoder for twice the
     timeout, with no frame from the client meanwhile, is spoken to its end; then the silence ends it."""
@@ -571,6 +572,7 @@ def pester(connection: ClientConnection, frame: str, heard: Heard) -> None:
         ({"type": "start"}, json.dumps({"type": "text", "text": "a"})),  # text that completes nothing
     ],
 )
+@pytest.mark.slow
 def test_a_connection_that_says_nothing_is_closed_whatever_else_it_sends(engine, first, frame) -> None:
     with serving(engine, client_timeout=1.0) as url:
         heard = Heard()
@@ -583,6 +585,7 @@ def test_a_connection_that_says_nothing_is_closed_whatever_else_it_sends(engine,
     until(lambda: engine.active == 0, "the slot is free")
 
 
+@pytest.mark.slow
 def test_a_connection_that_keeps_speaking_is_closed_at_its_lifetime(engine, monkeypatch) -> None:
     monkeypatch.setattr(session, "LIFETIME", 2.0)
     with serving(engine, client_timeout=1.0) as url:

@@ -203,6 +203,7 @@ def test_a_compressed_sse_answer_is_one_delta_of_the_file_encoded_off_the_event_
     assert threads and threading.get_ident() not in threads
 
 
+@pytest.mark.slow
 def test_an_answers_memory_is_its_file_whatever_its_length(model, monkeypatch) -> None:
     """The issue's case: each 48 kHz answer of POST /generate held ~7.8 times its size (its chunks,
     joined, resampled, clamped and scaled in one piece). For 250 and 750 frames of the tiny model

@@ -386,6 +386,7 @@ def test_a_client_that_goes_away_mid_stream_frees_its_slot_at_once(engine) -> No
 
 
 @pytest.mark.parametrize("refused_first", [False, True])
+@pytest.mark.slow
 def test_a_connection_that_says_nothing_is_closed_whatever_else_it_sends(engine, refused_first) -> None:
     """Events that are not speech (unknown ones, a stream ended by a refusal) keep no connection open."""
 
@@ -689,6 +690,7 @@ ONE = ["audio-start", "chunks", "audio-stop"]
 SPOKEN = ONE + ["unknown_voice"] + ONE * 2 + ["synthesize-stopped"]
 
 
+@pytest.mark.slow
 def test_the_command_line_serves_wyoming_beside_http_and_alone(tmp_path) -> None:
     shutil.copy(VOICE_22K, tmp_path / "grandpa.wav")
     port = free_port()
