@@ -232,26 +232,39 @@ class Scheduler:
                 return
             made, leaving = step
             made = [item for item in made if not item.stream.relay.abandoned.is_set()]
-            try:
-                pcm = self._decode_step([item.decoder for item in made], [item.frame for item in made])
-            except Exception as error:
-                for item in made:
-                    item.stream.relay.fail(error)
-                    item.generation.stop()
-                made, pcm = [], []
-            for item, chunk in zip(made, pcm):
-                events = item.decoder.take_words()
-                if events:  # counted for nothing: a frame makes a few at most
-                    item.stream.relay.note(Words(item.tag, events))
-                if chunk is None:
-                    item.stream.relay.skip()
-                else:
-                    item.stream.relay.put(Audio(item.tag, chunk))
-                if item.frame.end:
-                    item.stream.relay.note(Said(item.tag, item.generation.cut))
+            # A chunk's first frame (a newcomer's first audio) is decoded and handed on before the
+            # step's other frames, whose listeners have audio in hand. english int8, this 2-core
+            # machine, a newcomer's first byte while N streams run: N = 8, 171 ms (227 in one pass
+            # with theirs), N = 12, 170 (308). Each first frame in a pass of its own measured no
+            # better for streams started together (8: median 225 ms against 266-290, 12: 316
+            # against 233-354: within the machine's noise).
+            firsts = [item for item in made if item.frame.first]
+            for group in (firsts, [item for item in made if not item.frame.first]):
+                if group:
+                    self._hand_on(group)
             for stream in leaving:  # let go first: its consumer, told it is over, may take the slot again
                 stream.release()
                 stream.relay.close()
+
+    def _hand_on(self, made: List[_Made]) -> None:
+        """Decode `made` (frames of different streams) and hand each its audio and notes."""
+        try:
+            pcm = self._decode_step([item.decoder for item in made], [item.frame for item in made])
+        except Exception as error:
+            for item in made:
+                item.stream.relay.fail(error)
+                item.generation.stop()
+            return
+        for item, chunk in zip(made, pcm):
+            events = item.decoder.take_words()
+            if events:  # counted for nothing: a frame makes a few at most
+                item.stream.relay.note(Words(item.tag, events))
+            if chunk is None:
+                item.stream.relay.skip()
+            else:
+                item.stream.relay.put(Audio(item.tag, chunk))
+            if item.frame.end:
+                item.stream.relay.note(Said(item.tag, item.generation.cut))
 
     def _decode_step(self, decoders: List[FrameDecoder], frames: List[Frame]) -> List[Optional[np.ndarray]]:
         """decode_together, in two halves on two threads from SPLIT_AT streams (streams share no state)."""

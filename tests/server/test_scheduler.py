@@ -5,14 +5,17 @@ its slot while the others go on; full slots refuse at once."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from typing import List
 
 import numpy as np
 import pytest
 
+from core.portable.synthesis.generation import alone
 from server.errors import ServiceError
 from server.relay import Relay
-from server.scheduler import PROMPT_ROWS, SPLIT_AT, Audio, Scheduler
+from server.scheduler import PROMPT_ROWS, SPLIT_AT, Audio, Scheduler, Stream, _Made
 from server.slots import Busy, Slots
 from tests.support.metrics import nmse_db
 
@@ -113,6 +116,65 @@ def test_streams_decoded_in_two_halves_each_get_their_audio_alone(model, voice, 
     for text, n, audio in zip(texts, frames, got):
         alone = model.generate(text, voice, **dict(LONG, max_frames=n))
         assert audio.shape == alone.shape and nmse_db(audio, alone) < -90
+
+
+class _Heard:
+    """A relay that writes down what it is handed, in order, into `log` (shared by streams)."""
+
+    def __init__(self, name: str, log: list):
+        self.name, self.log = name, log
+        self.abandoned = threading.Event()
+        self.full = False
+
+    def put(self, item) -> None:  # noqa: ANN001 - an Audio
+        self.log.append((self.name, item.pcm))
+
+    def skip(self) -> None:
+        self.log.append((self.name, None))
+
+    def note(self, item) -> None:  # noqa: ANN001 - Words or Said: not what this test is about
+        pass
+
+    def fail(self, error: BaseException) -> None:
+        self.log.append((self.name, error))
+
+
+def test_a_newcomers_first_frame_is_decoded_and_heard_before_the_steps_other_frames(model, voice, scheduler) -> None:
+    """A step holding a running stream's frame and a newcomer's first: the newcomer, who hears
+    nothing yet, gets its audio from a pass of its own, before the running stream's frame is decoded;
+    each gets the audio it would alone."""
+    running = model.generation("The first stream is running already.", voice, **dict(LONG, max_frames=8))
+    newcomer = model.generation("A newcomer joins.", voice, **dict(LONG, max_frames=4))
+    running_frames, newcomer_frames = alone(model, running), alone(model, newcomer)
+    running_decoder, newcomer_decoder = model.decoder(running.speed), model.decoder(newcomer.speed)
+    first = next(running_frames)
+    running_decoder.decode(first)
+    second, newcomers_first = next(running_frames), next(newcomer_frames)
+    assert first.first and not second.first and newcomers_first.first
+    want = {
+        "running": model.decoder(running.speed),
+        "newcomer": model.decoder(newcomer.speed).decode(newcomers_first),
+    }
+    want["running"].decode(first)
+    want["running"] = want["running"].decode(second)
+    log: list = []
+    passes: list = []
+    decode = scheduler._decode_step
+    scheduler._decode_step = lambda d, f: (passes.append([frame.first for frame in f]), decode(d, f))[1]
+    made = [
+        _Made(Stream(scheduler, _Heard("running", log), lambda: None), running, running_decoder, None, second),
+        _Made(
+            Stream(scheduler, _Heard("newcomer", log), lambda: None), newcomer, newcomer_decoder, None, newcomers_first
+        ),
+    ]
+    scheduler._steps.put((made, []))
+    deadline = time.monotonic() + GUARD
+    while len(log) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert passes == [[True], [False]]
+    assert [name for name, _ in log] == ["newcomer", "running"]
+    for name, pcm in log:
+        assert np.array_equal(pcm, want[name])
 
 
 def test_a_stream_that_goes_away_stops_and_frees_its_slot(model, voice, scheduler) -> None:
