@@ -3,11 +3,12 @@
 Where a C compiler and Python's headers exist, `pip install` (or `python -m build`, for a wheel)
 compiles core/portable/network/kernels.c into core/_kernels once per instruction set of the machine's
 architecture, each copy's functions named after it (pk_linear_f32_avx2, ...): on x86-64 AVX-512
-with VNNI (Ice Lake, Zen 4 and later), AVX2 with FMA, and the baseline every x86-64 has; on aarch64
-i8mm (smmla), dotprod (sdot) and the baseline (NEON); elsewhere the baseline alone. core/native.py
-asks the library which sets this processor has and binds the best (so a wheel built once runs on
-every machine of its architecture); where the build fails, everything runs on NumPy and
-`core.backend()` says why.
+with VNNI (Ice Lake, Zen 4 and later), AVX-VNNI (Alder Lake, Zen 5), AVX2 with FMA, and the
+baseline every x86-64 has; on aarch64 i8mm (smmla), dotprod (sdot) and the baseline (NEON);
+elsewhere the baseline alone. A set the compiler cannot build (an older one without -mavxvnni, say)
+is left out with a warning. core/native.py asks the library which sets this processor has and binds
+the best (so a wheel built once runs on every machine of its architecture); where the build fails,
+everything runs on NumPy and `core.backend()` says why.
 """
 
 import os
@@ -16,6 +17,7 @@ import re
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.errors import CompileError
 
 KERNELS = os.path.join("core", "portable", "network", "kernels.c")
 FLAGS = ["-O3", "-fno-math-errno", "-Wno-psabi"]
@@ -49,18 +51,24 @@ class BuildKernels(build_ext):
     def build_extension(self, ext):
         with open(KERNELS) as source:
             names = re.findall(r"EXPORT\((\w+)\)", source.read())
-        sets = instruction_sets()
-        objects = []
-        for name, flags in sets.items():
+        built, objects = [], []
+        for name, flags in instruction_sets().items():
             renamed = [(function, f"{function}_{name}") for function in names]
-            objects += self.compiler.compile(
-                [KERNELS],
-                output_dir=os.path.join(self.build_temp, name),
-                macros=renamed,
-                extra_postargs=FLAGS + flags,
-            )
+            try:
+                objects += self.compiler.compile(
+                    [KERNELS],
+                    output_dir=os.path.join(self.build_temp, name),
+                    macros=renamed,
+                    extra_postargs=FLAGS + flags,
+                )
+            except CompileError:
+                if name == "baseline":
+                    raise
+                self.warn(f"the {name} kernels were left out: this compiler cannot build them")
+                continue
+            built.append(name)
         ext.extra_objects = objects
-        ext.define_macros = [("PK_SETS", '"' + ",".join(sets) + '"')]
+        ext.define_macros = [("PK_SETS", '"' + ",".join(built) + '"')]
         super().build_extension(ext)
 
 
