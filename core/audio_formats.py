@@ -70,8 +70,12 @@ def writable() -> List[str]:
 def format_of(path: Optional[str], fmt: Optional[str]) -> str:
     """The format of an output file: `fmt` where given, else its extension's (a name without one,
     stdout and a device get a WAV); a PocketTTSError naming what can be written where neither can be."""
+    extension = os.path.splitext(path or "")[1].lower()
+    if fmt is not None and path not in (None, "-") and EXTENSIONS.get(extension, fmt) != fmt:
+        raise PocketTTSError(
+            f"{path} is named {extension} but --format is {fmt}: name it {_extension_of(fmt)}, or leave --format out"
+        )
     if fmt is None:
-        extension = os.path.splitext(path or "")[1].lower()
         if path in (None, "-") or not extension:
             fmt = "wav"
         elif extension not in EXTENSIONS:
@@ -89,6 +93,11 @@ def format_of(path: Optional[str], fmt: Optional[str]) -> str:
             f"use one of {', '.join(writable())}"
         )
     return fmt
+
+
+def _extension_of(fmt: str) -> str:
+    """The first extension that names `fmt`."""
+    return next(extension for extension, named in EXTENSIONS.items() if named == fmt)
 
 
 def check_rate(rate: int) -> int:

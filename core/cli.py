@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import functools
 import os
+import stat
 import sys
 import time
 from typing import Callable, Dict, Iterable, Iterator, List, Optional
@@ -114,11 +115,19 @@ def _text(value: str, max_text: int) -> str:
 
 
 def _generate(args: argparse.Namespace) -> None:
-    if args.text is None:
+    if args.text is not None and args.text_option is not None:
+        raise PocketTTSError("generate takes one text: as its argument, or as --text (- reads stdin)")
+    given = args.text if args.text is not None else args.text_option
+    if given is None:
         text = catalog.default_text(args.model if catalog.is_model(args.model) else None)
     else:
-        text = _text(args.text, args.max_text)
+        text = _text(given, args.max_text)
     check_text(text)
+    if args.stream and args.format is not None and args.output is None:
+        raise PocketTTSError(
+            "--stream writes raw 16-bit PCM to stdout: --format names -o's format (for a stream of another "
+            "format, use -o - --format FORMAT)"
+        )
     output = args.output or (DEFAULT_OUTPUT if not args.stream else None)
     fmt = audio_formats.format_of(output, args.format)
     timed = [path for path in (args.words, args.subtitles) if path is not None]
@@ -149,9 +158,13 @@ def _progress(args: argparse.Namespace, chunks: Iterator[np.ndarray], sample_rat
     from tqdm import tqdm
 
     show = not args.quiet and sys.stderr.isatty()
-    with tqdm(unit="s", desc="speaking", disable=not show, file=sys.stderr, leave=False) as bar:
+    samples = 0
+    shown = "{desc} in {elapsed}"
+    with tqdm(desc="speaking: 0.0 s of audio", bar_format=shown, disable=not show, file=sys.stderr, leave=False) as bar:
         for chunk in chunks:
-            bar.update(round(chunk.shape[0] / sample_rate, 2))
+            samples += chunk.shape[0]
+            bar.set_description_str(f"speaking: {samples / sample_rate:.1f} s of audio", refresh=False)
+            bar.update(1)
             yield chunk
 
 
@@ -167,17 +180,34 @@ def _audio_of(items: Iterable[object], events: List[object]) -> Iterator[np.ndar
 def _write_words(args: argparse.Namespace, words: List[TimedWord]) -> None:
     if args.words is not None:
         write_atomically(args.words, words_json(words))
-        _say(args, f"wrote {args.words}: {len(words)} words")
+        _say(args, f"wrote {args.words}: {_counted(len(words), 'word')}")
     if args.subtitles is not None:
         write_atomically(args.subtitles, subtitles(words, subtitle_format(args.subtitles)))
-        _say(args, f"wrote {args.subtitles}: {len(cues(words))} cues")
+        _say(args, f"wrote {args.subtitles}: {_counted(len(cues(words)), 'cue')}")
+
+
+def _flag_help(doc: str, on_by_default: bool) -> str:
+    """A boolean option's help: its doc, or for the --no- flag of one that is on by default, what
+    the flag does and then what is done by default (the docs read "on (false: off)")."""
+    if not on_by_default:
+        return doc
+    on, off = doc.rsplit(" (false: ", 1)
+    return f"{off.rstrip(')')} (by default: {on})"
+
+
+def _counted(count: int, noun: str) -> str:
+    """ "1 word", "2 words"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _write_audio(args: argparse.Namespace, output: Optional[str], fmt: str, chunks: _Timed, sample_rate: int) -> None:
     """The audio to `output` in `fmt` at --sample-rate; to stdout as it is made where that is asked
     for (--stream: raw 16-bit PCM, or -o - in a format that streams)."""
     stdout = sys.stdout.buffer
-    streamed = args.stream or (args.output == "-" and fmt in ("wav",) + audio_formats.STREAMED)
+    # A WAV is streamed with a header that cannot know its length: only to a pipe or a terminal. A
+    # regular file gets the whole file, its true length in its header.
+    wav_streams = fmt == "wav" and not stat.S_ISREG(os.fstat(stdout.fileno()).st_mode)
+    streamed = args.stream or (args.output == "-" and (wav_streams or fmt in audio_formats.STREAMED))
     whole = None  # the file, encoded as the chunks come
     if output is not None and not (streamed and output == "-"):
         whole = audio_formats.WholeFile(fmt, sample_rate, args.sample_rate)
@@ -396,7 +426,8 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
         )
 
     gen = command("generate", _generate, "speak a text")
-    gen.add_argument("--text", help="text to speak, or - to read stdin (default: the model's sample text)")
+    gen.add_argument("text", nargs="?", help="text to speak, or - to read stdin (default: the model's sample text)")
+    gen.add_argument("--text", dest="text_option", metavar="TEXT", help="the same, as an option")
     gen.add_argument("--voice", help="predefined voice, audio file, or .safetensors voice state (default: the model's)")
     model_option(gen)
     max_text_option(gen, "the text")
@@ -436,7 +467,7 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
                 dest=field.name,
                 action="store_const",
                 const=not on_by_default,
-                help=("do not " if on_by_default else "") + field.metadata["doc"],
+                help=_flag_help(field.metadata["doc"], on_by_default),
             )
             continue
         kind = float if "float" in str(field.type) else int

@@ -20,7 +20,7 @@ PYTHON38 = Path(".venv-py38") / "bin" / "python"
 
 def build_site(argv: Optional[List[str]] = None, prog: str = "python -m core.browser.site") -> int:
     """build the static site (the web UI with the in-browser engine)"""
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0].split(": ", 1)[-1])
+    parser = argparse.ArgumentParser(prog=prog, description=str(build_site.__doc__))
     parser.add_argument("--model", required=True, help="catalog name, config .yaml/.json, or bundle folder")
     parser.add_argument(
         "--out", type=Path, default=Path("build") / "site", help="the site's folder (default: %(default)s)"

@@ -264,9 +264,9 @@ def test_the_output_and_the_voice_are_checked_before_the_model_loads(tmp_path) -
 
 @pytest.mark.slow
 def test_a_wrong_flag_prints_its_commands_usage_and_normalize_takes_its_text_as_an_argument() -> None:
-    done = cli("generate", "--bogus", "1")
+    done = cli("generate", "--bogus", "1", "2")  # "1" is the text: "2" is one argument too many
     assert done.returncode == 2 and "usage: python -m core.cli generate" in done.stderr
-    assert "unrecognized arguments: --bogus 1" in done.stderr and "{generate," not in done.stderr
+    assert "unrecognized arguments: --bogus 2" in done.stderr and "{generate," not in done.stderr
     assert cli("normalize", "I have 3 cats.").stdout == cli("normalize", "--text", "I have 3 cats.").stdout
     assert cli("normalize", "I have 3 cats.").stdout == "I have three cats.\n"
     for args in ((), ("one", "--text", "two")):
@@ -288,8 +288,8 @@ def test_the_format_comes_from_the_name_or_from_format(tmp_path) -> None:
     assert np.array_equal(soundfile.read(str(tmp_path / "a.flac"), dtype="int16")[0], reference)
     assert cli(*common, "-o", str(tmp_path / "noext")).returncode == 0
     assert (tmp_path / "noext").read_bytes() == (tmp_path / "a.wav").read_bytes()
-    assert cli(*common, "--format", "flac", "-o", str(tmp_path / "b.wav")).returncode == 0
-    assert soundfile.info(str(tmp_path / "b.wav")).format == "FLAC"
+    assert cli(*common, "--format", "flac", "-o", str(tmp_path / "b.audio")).returncode == 0
+    assert soundfile.info(str(tmp_path / "b.audio")).format == "FLAC"
     assert cli(*common, "-o", str(tmp_path / "a.pcm")).returncode == 0
     assert (tmp_path / "a.pcm").read_bytes() == (tmp_path / "a.wav").read_bytes()[44:]
     for name, container in (("a.ogg", "OGG"), ("a.opus", "OGG"), ("a.mp3", "MP3")):
@@ -369,7 +369,8 @@ def test_generate_shows_progress_on_a_terminal_only(tmp_path) -> None:
             break
         seen += piece
     os.close(leader)
-    assert shown.returncode == 0 and b"speaking" in seen and b"s/s]" in seen, seen
+    assert shown.returncode == 0 and b"speaking: " in seen and b" s of audio in " in seen, seen
+    assert b"999999" not in seen  # seconds counted from samples, not summed as floats
     piped = cli("generate", *TINY, "--text", "Hi.", "--max-frames", "30", "-o", str(tmp_path / "b.wav"))
     assert piped.returncode == 0 and "speaking" not in piped.stderr
 
@@ -421,3 +422,55 @@ def test_the_default_output_never_replaces_a_file_already_there(tmp_path) -> Non
     assert (tmp_path / "elsewhere").read_bytes() == b"elsewhere" and (tmp_path / "tts_output-2.wav").is_symlink()
     for name in ("tts_output-3.wav", "tts_output-4.wav"):
         assert soundfile.info(str(tmp_path / name)).frames == 2 * 1920
+
+
+def test_the_text_may_come_as_the_argument_and_one_text_is_asked(tmp_path) -> None:
+    common = ("generate", *TINY, "--temperature", "0", "--max-frames", "4", "-q")
+    assert cli(*common, "--text", "Same words.", "-o", str(tmp_path / "option.wav")).returncode == 0
+    done = cli(*common, "Same words.", "-o", str(tmp_path / "argument.wav"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "argument.wav").read_bytes() == (tmp_path / "option.wav").read_bytes()
+    both = cli(*common, "One.", "--text", "Two.", "-o", str(tmp_path / "both.wav"))
+    assert both.returncode == 1 and both.stderr.strip().splitlines() == [
+        "error: generate takes one text: as its argument, or as --text (- reads stdin)"
+    ]
+    assert not (tmp_path / "both.wav").exists()
+
+
+def test_a_name_and_format_that_disagree_and_format_with_stream_are_refused(tmp_path) -> None:
+    common = ("generate", *TINY, "--text", "Hi.", "--max-frames", "4", "-q")
+    named = cli(*common, "-o", str(tmp_path / "out.mp3"), "--format", "wav")
+    assert named.returncode == 1 and len(named.stderr.strip().splitlines()) == 1
+    assert "out.mp3 is named .mp3 but --format is wav: name it .wav" in named.stderr
+    assert not (tmp_path / "out.mp3").exists()
+    streamed = cli(*common, "--stream", "--format", "wav")
+    assert streamed.returncode == 1 and len(streamed.stderr.strip().splitlines()) == 1
+    assert "--stream writes raw 16-bit PCM" in streamed.stderr and "-o - --format FORMAT" in streamed.stderr
+
+
+def test_a_wav_on_stdout_into_a_file_has_its_true_length_and_into_a_pipe_streams(tmp_path) -> None:
+    """Redirected to a regular file, stdout gets the whole WAV, its header's lengths those of its
+    data (what soxi and every player read); a pipe gets it as it is made, with the streaming header."""
+    args = [sys.executable, "-m", "core.cli", "generate", *TINY, "--text", "Hi.", "--max-frames", "4", "-q", "-o", "-"]
+    args += ["--temperature", "0"]
+    with open(tmp_path / "redirected.wav", "wb") as out:
+        assert subprocess.run(args, stdout=out, cwd=ROOT, timeout=120).returncode == 0
+    data = (tmp_path / "redirected.wav").read_bytes()
+    with wave.open(str(tmp_path / "redirected.wav")) as f:
+        assert f.getnframes() == 4 * 1920
+    assert int.from_bytes(data[4:8], "little") == len(data) - 8
+    piped = subprocess.run(args, capture_output=True, cwd=ROOT, timeout=120)
+    assert piped.returncode == 0 and piped.stdout[44:] == data[44:]
+    assert int.from_bytes(piped.stdout[40:44], "little") > len(piped.stdout)  # the streaming header's
+
+
+def test_a_model_name_with_a_typo_gets_the_closest_names() -> None:
+    done = cli("generate", "--model", "englsh", "--text", "Hi.", "-q")
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+    assert "unknown model 'englsh': did you mean 'english'" in done.stderr
+
+
+def test_a_flag_that_turns_an_option_off_says_what_it_does_and_the_default() -> None:
+    shown = " ".join(cli("generate", "--help").stdout.split())
+    assert "--no-pauses the markup is read as text (by default: pause markup ([pause:500ms]," in shown
+    assert "--no-normalize the text as given, as official (by default: read numbers," in shown

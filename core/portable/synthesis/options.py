@@ -62,7 +62,9 @@ class GenerationOptions:
     normalize: bool = _option(
         True, "read numbers, dates, currency, units and abbreviations as words (false: the text as given, as official)"
     )
-    pauses: bool = _option(True, 'pause markup ([pause:500ms], <break time="1s"/>) is silence (false: read as text)')
+    pauses: bool = _option(
+        True, 'pause markup ([pause:500ms], <break time="1s"/>) is silence (false: the markup is read as text)'
+    )
 
     @classmethod
     def of(cls, values: Dict[str, Any]) -> GenerationOptions:
