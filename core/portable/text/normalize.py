@@ -13,7 +13,7 @@ boundary (a look-behind) so a failed match is not retried inside a run of digits
 
 Rules that need a choice (documented in docs/speed-and-normalization.md, "Text normalization"):
 - Numbers of more than MAX_DIGITS digits, and digit runs with a leading zero ("007"), are read
-  digit by digit; so are phone-like groups ("555-123-4567", "+1 555 123 4567").
+  digit by digit; so are phone-like groups ("555-123-4567", "+1 555 123 4567", "555-1234").
 - A four-digit number from 1100 to 2099 is read as a year ("nineteen ninety-nine", "twenty ten",
   "two thousand five") after a year word ("in", "since", "by", a month, ...), in a decade ("1990s"),
   in a range of two such numbers, or when no word follows it ("It was 1999."); otherwise it is a
@@ -294,6 +294,8 @@ def _build_rules(language: str) -> List[Tuple[Pattern[str], Callable[[re.Match, 
         # Phone numbers: +CC and groups, or the North American 3-3-4.
         (r"(?<![\w+])\+\d{1,3}(?:[ .-]\(?\d{1,4}\)?){2,6}(?![\w-]|[.,]\d)", _phone, 0),
         (r"(?<![\w+])(?:\(\d{3}\) ?|\d{3}[ .-])\d{3}[ .-]\d{4}(?![\w-]|[.,]\d)", _phone, 0),
+        # A local number, 3-4 ("555-1234"), unless both are round (a range of amounts: "500-1000").
+        (r"(?<![\w+.,-])\d{3}-\d{4}(?![\w-]|[.,]\d)", _local_phone, 0),
         # Dates.
         (r"(?<![\w/.-])(?P<y>\d{4})-(?P<m>\d{1,2})-(?P<d>\d{1,2})(?![\w-]|[./]\d)", _iso_date, 0),
         (
@@ -432,6 +434,11 @@ def _phone(match: re.Match, language: str) -> str:
     groups = re.findall(r"\d+", written)
     spoken = ", ".join(_digit_by_digit(g, language) for g in groups)
     return (WORDS[language]["plus"] + " " + spoken) if written.startswith("+") else spoken
+
+
+def _local_phone(match: re.Match, language: str) -> str:
+    low, high = (int(g) for g in match.group(0).split("-"))
+    return match.group(0) if low % 10 == 0 and high % 10 == 0 else _phone(match, language)
 
 
 def _full_year(written: str) -> int:
