@@ -22,7 +22,7 @@ import os
 import stat
 import sys
 import time
-from typing import Callable, Dict, Iterable, Iterator, List, Optional
+from typing import IO, Callable, Dict, Iterable, Iterator, List, Optional
 
 import numpy as np
 
@@ -89,6 +89,16 @@ def _load(args: argparse.Namespace) -> TTSModel:
     return TTSModel.load(args.model, runtime=runtime)
 
 
+def _piped(stdin: Optional[IO[str]]) -> bool:
+    """Whether stdin is a pipe or a regular file (`echo Hi | generate`), not a terminal, a device
+    such as /dev/null, or closed."""
+    try:
+        mode = os.fstat(stdin.fileno()).st_mode if stdin is not None else 0
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+
+
 def _text(value: str, max_text: int) -> str:
     """--text: the text itself, or - for stdin; UTF-8 either way (a PocketTTSError naming the bad
     byte), of at most `max_text` characters (stdin read no further than such a text can be)."""
@@ -118,6 +128,9 @@ def _generate(args: argparse.Namespace) -> None:
     if args.text is not None and args.text_option is not None:
         raise PocketTTSError("generate takes one text: as its argument, or as --text (- reads stdin)")
     given = args.text if args.text is not None else args.text_option
+    if given is None and _piped(sys.stdin):
+        _say(args, "reading the text from stdin: no text was given, and stdin is a pipe or a file")
+        given = "-"
     if given is None:
         text = catalog.default_text(args.model if catalog.is_model(args.model) else None)
     else:
@@ -426,7 +439,12 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
         )
 
     gen = command("generate", _generate, "speak a text")
-    gen.add_argument("text", nargs="?", help="text to speak, or - to read stdin (default: the model's sample text)")
+    gen.add_argument(
+        "text",
+        nargs="?",
+        help="text to speak, or - to read stdin (default: stdin where it is a pipe or a file, else the model's "
+        "sample text)",
+    )
     gen.add_argument("--text", dest="text_option", metavar="TEXT", help="the same, as an option")
     gen.add_argument("--voice", help="predefined voice, audio file, or .safetensors voice state (default: the model's)")
     model_option(gen)

@@ -474,3 +474,27 @@ def test_a_flag_that_turns_an_option_off_says_what_it_does_and_the_default() -> 
     shown = " ".join(cli("generate", "--help").stdout.split())
     assert "--no-pauses the markup is read as text (by default: pause markup ([pause:500ms]," in shown
     assert "--no-normalize the text as given, as official (by default: read numbers," in shown
+
+
+def test_piped_text_is_read_when_no_text_is_given(tmp_path) -> None:
+    """`echo Hi | generate`: stdin, a pipe here, is the text (said on stderr); piped empty, it is the
+    empty-text error; from /dev/null (no pipe, no file), the model's sample text."""
+    common = ("generate", *TINY, "--temperature", "0", "--max-frames", "4", "--eos-threshold", "inf")
+    assert cli(*common, "--text", "Piped words.", "-q", "-o", str(tmp_path / "given.wav")).returncode == 0
+    piped = cli(*common, "-o", str(tmp_path / "piped.wav"), stdin="Piped words.")
+    assert piped.returncode == 0, piped.stderr
+    assert "reading the text from stdin" in piped.stderr
+    assert (tmp_path / "piped.wav").read_bytes() == (tmp_path / "given.wav").read_bytes()
+    empty = cli(*common, "-o", str(tmp_path / "empty.wav"), stdin="")
+    assert empty.returncode == 1 and empty.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert not (tmp_path / "empty.wav").exists()
+    devnull = subprocess.run(
+        [sys.executable, "-m", "core.cli", *common, "-q", "-o", str(tmp_path / "sample.wav")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert devnull.returncode == 0 and (tmp_path / "sample.wav").exists(), devnull.stderr
+    assert (tmp_path / "sample.wav").read_bytes() != (tmp_path / "given.wav").read_bytes()
