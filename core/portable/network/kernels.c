@@ -773,8 +773,9 @@ void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const int32_t
   // Rows [0, blocked) go by blocks, the last one partial where I8_BLOCK_FROM rows or more are left:
   // on english's 24 flow-LM matrices, one thread, AVX-512, a block costs what 6 rows cost on
   // linear_i8_rows. By block, 40 rows take 27-32 ms where 8 rows at a time on the dot-product form
-  // took 64, 16 rows 10-13 where they took 29; AVX2, 4096x1024: 40 rows 3.3 ms where they took 4.8. The blocks are packed after the scales, from a 64-byte boundary: each
-  // block's part u, then its part f.
+  // took 64, 16 rows 10-13 where they took 29; AVX2, 4096x1024: 40 rows 3.3-3.7 ms where they took
+  // 4.4-4.8. The blocks are packed after the scales, from a 64-byte boundary: each block's part u,
+  // then its part f.
   uint8_t *packed = (uint8_t *)(((uintptr_t)(scales + M) + 63) & ~(uintptr_t)63);
   long block_bytes = (long)I8_BLOCK * K;
   int blocked = 0;
