@@ -18,17 +18,16 @@
 
 import { expose, records } from "./automation.js";
 import { engines, mode, showSpeed, start, uploadVoice, useMode } from "./controls.js";
-import { pageFailed } from "./failures.js";
+import { pageFailed, runStopped } from "./failures.js";
 import { generate } from "./generate.js";
-import { $, status } from "./page-state.js";
-import { stop } from "./playback.js";
+import { $, state, status } from "./page-state.js";
 import { finishLive, stopLive, switchLive, typed } from "./speak-as-typed.js";
 import { textStream } from "./text-stream.js";
 import { renderPanel } from "./timing-panel.js";
 
 $("generate").addEventListener("click", generate);
 $("stop").addEventListener("click", () => {
-  stop();
+  runStopped(state.run);
   stopLive();
   status("Stopped.");
 });

@@ -5,8 +5,7 @@ import { records } from "./automation.js";
 import { engines, mode, pageOptions } from "./controls.js";
 import { runFailed } from "./failures.js";
 import { $, state, status } from "./page-state.js";
-import { player, stop, waveform } from "./playback.js";
-import { wavBlob } from "./player.js";
+import { offerDownload, player, stop, waveform } from "./playback.js";
 import { ms, renderPanel } from "./timing-panel.js";
 import { showRun, showWord, wordRecords } from "./words.js";
 
@@ -81,7 +80,8 @@ export async function generate() {
       (reason) => reason,
     );
     const failed = error.name !== "AbortError" ? error : playerFailure;
-    if (failed && state.run === run) runFailed(failed);
+    // What arrived stays, unless the player could not start: then there is nothing to play it.
+    if (failed && state.run === run) runFailed(failed, playerFailure ? null : run);
   } finally {
     if (state.run === run) records.current = null;
     if (state.run === run) {
@@ -97,8 +97,7 @@ export async function generate() {
 // been heard (a text stream's record is its own).
 export function finish(run) {
   const audioMs = (1000 * run.samples) / run.sampleRate;
-  $("download").href = URL.createObjectURL(wavBlob(run.chunks, run.sampleRate));
-  $("download").hidden = false;
+  offerDownload(run);
   if (run.record) return; // a text stream: its record is in pocketTTS.streams
   const record = () => {
     run.entry = {

@@ -4,7 +4,7 @@
 import "./audio-protocol.js";
 import { records } from "./automation.js";
 import { $, state, status } from "./page-state.js";
-import { createPlayer } from "./player.js";
+import { createPlayer, wavBlob } from "./player.js";
 import { Waveform } from "./waveform.js";
 
 const AudioMessage = globalThis.PocketAudioProtocol;
@@ -24,6 +24,13 @@ export function stop() {
   $("generate").disabled = false;
   $("stop").disabled = true;
   $("finish").disabled = true;
+}
+
+// A run's audio so far as a WAV behind the download link (a run received whole, or what arrived
+// of one that failed or was stopped).
+export function offerDownload(run) {
+  $("download").href = URL.createObjectURL(wavBlob(run.chunks, run.sampleRate));
+  $("download").hidden = false;
 }
 
 // Calls `work` at the performance.now() time `at` (at once where that has passed).
@@ -57,9 +64,11 @@ player.on(AudioMessage.DRAINED, ({ rendered, audible, stalls, starved }) => {
   if (run && !state.controller) $("stop").disabled = true; // it has played out
   records.played.push({ samples: rendered, audible, stalls });
   if (stalls > 0) {
+    // Said after what the status says (an error stays one: the audio of a failed run played out).
     status(
       `${$("status").textContent} Playback waited for audio ${stalls === 1 ? "once" : `${stalls} times`} ` +
         "(generation slower than real time).",
+      $("status").classList.contains("error"),
     );
   }
 });

@@ -165,6 +165,24 @@ def failed_cleanly(page, blank_wave: str) -> str:
     return page.inner_text("#status")
 
 
+def failed_keeping_audio(page, blank_wave: str) -> str:
+    """The error the page shows, once it shows one, beside what had arrived: drawn, playing out and
+    downloadable (a WAV of at least a frame); Generate is enabled again and no run is recorded as
+    done."""
+    page.wait_for_function("document.getElementById('status').classList.contains('error')", timeout=GUARD * 1000)
+    assert page.is_enabled("#generate") and page.is_visible("#download")
+    assert page.evaluate("document.getElementById('wave').toDataURL()") != blank_wave
+    assert page.evaluate(DOWNLOADED_BYTES) >= 44 + 2 * 1920
+    assert page.evaluate("window.pocketTTS.current") is None and page.evaluate("window.pocketTTS.runs.length") == 0
+    return page.inner_text("#status")
+
+
+# The bytes of the file behind the download link.
+DOWNLOADED_BYTES = (
+    "fetch(document.getElementById('download').href).then((r) => r.arrayBuffer()).then((b) => b.byteLength)"
+)
+
+
 def blank(page) -> str:
     return page.evaluate("document.getElementById('wave').toDataURL()")
 
@@ -179,7 +197,8 @@ def test_a_server_killed_mid_stream_is_an_error_and_the_next_click_says_the_serv
         process.kill()  # gone with its stream under way: its connections drop
         process.wait(timeout=30)
         network.cut()
-        assert "lost mid-stream" in failed_cleanly(page, wave)
+        shown = failed_keeping_audio(page, wave)
+        assert "lost mid-stream" in shown and "that arrived play out and can be downloaded" in shown
         page.click("#generate")
         page.wait_for_function("document.getElementById('status').textContent.includes('not answering')")
         assert page.is_enabled("#generate")
@@ -217,7 +236,7 @@ def test_a_stalled_stream_is_an_error_and_the_server_sees_its_client_go(browser)
         wave = blank(page)
         under_way(page)
         network.stall()  # the connection open, nothing more on it
-        assert "stopped sending audio" in failed_cleanly(page, wave)
+        assert "stopped sending audio" in failed_keeping_audio(page, wave)
         until(lambda: httpx.get(url + "/health").json()["active_generations"] == 0, "the stalled stream's slot is free")
     page.close()
 
@@ -234,6 +253,17 @@ def test_stop_stays_while_the_audio_plays(browser) -> None:
         assert page.evaluate(playing) == [0, False]
         page.wait_for_function("window.pocketTTS.played.length === 1", timeout=60_000)
         assert page.is_disabled("#stop")
+    page.close()
+
+
+def test_a_stopped_run_keeps_what_arrived_downloadable(browser) -> None:
+    page = browser.new_page()
+    with tiny_server() as url:
+        opened(page, url)
+        under_way(page)
+        page.click("#stop")
+        assert page.inner_text("#status") == "Stopped." and page.is_visible("#download")
+        assert page.evaluate(DOWNLOADED_BYTES) >= 44 + 2 * 1920
     page.close()
 
 
