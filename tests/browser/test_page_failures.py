@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from e2e import harness
+from tests.support.checks import downloaded_bytes
 from tests.support.paths import ROOT, TINY_CONFIG, VOICE_24K
 from tests.support.processes import tiny_server
 from tests.support.serving import GUARD, until
@@ -172,15 +173,9 @@ def failed_keeping_audio(page, blank_wave: str) -> str:
     page.wait_for_function("document.getElementById('status').classList.contains('error')", timeout=GUARD * 1000)
     assert page.is_enabled("#generate") and page.is_visible("#download")
     assert page.evaluate("document.getElementById('wave').toDataURL()") != blank_wave
-    assert page.evaluate(DOWNLOADED_BYTES) >= 44 + 2 * 1920
+    assert downloaded_bytes(page) >= 44 + 2 * 1920
     assert page.evaluate("window.pocketTTS.current") is None and page.evaluate("window.pocketTTS.runs.length") == 0
     return page.inner_text("#status")
-
-
-# The bytes of the file behind the download link.
-DOWNLOADED_BYTES = (
-    "fetch(document.getElementById('download').href).then((r) => r.arrayBuffer()).then((b) => b.byteLength)"
-)
 
 
 def blank(page) -> str:
@@ -263,7 +258,7 @@ def test_a_stopped_run_keeps_what_arrived_downloadable(browser) -> None:
         under_way(page)
         page.click("#stop")
         assert page.inner_text("#status") == "Stopped." and page.is_visible("#download")
-        assert page.evaluate(DOWNLOADED_BYTES) >= 44 + 2 * 1920
+        assert downloaded_bytes(page) >= 44 + 2 * 1920
     page.close()
 
 

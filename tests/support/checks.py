@@ -18,3 +18,10 @@ def error_of(response) -> dict:  # noqa: ANN001
     body = response.json()
     assert set(body) == {"error"} and {"message", "type", "param", "code"} <= set(body["error"]), body
     return body["error"]
+
+
+def downloaded_bytes(page) -> int:  # noqa: ANN001 - a Playwright page
+    """The size of the file behind the page's download link."""
+    return page.evaluate(
+        "fetch(document.getElementById('download').href).then((r) => r.arrayBuffer()).then((b) => b.byteLength)"
+    )
