@@ -59,9 +59,12 @@ def test_json_config_loads_like_yaml(tmp_path) -> None:
         TTSModel.load(str(bad))
 
 
-def test_unknown_model_name_lists_the_catalog() -> None:
-    with pytest.raises(ConfigError, match="unknown model 'englsh': use a catalog name .*english_2m_2026-10"):
+def test_unknown_model_name_lists_the_catalog_the_closest_first() -> None:
+    closest = "unknown model 'englsh': did you mean 'english'\\? use a catalog name .*english_2m_2026-10"
+    with pytest.raises(ConfigError, match=closest):
         TTSModel.load("englsh")
+    with pytest.raises(ConfigError, match="unknown model 'zzz': use a catalog name"):
+        TTSModel.load("zzz")
 
 
 def test_missing_config(tmp_path) -> None:
