@@ -5,6 +5,9 @@ Every message names the file, field or value at fault, so a caller can show it a
 
 from __future__ import annotations
 
+import difflib
+from typing import Sequence
+
 
 class PocketTTSError(ValueError):
     """Bad input to the model: a missing or malformed file, config, voice, audio or text."""
@@ -44,3 +47,10 @@ class DownloadError(PocketTTSError):
 
 class LimitError(PocketTTSError):
     """A request for more than a limit allows (audio longer than a generation may last)."""
+
+
+def did_you_mean(name: str, names: Sequence[str]) -> str:
+    """An error's hint for a name that stands for nothing: "did you mean 'a' or 'b'? " with the (up
+    to three) of `names` closest to it, or nothing where none is close."""
+    close = difflib.get_close_matches(name.lower(), names, n=3, cutoff=0.6)
+    return f"did you mean {' or '.join(repr(found) for found in close)}? " if close else ""

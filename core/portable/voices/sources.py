@@ -4,14 +4,13 @@ rate, its fetcher and its encoder), so that voices know nothing of the model obj
 
 from __future__ import annotations
 
-import difflib
 import os
 from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from ..audio import pcm as audio
-from ..errors import DownloadError, VoiceError
+from ..errors import DownloadError, VoiceError, did_you_mean
 from ..network import transformer
 from ..weights import catalog, sources
 from . import state as voice_state
@@ -60,9 +59,10 @@ def check(source: str, names: Sequence[str], model_name: str) -> None:
             f"{model_name} has no predefined voices, and {source!r} is no file: pass an audio file or a "
             ".safetensors voice state"
         )
-    close = difflib.get_close_matches(source.lower(), names, n=3, cutoff=0.6)
-    hint = f"did you mean {' or '.join(repr(name) for name in close)}? " if close else ""
-    raise VoiceError(f"unknown voice {source!r}: {hint}the voices of {model_name} are {', '.join(sorted(names))}")
+    raise VoiceError(
+        f"unknown voice {source!r}: {did_you_mean(source, names)}the voices of {model_name} are "
+        f"{', '.join(sorted(names))}"
+    )
 
 
 def check_before_loading(model_source: str, voices: Sequence[str]) -> None:

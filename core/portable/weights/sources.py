@@ -10,12 +10,11 @@ runtime: core/host.py); in the browser there is none (it loads bundle folders fr
 
 from __future__ import annotations
 
-import difflib
 import os
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from .. import config
-from ..errors import ConfigError, DownloadError
+from ..errors import ConfigError, DownloadError, did_you_mean
 from . import bundle, catalog, params
 
 # Voice of the official package for a custom model: a recording any model can clone.
@@ -69,10 +68,9 @@ def resolve(source: str, fetch: Fetch = no_downloads) -> ModelFiles:
         return ModelFiles(cfg, _whole(weights), tokenizer, source, voices, catalog.default_voice(source), cloning)
     if os.path.exists(source):
         raise ConfigError(f"{source}: expected a model config (.yaml or .json) or a bundle folder")
-    close = difflib.get_close_matches(source.lower(), catalog.model_names(), n=3, cutoff=0.6)
-    hint = f"did you mean {' or '.join(repr(name) for name in close)}? " if close else ""
     raise ConfigError(
-        f"unknown model {source!r}: {hint}use a catalog name ({', '.join(catalog.model_names())}), "
+        f"unknown model {source!r}: {did_you_mean(source, catalog.model_names())}use a catalog name "
+        f"({', '.join(catalog.model_names())}), "
         "a config .yaml/.json, or a bundle folder"
     )
 
