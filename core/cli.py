@@ -89,13 +89,18 @@ def _load(args: argparse.Namespace) -> TTSModel:
     return TTSModel.load(args.model, runtime=runtime)
 
 
-def _piped(stdin: Optional[IO[str]]) -> bool:
+def _mode(stream: Optional[IO]) -> int:
+    """The file mode of what a standard stream is open on (0 where it is closed or none)."""
+    try:
+        return os.fstat(stream.fileno()).st_mode if stream is not None else 0
+    except (OSError, ValueError):
+        return 0
+
+
+def _piped(stdin: Optional[IO]) -> bool:
     """Whether stdin is a pipe or a regular file (`echo Hi | generate`), not a terminal, a device
     such as /dev/null, or closed."""
-    try:
-        mode = os.fstat(stdin.fileno()).st_mode if stdin is not None else 0
-    except (OSError, ValueError):
-        return False
+    mode = _mode(stdin)
     return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
 
 
@@ -219,8 +224,9 @@ def _write_audio(args: argparse.Namespace, output: Optional[str], fmt: str, chun
     stdout = sys.stdout.buffer
     # A WAV is streamed with a header that cannot know its length: only to a pipe or a terminal. A
     # regular file gets the whole file, its true length in its header.
-    wav_streams = fmt == "wav" and not stat.S_ISREG(os.fstat(stdout.fileno()).st_mode)
-    streamed = args.stream or (args.output == "-" and (wav_streams or fmt in audio_formats.STREAMED))
+    to_stdout = args.output == "-"
+    wav_streams = to_stdout and fmt == "wav" and not stat.S_ISREG(_mode(stdout))
+    streamed = args.stream or (to_stdout and fmt in audio_formats.STREAMED) or wav_streams
     whole = None  # the file, encoded as the chunks come
     if output is not None and not (streamed and output == "-"):
         whole = audio_formats.WholeFile(fmt, sample_rate, args.sample_rate)

@@ -4,10 +4,11 @@ line, the Python API, the batch workers and the server. core/__init__.py install
 where pip built nothing, NumPy runs everything and `backend()` says why.
 
 The library holds the kernels once per instruction set of its architecture (x86-64: AVX-512 with
-VNNI, AVX2 with FMA, the baseline; aarch64: i8mm, dotprod, the baseline; elsewhere the baseline), and
-says which this processor runs: the best of those is bound, so one build (a wheel) runs on every
-machine of its architecture. Their results differ in the last bits only (fused multiply-adds, wider
-vectors), within the kernel checks' bounds.
+VNNI, AVX-VNNI, AVX2 with FMA, the baseline; aarch64: i8mm, dotprod, the baseline; elsewhere the
+baseline; setup.py leaves out a set its compiler cannot build), and says which this processor
+runs: the best of those is bound, so one build (a wheel) runs on every machine of its architecture.
+Their results differ in the last bits only (fused multiply-adds, wider vectors), within the kernel
+checks' bounds.
 
 On CPython, NumPy's BLAS (OpenBLAS) is the better choice for large products (the decoder's
 convolutions, the transformer rows of many streams), but it has no int8 product and packs the whole
