@@ -107,9 +107,11 @@ class NativeKernels(CompiledKernels):
         description: str,
         address: Callable[[np.ndarray], int],
         pair: Callable[..., None],
+        instruction_set: str,
     ):
         super().__init__(functions, name, description, address)
         self._pair = pair
+        self.instruction_set = instruction_set
 
     def linear(self, x: np.ndarray, weight: Weight, bias: Optional[np.ndarray]) -> np.ndarray:
         if x.size // x.shape[-1] >= SPLIT_ROWS and weight.shape[0] * weight.shape[1] >= SPLIT_WEIGHTS:
@@ -222,7 +224,7 @@ def backend(instruction_set: Optional[str] = None) -> Any:
 
     bound = functions(chosen)
     pair = functools.partial(library.pk_linear_i8_two, ctypes.cast(bound["pk_linear_i8"], ctypes.c_void_p).value)
-    return NativeKernels(bound, "native", description, importlib.import_module(EXTENSION).address, pair)
+    return NativeKernels(bound, "native", description, importlib.import_module(EXTENSION).address, pair, chosen)
 
 
 def functions(instruction_set: str) -> Dict[str, Any]:

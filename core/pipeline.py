@@ -1,7 +1,9 @@
 """One stream's two halves on two threads where that pays, the runner of every Python caller on
 CPython (core/host.py's runtime: it runs TTSModel.stream, and so `generate` and the command
 line): the flow LM makes the frames on a thread of its own while the caller's thread decodes them,
-as the server's scheduler (server/scheduler.py) does for many streams at once. NumPy and the
+as the server's scheduler (server/scheduler.py) does for many streams at once, or has the model's
+decoder process decode them once there is one (core/decoder_process.py: there the decoder shares
+no GIL with the flow thread; a model's first stream starts it). NumPy and the
 compiled kernels let go of the GIL inside their products, so the two halves run on two cores, each
 with one BLAS thread (as the server's): on english int8 the command line's real-time factor is
 0.21 this way against 0.31 on one thread (docs/measurements.md#speed), and 0.33 with BLAS's own
@@ -14,18 +16,22 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
-from typing import Iterator, NamedTuple
+import weakref
+from typing import Iterator, NamedTuple, Optional
 
 import numpy as np
 
-from . import threads
+from . import decoder_process, threads
 from .portable.model import TTSModel, one_thread
 from .portable.network import ops
-from .portable.synthesis.decoding import decoded
+from .portable.synthesis.decoding import FrameDecoder, decoded
 from .portable.synthesis.generation import Frame, Generation, alone
 
 # Frames the flow LM may make ahead of the decoder: enough to keep both busy.
 AHEAD = 2
+# Each model's decoder process (core/decoder_process.py), once its first stream has started one.
+_processes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_starting = threading.Lock()
 # The flow LM's size (its transformer's weights, about 12 d_model^2 a layer) from which a thread of
 # its own pays. Real-time factor with the second thread / on one (this 2-core machine, 125 frames):
 # english (75M) 0.35 / 0.50, english_18m (25M) 0.10 / 0.14, english_7m (4.8M) 0.10 / 0.085,
@@ -55,19 +61,47 @@ def run(model: TTSModel, generation: Generation) -> Iterator[np.ndarray]:
     return _two_threads(model, generation) if pays(model) else one_thread(model, generation)
 
 
+def _decoder_process(model: TTSModel) -> Optional[decoder_process.DecoderProcess]:
+    """The model's decoder process where one was started (`_start_decoder_process`)."""
+    with _starting:
+        return _processes.get(model)
+
+
+def _start_decoder_process(model: TTSModel) -> None:
+    with _starting:
+        if model not in _processes:
+            _processes[model] = decoder_process.DecoderProcess(model)
+
+
 def _two_threads(model: TTSModel, generation: Generation) -> Iterator[np.ndarray]:
-    """The frames on a thread of its own (which the first chunk asked for starts); closing the
-    iterator stops that thread within a frame."""
+    """The frames on a thread of its own (which the first chunk asked for starts), decoded on the
+    caller's thread or the model's decoder process (core/decoder_process.py) where this stream
+    holds it; closing the iterator stops that thread within a frame."""
+    process = _decoder_process(model)
+    if process is not None and process.claim():
+        try:
+            yield from _two_threads_with(
+                model, generation, decoder_process.HandingDecoder(model, generation.speed, process)
+            )
+        finally:
+            process.release()
+    else:
+        yield from _two_threads_with(model, generation, model.decoder(generation.speed))
+
+
+def _two_threads_with(model: TTSModel, generation: Generation, decoder: FrameDecoder) -> Iterator[np.ndarray]:
     frames = alone(model, generation)
     handoff: queue.Queue = queue.Queue(AHEAD)
     stop = threading.Event()
-    # The first frame decodes alone: the flow thread waits until the decoder asks for the second.
-    # Beside a flow LM making the next frames, the two threads' handovers of the GIL slow it by a
-    # third (docs/measurements.md#against-the-machines-limits); the flow LM, several times faster
-    # than real time, has the first chunk's whole duration to catch up. english int8, this machine,
-    # same run: first chunk of a short text 38 ms against 41 with a flow thread that does not wait,
-    # the same real-time factor.
+    # The first frame decodes alone where it decodes on this process: the flow thread waits until
+    # the decoder asks for the second. Beside a flow LM making the next frames, the two threads'
+    # handovers of the GIL slow it by a third (docs/measurements.md#against-the-machines-limits);
+    # the flow LM, several times faster than real time, has the first chunk's whole duration to
+    # catch up. english int8, this machine, same run: first chunk of a short text 38 ms against 41
+    # with a flow thread that does not wait, the same real-time factor.
     first_decoded = threading.Event()
+    if isinstance(decoder, decoder_process.HandingDecoder) and decoder.process.ready.is_set():
+        first_decoded.set()
 
     def make() -> None:
         try:
@@ -85,6 +119,7 @@ def _two_threads(model: TTSModel, generation: Generation) -> Iterator[np.ndarray
         for index in itertools.count():
             if index == 1:
                 first_decoded.set()
+                _start_decoder_process(model)
             item = handoff.get()
             if item is _END:
                 return
@@ -96,7 +131,7 @@ def _two_threads(model: TTSModel, generation: Generation) -> Iterator[np.ndarray
         thread = threading.Thread(target=make, name="pocket-tts-flow-lm", daemon=True)
         thread.start()
         try:
-            yield from decoded(model.decoder(generation.speed), handed_over())
+            yield from decoded(decoder, handed_over())
         finally:
             stop.set()
             first_decoded.set()

@@ -14,10 +14,9 @@ all of them alike; the tables give medians. Writes build/bench/bench.json and be
 model's table into docs/measurements.md#speed (with --kernels, into #speed-per-kernel-set).
 
 With --kernels SET ours runs another instruction set this processor runs (core/native.py), so one
-machine measures the paths of the machines it stands for, and torch is held to the same width
-(ATEN_CPU_CAPABILITY, oneDNN's ONEDNN_MAX_CPU_ISA: TORCH_ISA); FBGEMM, which runs the official
-int8 products, picks its instructions itself, so where the machine has AVX-512 VNNI the official
-int8 keeps it. The workers' first answers say what ran, printed with the processor.
+machine measures the paths of the machines it stands for, and NumPy's OpenBLAS (ours) and torch's
+libraries (the official) are held to the same width (HELD).
+The workers' first answers say what ran, printed with the processor.
 """
 
 from __future__ import annotations
@@ -54,12 +53,38 @@ TEXTS = {
 # their last product, and a measurement started under them ran up to 2x slower (the int8 worker's
 # text prompt, which always followed the float worker's: 117-123 ms against 57-62).
 SETTLE_S = 0.5
-# torch's instruction sets for each of ours: (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA).
-TORCH_ISA = {
-    "avx512": ("avx512", "AVX512_CORE_VNNI"),
-    "avxvnni": ("avx2", "AVX2_VNNI"),
-    "avx2": ("avx2", "AVX2"),
-    "baseline": ("default", "SSE41"),
+# The libraries beside ours held to each of our sets: torch's (ATen, oneDNN, MKL, and FBGEMM, which
+# runs the official int8 products and has no path narrower than AVX2 nor one for AVX-VNNI: a machine
+# with only those runs its AVX2 kernels), and NumPy's OpenBLAS (its kernels for such a processor).
+# The machine's own set leaves both to choose.
+HELD = {
+    "avx2": {
+        "official": {
+            "ATEN_CPU_CAPABILITY": "avx2",
+            "ONEDNN_MAX_CPU_ISA": "AVX2",
+            "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+            "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
+        },
+        "ours": {"OPENBLAS_CORETYPE": "Haswell"},
+    },
+    "avxvnni": {
+        "official": {
+            "ATEN_CPU_CAPABILITY": "avx2",
+            "ONEDNN_MAX_CPU_ISA": "AVX2_VNNI",
+            "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+            "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
+        },
+        "ours": {"OPENBLAS_CORETYPE": "Haswell"},
+    },
+    "baseline": {
+        "official": {
+            "ATEN_CPU_CAPABILITY": "default",
+            "ONEDNN_MAX_CPU_ISA": "SSE41",
+            "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+            "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
+        },
+        "ours": {"OPENBLAS_CORETYPE": "Nehalem"},
+    },
 }
 IMPLEMENTATIONS = (
     "ours fp32",
@@ -129,8 +154,7 @@ def start_workers(model: str, names: List[str], kernels: Optional[str]) -> Dict[
         print(f"  starting {name}", file=sys.stderr)
         # The server's scheduler runs its two threads on the two cores: one BLAS thread each.
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1") if name.endswith("server") else dict(os.environ)
-        if kernels and name.startswith("official"):
-            env["ATEN_CPU_CAPABILITY"], env["ONEDNN_MAX_CPU_ISA"] = TORCH_ISA[kernels]
+        env.update(HELD.get(kernels or "", {}).get(name.split()[0], {}))
         workers[name] = Worker(name, command, env)
         print(f"  {name} runs on {workers[name].backend}", file=sys.stderr)
     return workers
@@ -213,7 +237,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT, help="folder for bench.json and bench.md")
     parser.add_argument(
         "--kernels",
-        choices=sorted(TORCH_ISA),
+        choices=sorted([*HELD, "avx512"]),
         help="run ours on this instruction set (one this processor runs), torch held to its width",
     )
     parser.add_argument(

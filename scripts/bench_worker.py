@@ -15,6 +15,7 @@ Its first line names what runs the products.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -74,7 +75,10 @@ class Ours:
 
         # NumPy only: the portable runtime (NumPy, the caller's thread); else this host's.
         self.model = TTSModel.load(source, runtime=Runtime() if numpy_only else host.runtime(kernels))
-        self.backend = self.model.runtime.backend.description
+        from threadpoolctl import threadpool_info
+
+        blas = ", ".join(f"{pool['internal_api']} {pool.get('architecture')}" for pool in threadpool_info())
+        self.backend = f"{self.model.runtime.backend.description} ({blas})"
         if server:
             self.scheduler = Scheduler(self.model)
         self.voice = self.model.voice_state(voice_state)
@@ -125,7 +129,6 @@ class Ours:
 
 class Official:
     def __init__(self, config: str, voice_state: str, voice_wav: str, quantize: bool):
-        import os
         from pathlib import Path
 
         import torch
@@ -135,7 +138,8 @@ class Official:
         self.model = TTSModel.load_model(config=config, quantize=quantize)
         self.backend = (
             f"torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()},"
-            f" quantized engine {torch.backends.quantized.engine})"
+            f" quantized engine {torch.backends.quantized.engine},"
+            f" FBGEMM {os.environ.get('FBGEMM_ENABLE_INSTRUCTIONS', 'its own choice')})"
         )
         self.voice = self.model.get_state_for_audio_prompt(Path(voice_state))
         self.voice_wav = Path(voice_wav)

@@ -32,8 +32,10 @@ def _blas_threads():
 
 @pytest.fixture
 def pays(monkeypatch):
-    """The tiny model as if a thread of its own paid for its flow LM."""
+    """The tiny model as if a thread of its own paid for its flow LM, its decoder on the caller's
+    thread (tests/core/test_decoder_process.py tests the decoder's process)."""
     monkeypatch.setattr(pipeline, "pays", lambda model: True)
+    monkeypatch.setattr(pipeline, "_start_decoder_process", lambda model: None)
 
 
 def test_every_python_caller_runs_the_flow_lm_on_a_thread_of_its_own(model, pays) -> None:

@@ -54,13 +54,14 @@ class FrameDecoder:
             if frame.end:
                 return _audio(self.stretch.finish())
             return self.stretched(np.zeros(frame.silence, np.float32))
+        return self.stretched(self.faded(self.mimi_step(frame), frame))
+
+    def mimi_step(self, frame: Frame) -> np.ndarray:
+        """The audio of a frame with a latent [frame_size], as Mimi decodes it (advancing `state`)."""
         model = self.model
         self.begin(frame)
         with ops.using(model.runtime.backend):
-            pcm = mimi.decode_step(
-                model.mimi_spec, model.params["mimi"], frame.latent[None], self.state
-            )  # [frame_size]
-        return self.stretched(self.faded(pcm, frame))
+            return mimi.decode_step(model.mimi_spec, model.params["mimi"], frame.latent[None], self.state)
 
     def take_words(self) -> List[WordEvent]:
         """The word events of the frames decoded so far and not yet taken."""
