@@ -63,9 +63,10 @@ step "core/ runs on Python 3.8 (vermin), lint and format (ruff)"
 .venv/bin/ruff format --check core browser server scripts e2e tests setup.py
 
 step "the JavaScript (the page, the in-browser engine, Pyodide's patches) parses and is formatted (prettier)"
-# Pinned, into build/ (ignored): the formatter of every .js file, which parses each as it checks it.
-[ -x build/js-tools/node_modules/.bin/prettier ] \
-    || npm install --silent --no-save --no-audit --no-fund --prefix build/js-tools prettier@3.10.1 >/dev/null
+# Pinned, into build/ (ignored): the formatter of every .js file, which parses each as it checks it,
+# and axe-core, the accessibility check the page's browser tests run (tests/browser/test_page_design.py).
+[ -x build/js-tools/node_modules/.bin/prettier ] && [ -f build/js-tools/node_modules/axe-core/axe.min.js ] \
+    || npm install --silent --no-save --no-audit --no-fund --prefix build/js-tools prettier@3.10.1 axe-core@4.14.1 >/dev/null
 build/js-tools/node_modules/.bin/prettier --check --print-width 120 "web/*.js" "browser/*.js" "browser/site/patches/*.js"
 
 step "the documentation site builds with no broken link or anchor (mkdocs build --strict)"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import secrets
 
 import core
+from core.portable.synthesis.options import MAX_TEXT
+from core.portable.weights import catalog
 from server.engine import ServerEngine
 from server.schemas import Health
 
@@ -24,6 +26,8 @@ def report(engine: ServerEngine) -> Health:
         kernels=core.backend(),
         instance=INSTANCE,
         word_timestamps=engine.hosted.word_timestamps,
+        timed_models=catalog.timed_models(),
+        max_text=MAX_TEXT,
     )
 
 

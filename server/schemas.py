@@ -130,6 +130,8 @@ class Health(msgspec.Struct):
     kernels: str  # what runs the model's products: the compiled kernels with NumPy, or NumPy alone
     instance: str  # which process answered (a replica behind a load balancer): a random id, not its name
     word_timestamps: bool  # whether the model times words (timestamp heads): POST /generate/words, ...
+    timed_models: List[str]  # the catalog's models that time words (the page names them where this one does not)
+    max_text: int  # characters of text a request may give
 
 
 class Voices(msgspec.Struct):

@@ -13,6 +13,8 @@
 //   playback.js        the player, the waveform, Stop
 //   words.js           the words and segments lit as they are heard
 //   timing-panel.js    the "How fast" panel
+//   text-limit.js      the text box's count against the engine's limit
+//   pace.js            a run's making against its playing: the wait where it falls behind
 //   failures.js        failures, shown and recorded
 //   page-state.js      what they share: the elements, the status line, the state
 
@@ -23,6 +25,7 @@ import { generate } from "./generate.js";
 import { $, state, status } from "./page-state.js";
 import { finishLive, stopLive, switchLive, typed } from "./speak-as-typed.js";
 import { textStream } from "./text-stream.js";
+import { countText } from "./text-limit.js";
 import { renderPanel } from "./timing-panel.js";
 
 $("generate").addEventListener("click", generate);
@@ -32,7 +35,16 @@ $("stop").addEventListener("click", () => {
   status("Stopped.");
 });
 $("finish").addEventListener("click", finishLive);
-$("text").addEventListener("input", typed);
+$("text").addEventListener("input", (event) => {
+  countText();
+  typed(event);
+});
+$("text").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && !$("generate").disabled) {
+    event.preventDefault();
+    generate();
+  }
+});
 $("live").addEventListener("change", switchLive);
 $("speed").addEventListener("input", showSpeed);
 $("mode").addEventListener("change", () => {
@@ -43,4 +55,5 @@ $("voice-file").addEventListener("change", uploadVoice);
 
 expose(engines, textStream);
 renderPanel();
+countText();
 start().catch(pageFailed);

@@ -3,7 +3,8 @@
 //
 // Records (the page's modules append to them):
 //   runs     every finished Generate run: {mode, started_at_ms (since the page opened), ttfc_ms,
-//            ttfa_ms, total_ms, audio_ms, words}
+//            ttfa_ms, total_ms, audio_ms, rtf (seconds of making per second of audio, from the
+//            second chunk on: pace.js; null under a second of audio), words}
 //   played   every run that played out: {samples, audible, stalls} (samples the worklet rendered,
 //            how many not silent, how often playback waited for audio)
 //   current  the Generate run under way: {mode, samples received so far, playing once its player is

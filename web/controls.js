@@ -6,6 +6,7 @@ import { records } from "./automation.js";
 import { $, state, status } from "./page-state.js";
 import { stop } from "./playback.js";
 import * as server from "./server-engine.js";
+import { countText } from "./text-limit.js";
 import { renderPanel } from "./timing-panel.js";
 
 // The in-browser engine's module is imported by start() where the site has a model.
@@ -15,6 +16,22 @@ export const mode = () => $("mode").value;
 // The options of every generation, from the page's controls.
 export function pageOptions() {
   return { speed: Number($("speed").value), normalize: $("normalize").checked };
+}
+
+// Whether a generation asks for its words: where the model times them and the box is ticked.
+export const wordsWanted = () => state.words && $("show-words").checked;
+
+// The words control: off, with why and the models that have them, where the model has no heads.
+function offerWords(model, timed) {
+  const box = $("show-words");
+  box.disabled = !state.words;
+  box.checked = state.words;
+  const why = $("words-why");
+  why.hidden = state.words;
+  why.textContent = state.words
+    ? ""
+    : `${model} cannot time its words: it has no timestamp heads. ` +
+      (timed.length ? `Models that have them: ${timed.join(", ")}.` : "");
 }
 
 export function showSpeed() {
@@ -49,6 +66,9 @@ export async function useMode(name) {
     const health = await server.health();
     state.sampleRate = health.sample_rate;
     state.words = Boolean(health.word_timestamps);
+    state.maxText = health.max_text;
+    offerWords(health.model, health.timed_models);
+    countText();
     fillVoices(await server.voices());
     offerUploads(true, "");
     $("generate").disabled = false;
@@ -76,6 +96,9 @@ export async function useMode(name) {
   }
   state.sampleRate = info.sample_rate;
   state.words = Boolean(info.word_timestamps);
+  state.maxText = state.site.model.max_text;
+  offerWords(state.site.model.name, state.site.model.timed_models);
+  countText();
   fillVoices({ default: info.default_voice, voices: info.voices.filter((v) => v !== info.default_voice) });
   offerUploads(info.can_clone_voices, info.can_clone_voices ? cloningNote() : "this model comes without voice cloning");
   renderPanel();
@@ -139,8 +162,8 @@ export async function start() {
   if (state.site) engines.browser = await import("./browser/browser-engine.js");
   const select = $("mode");
   select.innerHTML = "";
-  if (site && site.server) select.append(new Option("server", "server"));
-  if (state.site) select.append(new Option("in this browser", "browser"));
+  if (site && site.server) select.append(new Option(`${(await server.health()).model}, on the server`, "server"));
+  if (state.site) select.append(new Option(`${state.site.model.name}, in this browser`, "browser"));
   if (!select.options.length) {
     throw new Error(
       "no engine: this page found neither a server nor a built site (site.json, from pocket-tts-numpy build-site)",

@@ -2,10 +2,12 @@
 // arrives, and once it has been heard, its record (pocketTTS.runs), the panel and the download link.
 
 import { records } from "./automation.js";
-import { engines, mode, pageOptions } from "./controls.js";
+import { engines, mode, pageOptions, wordsWanted } from "./controls.js";
 import { runFailed } from "./failures.js";
 import { $, state, status } from "./page-state.js";
-import { offerDownload, player, stop, waveform } from "./playback.js";
+import { offerDownload, player, showWaiting, stop, waveform } from "./playback.js";
+import { Pace } from "./pace.js";
+import { limitMessage, overLimit } from "./text-limit.js";
 import { ms, renderPanel } from "./timing-panel.js";
 import { showRun, showWord, wordRecords } from "./words.js";
 
@@ -13,6 +15,11 @@ export async function generate() {
   const text = $("text").value;
   if (!text.trim()) {
     status("Type something to say first.", true);
+    return;
+  }
+  if (overLimit()) {
+    status(limitMessage(), true);
+    $("text").focus();
     return;
   }
   if (state.voiceless && !$("voice").value) {
@@ -31,6 +38,9 @@ export async function generate() {
     chunks: [],
     samples: 0,
     words: [],
+    pace: new Pace(text.length, pageOptions().speed, state.sampleRate),
+    lead: 0, // samples the player waits for where its queue runs dry
+    waiting: null, // the sample where it ran dry, while it waits
   };
   showRun(run);
   state.controller = controller;
@@ -48,7 +58,7 @@ export async function generate() {
     voice: $("voice").value,
     options: pageOptions(),
     signal: controller.signal,
-    words: state.words,
+    words: wordsWanted(),
     onWord: (event) => showWord(run, event),
     onChunk: (chunk) => {
       if (run.ttfc === null) run.ttfc = performance.now() - run.t0;
@@ -56,7 +66,14 @@ export async function generate() {
       if (state.run === run && records.current) records.current.samples = run.samples;
       run.chunks.push(chunk.slice());
       waveform.add(chunk);
-      ready.then(() => state.run === run && player.push(chunk));
+      const lead = run.pace.lead(run.samples, performance.now());
+      ready.then(() => {
+        if (state.run !== run) return;
+        player.push(chunk);
+        if (lead === run.lead) return;
+        player.lead((run.lead = lead));
+        if (run.waiting !== null && run.end === null) showWaiting(run);
+      });
     },
   });
   const ready = player.start(run.sampleRate);
@@ -107,6 +124,7 @@ export function finish(run) {
       ttfa_ms: run.ttfa,
       total_ms: run.end,
       audio_ms: audioMs,
+      rtf: run.pace.rate, // seconds of making per second of audio (null: under a second made)
       words: wordRecords(run), // again once it has played out: when each was heard
     };
     records.runs.push(run.entry);

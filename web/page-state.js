@@ -15,6 +15,7 @@ export const state = {
   liveText: "",
   livePause: null,
   words: false, // whether the engine's model times words (timestamp heads)
+  maxText: null, // characters a generation may take, once the engine says
 };
 
 export function status(message, isError = false) {

@@ -40,6 +40,7 @@ export function later(at, work) {
 
 player.on(AudioMessage.POSITION, ({ rendered, time }) => {
   const run = state.run;
+  if (run && run.waiting !== null && run.waiting !== undefined && rendered > run.waiting) run.waiting = null;
   if (run) later(player.toPerformanceTime(time), () => state.run === run && waveform.position(rendered));
 });
 
@@ -65,10 +66,42 @@ player.on(AudioMessage.DRAINED, ({ rendered, audible, stalls, starved }) => {
   records.played.push({ samples: rendered, audible, stalls });
   if (stalls > 0) {
     // Said after what the status says (an error stays one: the audio of a failed run played out).
+    const rate = run && run.pace && run.pace.rate > 1 ? ` (${slowness(run.pace.rate)})` : "";
     status(
-      `${$("status").textContent} Playback waited for audio ${stalls === 1 ? "once" : `${stalls} times`} ` +
-        "(generation slower than real time).",
+      `${$("status").textContent} Playback waited for audio ${stalls === 1 ? "once" : `${stalls} times`}${rate}.`,
       $("status").classList.contains("error"),
     );
   }
 });
+
+// How much slower than real time the engine makes a run's audio.
+const slowness = (rate) => `each second of audio takes ${rate.toFixed(1)} s to make here`;
+
+// The queue ran dry before a Generate run's end: the player waits for the run's lead (pace.js), and
+// the page says so, why, and what would keep up, again as the lead grows while it waits.
+player.on(AudioMessage.STALLED, ({ rendered }) => {
+  const run = state.run;
+  if (!run || run.record || !run.pace || run.end !== null) return;
+  run.waiting = rendered;
+  showWaiting(run);
+});
+
+export function showWaiting(run) {
+  const ahead = (run.lead / run.sampleRate).toFixed(1);
+  if (!(run.pace.rate > 1)) {
+    status(`Waiting for audio: it came late, so it plays on once ${ahead} s are ready.`);
+    return;
+  }
+  // In this browser, what would keep up: the server where the page has one, else a smaller model.
+  const server = $("mode").querySelector("option[value=server]");
+  const advice =
+    run.mode !== "browser"
+      ? ""
+      : server
+        ? " The server keeps up: choose it under Model."
+        : " A site built with a smaller model (english_2m_2026-10) keeps up on slower devices.";
+  status(
+    `Waiting for audio: ${slowness(run.pace.rate)}, so it plays on once ${ahead} s are ready, without a ` +
+      `break after that.${advice}`,
+  );
+}

@@ -94,6 +94,11 @@ export class WorkletPlayer extends Events {
     this.node.port.postMessage({ type: AudioMessage.CHUNK, chunk }, [chunk.buffer]);
   }
 
+  // Samples to have queued before playing on where the queue runs dry (pace.js).
+  lead(samples) {
+    this.node.port.postMessage({ type: AudioMessage.LEAD, samples });
+  }
+
   end() {
     this.node.port.postMessage({ type: AudioMessage.END });
   }
@@ -105,7 +110,8 @@ export class WorkletPlayer extends Events {
 
 // The player where there is no AudioWorklet (plain http from another host is not a secure context):
 // each chunk an AudioBufferSourceNode, started where the one before ends, with the worklet's
-// messages (FIRST_AUDIO, POSITION per chunk, DRAINED) worked out from the schedule.
+// messages (FIRST_AUDIO, POSITION per chunk, STALLED, DRAINED) worked out from the schedule. It
+// plays each chunk as soon as it comes: it does not wait for a lead.
 export class ScheduledPlayer extends Events {
   async begin(sampleRate) {
     await this.open(sampleRate);
@@ -137,6 +143,7 @@ export class ScheduledPlayer extends Events {
     if (this.playing && this.next < now) {
       this.stalls += 1;
       this.starved += Math.round((now - this.next) * this.context.sampleRate);
+      this.emit(AudioMessage.STALLED, { rendered: this.rendered, lead: 0 });
     }
     const at = Math.max(this.next, now);
     const buffer = this.context.createBuffer(1, chunk.length, this.context.sampleRate);
@@ -169,6 +176,8 @@ export class ScheduledPlayer extends Events {
     this.ended = true;
     this.drained();
   }
+
+  lead() {}
 
   // DRAINED once the run has ended and its last chunk has played.
   drained() {

@@ -2,7 +2,7 @@
 // recorded (pocketTTS.streams), or only collected.
 
 import { records } from "./automation.js";
-import { engines, mode, pageOptions } from "./controls.js";
+import { engines, mode, pageOptions, wordsWanted } from "./controls.js";
 import { finish } from "./generate.js";
 import { $, state } from "./page-state.js";
 import { player, stop, waveform } from "./playback.js";
@@ -63,7 +63,7 @@ export function textStream({
   const stream = engines[name].textStream({
     voice,
     options: { ...pageOptions(), ...options },
-    words: state.words,
+    words: wordsWanted(),
     onWord: (event) => {
       if (play) showWord(run, event);
     },

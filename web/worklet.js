@@ -18,9 +18,10 @@ class StreamPlayer extends AudioWorkletProcessor {
       if (message.type === AudioMessage.RESET) this.reset();
       else if (message.type === AudioMessage.CHUNK) {
         this.queue.push(message.chunk);
+        this.queued += message.chunk.length;
         this.playing = true;
-        this.starved = false;
       } else if (message.type === AudioMessage.END) this.ended = true;
+      else if (message.type === AudioMessage.LEAD) this.lead = message.samples;
     };
   }
 
@@ -35,14 +36,17 @@ class StreamPlayer extends AudioWorkletProcessor {
     this.audible = 0;
     this.stalls = 0;
     this.starvedSamples = 0; // of silence played while the queue was dry
-    this.starved = false; // the queue is dry now (counted once per gap)
+    this.starved = false; // the queue ran dry: silence until `lead` samples are queued again
+    this.queued = 0; // samples in the queue not played yet
+    this.lead = 0;
     this.quanta = 0;
   }
 
   process(inputs, outputs) {
     const out = outputs[0][0];
     let written = 0;
-    while (written < out.length && this.queue.length > 0) {
+    if (this.starved && ((this.queued > 0 && this.queued >= this.lead) || this.ended)) this.starved = false;
+    while (!this.starved && written < out.length && this.queue.length > 0) {
       const chunk = this.queue[0];
       const n = Math.min(out.length - written, chunk.length - this.offset);
       out.set(chunk.subarray(this.offset, this.offset + n), written);
@@ -63,6 +67,7 @@ class StreamPlayer extends AudioWorkletProcessor {
       }
       written += n;
       this.offset += n;
+      this.queued -= n;
       if (this.offset === chunk.length) {
         this.queue.shift();
         this.offset = 0;
@@ -73,8 +78,8 @@ class StreamPlayer extends AudioWorkletProcessor {
       const time = currentTime + written / sampleRate;
       this.port.postMessage({ type: AudioMessage.POSITION, rendered: this.rendered, time });
     }
-    if (this.playing && this.queue.length === 0) {
-      if (this.ended) {
+    if (this.playing && (this.queue.length === 0 || this.starved)) {
+      if (this.ended && this.queue.length === 0) {
         this.playing = false;
         this.port.postMessage({
           type: AudioMessage.DRAINED,
@@ -86,7 +91,10 @@ class StreamPlayer extends AudioWorkletProcessor {
         });
       } else if (written < out.length) {
         this.starvedSamples += out.length - written;
-        if (!this.starved) this.stalls++;
+        if (!this.starved) {
+          this.stalls++;
+          this.port.postMessage({ type: AudioMessage.STALLED, rendered: this.rendered, lead: this.lead });
+        }
         this.starved = true;
       }
     }

@@ -37,7 +37,9 @@ from core.browser.site import compiled, num2words_wheel
 from core.browser.site.pyodide import ON_FIRST_USE, SITE_PACKAGES, libraries, tarball_cached, vendor
 from core.files import NewFolder, check_replaceable
 from core.portable.network import kernels
+from core.portable.synthesis.options import MAX_TEXT
 from core.portable.text.normalize import LANGUAGE_CODES
+from core.portable.weights import catalog
 from core.portable.weights.bundle import MANIFEST
 from core.ui import web_folder
 
@@ -327,6 +329,8 @@ def _build(model: str, out: Path, voices: List[str], int8: bool, python38: Optio
             "files": files,
             "roles": roles,
             "voice_cloning": cloning_file(out / "model"),
+            "max_text": MAX_TEXT,  # characters of text a generation may take
+            "timed_models": catalog.timed_models(),  # the catalog's models that time words
         },
     }
     (out / "site.json").write_text(json.dumps(site, indent=1))

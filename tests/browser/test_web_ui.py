@@ -44,7 +44,7 @@ def test_generate_in_server_mode_plays_audio_and_records_the_run(browser, ui_ser
     run = page.evaluate("window.pocketTTS.runs[0]")
     played = page.evaluate("window.pocketTTS.played[0]")
     assert run["mode"] == "server"
-    assert set(run) == {"mode", "started_at_ms", "ttfc_ms", "ttfa_ms", "total_ms", "audio_ms", "words"}
+    assert set(run) == {"mode", "started_at_ms", "ttfc_ms", "ttfa_ms", "total_ms", "audio_ms", "rtf", "words"}
     assert run["words"] == []  # the tiny model times no words
     assert 0 < run["ttfc_ms"] <= run["ttfa_ms"] and run["ttfc_ms"] <= run["total_ms"] and run["started_at_ms"] > 0
     assert run["audio_ms"] > 0 and played["samples"] >= run["audio_ms"] * 24 * 0.99

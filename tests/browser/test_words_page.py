@@ -106,3 +106,19 @@ def test_both_engines_give_the_words_cpython_gives(one_page, words_site) -> None
         assert ends == expected, mode
         starts = [(e["word"], e["index"], e["start_sample"]) for e in got["words"] if e["type"] == "word"]
         assert starts == [(w, i, s) for w, i, s, _ in expected]
+
+
+def test_the_words_control_turns_them_off(one_page) -> None:
+    """On a model with heads the control is on, with nothing to explain; unticked, a run asks for
+    no words and shows none."""
+    page = one_page.page
+    one_page.use("server")
+    assert page.is_enabled("#show-words") and page.is_checked("#show-words") and page.is_hidden("#words-why")
+    page.uncheck("#show-words")
+    try:
+        page.click("#text")
+        page.evaluate(SPEAK, ["Hello there.", dict(EXACT, max_frames=12)])
+        assert page.evaluate("window.spoken")["words"] == []
+        assert page.evaluate("document.querySelectorAll('#words span').length") == 0
+    finally:
+        page.check("#show-words")
