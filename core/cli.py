@@ -26,7 +26,7 @@ from typing import IO, Callable, Dict, Iterable, Iterator, List, Optional
 
 import numpy as np
 
-from . import __version__, audio_formats, host, hub
+from . import __version__, audio_formats, host, hub, native
 from .extras import install_hint
 from .files import check_folder, check_replaceable, check_writable, write_atomically, write_new
 from .portable.errors import PocketTTSError
@@ -85,7 +85,7 @@ def _say(args: argparse.Namespace, message: str) -> None:
 
 def _load(args: argparse.Namespace) -> TTSModel:
     runtime = host.runtime()
-    _say(args, f"loading {args.model} (products on {runtime.backend.description})")
+    _say(args, f"loading {args.model} (on {native.plainly(runtime.backend)})")
     return TTSModel.load(args.model, runtime=runtime)
 
 

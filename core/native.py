@@ -211,6 +211,14 @@ def instruction_sets() -> List[str]:
     return [name for name in compiled if library.pk_supports(name.encode())]
 
 
+def plainly(runs: Any) -> str:
+    """What runs a model's products (a backend of `backend`), as a line for people says it: "this
+    processor's avx2 kernels", or NumPy's description (which says why it runs alone)."""
+    if isinstance(runs, NativeKernels):
+        return f"this processor's {runs.instruction_set} kernels"
+    return str(runs.description)
+
+
 def backend(instruction_set: Optional[str] = None) -> Any:
     """The compiled kernels of `instruction_set` (default: the best this processor runs) where pip
     built them, else NumPy's backend (its description says why)."""

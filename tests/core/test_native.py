@@ -126,7 +126,7 @@ def test_the_command_line_says_what_runs_its_products(backend, tmp_path) -> None
         text=True,
     )
     assert done.returncode == 0, done.stderr
-    assert f"products on {core.backend()}" in done.stderr
+    assert f"(on {native.plainly(core.host.runtime().backend)})" in done.stderr.splitlines()[0]
 
 
 def test_the_native_kernels_equal_numpy_and_refuse_bad_calls(backend) -> None:
