@@ -47,8 +47,14 @@ class TTSModel(portable_model.TTSModel):
     another (Runtime(): NumPy on the caller's thread, no downloads)."""
 
     @classmethod
-    def load(cls, source: str, parts: Optional[Sequence[str]] = None, runtime: Optional[Runtime] = None) -> TTSModel:
-        return super().load(source, parts, runtime or host.runtime())
+    def load(
+        cls,
+        source: str,
+        parts: Optional[Sequence[str]] = None,
+        runtime: Optional[Runtime] = None,
+        adapter: Optional[str] = None,
+    ) -> TTSModel:
+        return super().load(source, parts, runtime or host.runtime(), adapter)
 
 
 def backend() -> str:

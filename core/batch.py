@@ -64,7 +64,7 @@ import stat
 import sys
 import time
 from contextlib import closing, contextmanager
-from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from .files import (
     NO_LINK,
@@ -80,6 +80,7 @@ from .portable.audio.pcm import wav_bytes
 from .portable.errors import PocketTTSError
 from .portable.synthesis.options import MAX_TEXT, REQUEST_SECONDS, GenerationOptions
 from .portable.text.prepare import check_text
+from .portable.weights import adapter as lora
 from .portable.weights import catalog
 from .subtitles import words_json
 
@@ -308,7 +309,14 @@ def words_file(line_id: str) -> str:
 _workers: Dict[str, Any] = {}
 
 
-def synthesize(model_source: str, line: Line, words: bool = False) -> Outcome:
+class ModelSource(NamedTuple):
+    """What a worker loads: the model (a catalog name or a path) and the LoRA adapter merged into it."""
+
+    model: str
+    adapter: Optional[str] = None
+
+
+def synthesize(model_source: ModelSource, line: Line, words: bool = False) -> Outcome:
     """One line, in a worker process (of the pool, or a Ray task); with `words`, its word times too."""
     from . import host, threads
     from .portable.model import TTSModel, one_thread
@@ -319,7 +327,8 @@ def synthesize(model_source: str, line: Line, words: bool = False) -> Outcome:
             threads.one_blas_thread_for_good()
             runtime = dataclasses.replace(host.runtime(), runner=one_thread)  # a worker per core already
             _workers.clear()
-            _workers.update(source=model_source, model=TTSModel.load(model_source, runtime=runtime))
+            model = TTSModel.load(model_source.model, runtime=runtime, adapter=model_source.adapter)
+            _workers.update(source=model_source, model=model)
         model = _workers["model"]
         if "voices" not in _workers:
             _workers["voices"] = VoiceRegistry(model, default=line.voice)
@@ -429,7 +438,9 @@ def _nonempty(lines: Iterable[Line]) -> Optional[Iterator[Line]]:
     return None if first is None else itertools.chain([first], queue)
 
 
-def local_outcomes(model_source: str, lines: Iterable[Line], workers: int, words: bool = False) -> Iterator[Outcome]:
+def local_outcomes(
+    model_source: ModelSource, lines: Iterable[Line], workers: int, words: bool = False
+) -> Iterator[Outcome]:
     """The lines on worker processes on this machine, as they finish: each worker has one line at a
     time, and the next line is read when a worker is free. A worker that dies costs its line (its
     error), and the next line gets a new one. Closed before the end (an error, or the job stopped),
@@ -494,7 +505,9 @@ def local_outcomes(model_source: str, lines: Iterable[Line], workers: int, words
             process.join()
 
 
-def ray_outcomes(model_source: str, lines: Iterable[Line], address: str, words: bool = False) -> Iterator[Outcome]:
+def ray_outcomes(
+    model_source: ModelSource, lines: Iterable[Line], address: str, words: bool = False
+) -> Iterator[Outcome]:
     """The lines as Ray tasks on the cluster at `address`, as they finish; this package travels with
     them, so the cluster's nodes need NumPy (and, for catalog models, huggingface_hub) only."""
     queue = _nonempty(lines)
@@ -657,10 +670,11 @@ def run(
     progress: bool = True,
     words: bool = False,
     max_text: int = MAX_TEXT,
+    adapter: Optional[str] = None,
 ) -> Summary:
     """Make every line of `input_path` not yet made in `out`; see the module's docstring. With
     `words`, each line's word times too, in OUT/ID.words.json (a line made without is made again);
-    a line's text may have `max_text` characters."""
+    a line's text may have `max_text` characters; `adapter`: a LoRA adapter merged into the model."""
     from tqdm import tqdm
 
     start = time.perf_counter()
@@ -675,6 +689,9 @@ def run(
     from .portable.weights.sources import resolve
 
     files = resolve(model)  # a model that cannot load is one error now, not one per line
+    if adapter is not None:
+        adapter = os.path.abspath(adapter)
+        lora.read(adapter)  # so is an adapter that cannot
     if voice is not None and os.path.exists(voice):
         voice = os.path.abspath(voice)
     voice = voice if voice is not None else files.default_voice
@@ -690,10 +707,11 @@ def run(
             job = _Job(out, previous, words, bar)
             folder = os.path.dirname(os.path.abspath(input_path))
             to_make = job.to_make(read_lines(f, folder, model, voice, max_text))
+            source = ModelSource(model, adapter)
             if ray_address is not None:
-                outcomes = ray_outcomes(model, to_make, ray_address, words)
+                outcomes = ray_outcomes(source, to_make, ray_address, words)
             else:
-                outcomes = local_outcomes(model, to_make, max(1, min(workers or os.cpu_count() or 1, total)), words)
+                outcomes = local_outcomes(source, to_make, max(1, min(workers or os.cpu_count() or 1, total)), words)
             with closing(outcomes):
                 for outcome in outcomes:
                     job.finished(outcome, manifest)

@@ -85,8 +85,9 @@ def _say(args: argparse.Namespace, message: str) -> None:
 
 def _load(args: argparse.Namespace) -> TTSModel:
     runtime = host.runtime()
-    _say(args, f"loading {args.model} (on {native.plainly(runtime.backend)})")
-    return TTSModel.load(args.model, runtime=runtime)
+    adapted = f" with the adapter {args.adapter}" if args.adapter else ""
+    _say(args, f"loading {args.model}{adapted} (on {native.plainly(runtime.backend)})")
+    return TTSModel.load(args.model, runtime=runtime, adapter=args.adapter)
 
 
 def _mode(stream: Optional[IO]) -> int:
@@ -287,6 +288,7 @@ def _export(args: argparse.Namespace) -> None:
         int8=not args.float32,
         voice_cloning=args.voice_cloning,
         int8_group=args.int8_group,
+        adapter=args.adapter,
     )
     _say(
         args,
@@ -318,6 +320,7 @@ def _batch(args: argparse.Namespace) -> Optional[int]:
                 not args.quiet,
                 args.words,
                 args.max_text,
+                args.adapter,
             )
     except Stopped as e:
         print(
@@ -435,6 +438,13 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
             help="catalog name, config .yaml/.json, or bundle folder (default: %(default)s)",
         )
 
+    def adapter_option(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--adapter",
+            metavar="PATH",
+            help="a LoRA fine-tune of the model (a PEFT folder or a .safetensors file), merged at load",
+        )
+
     def max_text_option(sub: argparse.ArgumentParser, what: str) -> None:
         sub.add_argument(
             "--max-text",
@@ -454,6 +464,7 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
     gen.add_argument("--text", dest="text_option", metavar="TEXT", help="the same, as an option")
     gen.add_argument("--voice", help="predefined voice, audio file, or .safetensors voice state (default: the model's)")
     model_option(gen)
+    adapter_option(gen)
     max_text_option(gen, "the text")
     gen.add_argument(
         "-o",
@@ -512,9 +523,11 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
     ev.add_argument("audio", help="audio file (or predefined voice name)")
     ev.add_argument("out", help="output .safetensors file")
     model_option(ev)
+    adapter_option(ev)
 
     ex = command("export", _export, "write a self-contained model bundle (int8 weights by default)")
     model_option(ex)
+    adapter_option(ex)
     ex.add_argument("--out", required=True, help="bundle folder to write")
     ex.add_argument("--voice", action="append", help="voice to include (repeatable; default: the model's default)")
     ex.add_argument("--float32", action="store_true", help="keep float32 weights instead of int8")
@@ -534,6 +547,7 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
     ba.add_argument("input", help='JSONL file: {"id", "text", "voice"?, options?} per line')
     ba.add_argument("--out", required=True, help="folder for ID.wav files and manifest.jsonl (a rerun resumes)")
     model_option(ba)
+    adapter_option(ba)
     ba.add_argument("--voice", help="voice of the lines that name none (default: the model's)")
     ba.add_argument("--workers", type=int, help="worker processes on this machine (default: one per core)")
     ba.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster instead: its address, or auto")

@@ -20,6 +20,7 @@ from .portable.model import TTSModel, load_weights
 from .portable.network import quantize
 from .portable.voices import state as voice_state
 from .portable.voices.state import VoiceSource
+from .portable.weights import adapter as lora
 from .portable.weights import bundle, params, sources
 
 
@@ -30,12 +31,13 @@ def export(
     int8: bool = True,
     voice_cloning: bool = True,
     int8_group: Optional[int] = None,
+    adapter: Optional[str] = None,
 ) -> Dict[str, object]:
     """Write a bundle of `model_source` to `out_dir` (write_bundle's, made whole beside it: a folder
     there is replaced only where core.files.NewFolder may, checked before any work); returns what was
     written (names, sizes)."""
     with NewFolder(out_dir) as staging:
-        report = write_bundle(model_source, staging.path, voices, int8, voice_cloning, int8_group)
+        report = write_bundle(model_source, staging.path, voices, int8, voice_cloning, int8_group, adapter)
         staging.publish()
     return dict(report, bundle=out_dir)
 
@@ -47,9 +49,11 @@ def write_bundle(
     int8: bool = True,
     voice_cloning: bool = True,
     int8_group: Optional[int] = None,
+    adapter: Optional[str] = None,
 ) -> Dict[str, object]:
     """The bundle of `model_source` written into `folder` (an empty folder of the caller's own
-    making: a NewFolder's); returns what was written (names, sizes).
+    making: a NewFolder's); returns what was written (names, sizes). `adapter`: a LoRA adapter
+    merged into the weights first (an int8 bundle quantizes the merged weights).
 
     `voices` are predefined names, audio files or voice states; with none, a catalog model
     bundles its default voice. `voice_cloning=False` leaves the Mimi encoder out (smaller; the
@@ -62,6 +66,8 @@ def write_bundle(
     runtime = host.runtime()
     files = sources.resolve(model_source, runtime.fetch)
     tensors = load_weights(files.weights)
+    if adapter is not None:
+        tensors = lora.merged(tensors, lora.read(adapter))
     model = TTSModel.from_files(files, tensors, runtime=runtime)
     chosen = list(voices) or ([files.default_voice] if files.default_voice in files.voices else [])
     states = {_voice_name(v): model.voice_state(v) for v in chosen}

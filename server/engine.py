@@ -40,7 +40,7 @@ def load_engine(settings: Settings, recordings: Optional[Recordings] = None) -> 
     voice cannot load."""
     folder = voice_folder.checked(settings.voices_dir)  # before the model: an error at once
     access = Access(settings.api_key or None, settings.guest_slots)
-    model = TTSModel.load(settings.model)
+    model = TTSModel.load(settings.model, adapter=None if settings.adapter is None else str(settings.adapter))
     return ServerEngine(
         model, settings.voice, settings.max_concurrent, recordings, access, settings.max_connections, folder
     )

@@ -77,6 +77,9 @@ def setting(
 @dataclass(frozen=True)
 class Settings:
     model: str = setting(DEFAULT_MODEL, "catalog name, config .yaml/.json, or bundle folder (default: %(default)s)")
+    adapter: Optional[Path] = setting(
+        None, "a LoRA fine-tune of the model (a PEFT folder or a .safetensors file), merged at load", metavar="PATH"
+    )
     voice: Optional[str] = setting(None, "default voice: predefined name, audio file or .safetensors state")
     host: str = setting("127.0.0.1", "the address to listen on (python -m server; default: %(default)s)")
     port: int = setting(8000, "the port to listen on (python -m server; default: %(default)s)")

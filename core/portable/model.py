@@ -35,6 +35,7 @@ from .text.segmenter import Segmenter
 from .text.tokenizer import Tokenizer
 from .voices import sources as voices
 from .voices.state import VoiceSource, VoiceState
+from .weights import adapter as lora
 from .weights import params, safetensors_file, sources
 
 # The most audio one generation may make, pauses included (an hour): speech that could run longer
@@ -111,6 +112,7 @@ class TTSModel:
         self._time_terms: Dict[int, List[np.ndarray]] = {}
         # The files it was loaded from (set by `from_files`): where `add_parts` reads more parts.
         self.files: Optional[sources.ModelFiles] = None
+        self.adapter: Optional[str] = None  # the LoRA adapter merged into its flow LM, where one was
 
     def _checked(self, tokenizer: Tokenizer) -> Tokenizer:
         if tokenizer.vocab_size != self.config.flow_lm.lookup_table.n_bins:
@@ -142,16 +144,24 @@ class TTSModel:
         return self.config.mimi.frame_size
 
     @classmethod
-    def load(cls, source: str, parts: Optional[Sequence[str]] = None, runtime: Optional[Runtime] = None) -> TTSModel:
+    def load(
+        cls,
+        source: str,
+        parts: Optional[Sequence[str]] = None,
+        runtime: Optional[Runtime] = None,
+        adapter: Optional[str] = None,
+    ) -> TTSModel:
         """Load a catalog model by name ("english", downloaded and cached), an official-schema
         config file (.yaml or .json; local or hf:// paths), or a bundle folder (`core.cli export`).
 
         `parts` (of params.PARTS) loads only those parts, each tensor read into memory of its own;
         by default the whole weights file is memory-mapped. `runtime`: what runs it (Runtime; the
-        portable defaults where none is given: core.TTSModel.load gives CPython's).
+        portable defaults where none is given: core.TTSModel.load gives CPython's). `adapter`: a
+        LoRA adapter (a PEFT folder or a .safetensors file) merged into its weights (weights.adapter).
         """
         runtime = runtime or Runtime()
-        return cls.from_files(sources.resolve(os.fspath(source), runtime.fetch), parts=parts, runtime=runtime)
+        files = sources.resolve(os.fspath(source), runtime.fetch)
+        return cls.from_files(files, parts=parts, runtime=runtime, adapter=adapter)
 
     @classmethod
     def from_files(
@@ -161,14 +171,19 @@ class TTSModel:
         parts: Optional[Sequence[str]] = None,
         in_memory: Optional[Dict[str, np.ndarray]] = None,
         runtime: Optional[Runtime] = None,
+        adapter: Optional[str] = None,
     ) -> TTSModel:
         """A model from resolved files; `tensors` when the caller has read the weights already,
-        `in_memory` the bytes of weights files it holds in memory (see load_weights).
-        int8 weights stay int8 where the runtime's backend multiplies them (see quantize)."""
+        `in_memory` the bytes of weights files it holds in memory (see load_weights), `adapter` a
+        LoRA adapter to merge into them (see `load`).
+        int8 weights stay int8 where the runtime's backend multiplies them (see quantize), except
+        those an adapter changes (float32, merged)."""
         runtime = runtime or Runtime()
         if tensors is None:
             tensors = load_weights(files.weights, runtime.backend.keeps_int8, parts, in_memory)
         parts = params.PARTS if parts is None else parts
+        if adapter is not None and params.FLOW_LM in parts:
+            tensors = lora.merged(tensors, lora.read(adapter))
         model = cls(
             files.config,
             tensors,
@@ -182,6 +197,7 @@ class TTSModel:
             runtime,
         )
         model.files = files
+        model.adapter = adapter
         return model
 
     def add_parts(self, parts: Sequence[str]) -> None:
@@ -197,6 +213,8 @@ class TTSModel:
         if params.FLOW_LM in new:
             self._read_tokenizer()  # a bad tokenizer fails here, not at the first request
         tensors = load_weights(files.weights, self.runtime.backend.keeps_int8, new)
+        if self.adapter is not None and params.FLOW_LM in new:
+            tensors = lora.merged(tensors, lora.read(self.adapter))
         source = ", ".join(dict.fromkeys(path for part, path in files.weights.items() if part in new))
         has_encoder = params.check(tensors, self.config, source or self.name, new)
         added = params.nest(tensors)

@@ -254,7 +254,7 @@ def test_a_line_is_read_in_pieces_no_longer_than_the_limit() -> None:
 def test_lines_go_to_the_workers_as_they_are_read() -> None:
     """The first line is made while the later ones are still unread: a worker is handed a line when
     it is free, however long the input."""
-    from core.batch import Line, local_outcomes
+    from core.batch import Line, ModelSource, local_outcomes
 
     read: List[int] = []
 
@@ -264,7 +264,7 @@ def test_lines_go_to_the_workers_as_they_are_read() -> None:
             yield Line(number, f"n{number}", "Hi.", str(VOICE_24K), {"max_frames": 2, "seed": 1}, "")
 
     seen = []
-    for outcome in local_outcomes(str(TINY_CONFIG), lines(), 1):
+    for outcome in local_outcomes(ModelSource(str(TINY_CONFIG)), lines(), 1):
         assert outcome.error is None, outcome.error
         seen.append(len(read))
     assert seen == [1, 2, 3, 4, 5, 6]

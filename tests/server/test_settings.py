@@ -22,6 +22,7 @@ from tests.support.paths import LOCAL, ROOT, TINY_CONFIG, VOICE_24K
 # A value of each setting that is not its default, as a file gives it, and as text (a flag, a variable).
 VALUES = {
     "model": ("other", "other"),
+    "adapter": ("my-voice", "my-voice"),
     "voice": ("alba", "alba"),
     "host": ("0.0.0.0", "0.0.0.0"),
     "port": (9000, "9000"),
