@@ -211,6 +211,17 @@ def test_an_adapter_that_does_not_fit_is_a_one_line_error_naming_the_key(tmp_pat
     assert "no adapter_config.json beside it and no lora_alpha in its metadata" in _error(bare)
     assert "no such adapter" in _error(tmp_path / "nowhere")
 
+    assert "must be a positive whole number, got 'four'" in _error(
+        _write_peft(tmp_path / "e", pairs, dict(CONFIG, r="four"))
+    )
+    assert "rank_pattern has a pattern that is not one" in _error(
+        _write_peft(tmp_path / "f", pairs, dict(CONFIG, rank_pattern={"(linear1": 2}))
+    )
+    broken = dict(pairs)
+    down, up = pairs["flow_net.input_proj"]
+    broken["flow_net.input_proj"] = (down, np.full_like(up, np.nan))
+    assert "flow_net.input_proj has values that are not finite numbers" in _error(_write_peft(tmp_path / "g", broken))
+
 
 def test_the_command_line_takes_an_adapter(adapter, tmp_path) -> None:
     """generate --adapter speaks the adapted model; export --adapter writes a bundle of the merged

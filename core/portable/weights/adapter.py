@@ -68,7 +68,9 @@ def read(path: str) -> Adapter:
                 f"{path}: {module}: lora_A {list(down.shape)} and lora_B {list(up.shape)} do not make a "
                 "low-rank product ([r, in] and [out, r])"
             )
-        rank, alpha = _rank_and_alpha(config, module)
+        rank, alpha = _rank_and_alpha(config, module, path)
+        if not (np.isfinite(down).all() and np.isfinite(up).all()):
+            raise WeightsError(f"{path}: {module} has values that are not finite numbers")
         if down.shape[0] != rank:
             raise WeightsError(f"{path}: {module} has rank {down.shape[0]}, its config says r = {rank}")
         scale = alpha / math.sqrt(rank) if config.get("use_rslora") else alpha / rank
@@ -141,17 +143,26 @@ def _metadata_value(value: str) -> Any:
         return value
 
 
-def _rank_and_alpha(config: Dict[str, Any], module: str) -> Tuple[int, float]:
+def _rank_and_alpha(config: Dict[str, Any], module: str, source: str) -> Tuple[int, float]:
     """r and lora_alpha of `module`: its entry in rank_pattern / alpha_pattern where one matches it
     (PEFT's rule: the pattern is the module's name or a dotted tail of it), else the config's."""
-    return (
-        int(_pattern(config.get("rank_pattern"), module, config["r"])),
-        float(_pattern(config.get("alpha_pattern"), module, config["lora_alpha"])),
-    )
+    rank = _pattern(config, "rank_pattern", module, config["r"], source)
+    alpha = _pattern(config, "alpha_pattern", module, config["lora_alpha"], source)
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise WeightsError(f"{source}: r of {module} must be a positive whole number, got {rank!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
+        raise WeightsError(f"{source}: lora_alpha of {module} must be a number, got {alpha!r}")
+    return rank, float(alpha)
 
 
-def _pattern(patterns: Any, module: str, default: Any) -> Any:
-    for pattern, value in (patterns or {}).items():
-        if re.fullmatch(rf"(.*\.)?{pattern}", module):
-            return value
+def _pattern(config: Dict[str, Any], name: str, module: str, default: Any, source: str) -> Any:
+    patterns = config.get(name) or {}
+    if not isinstance(patterns, dict):
+        raise WeightsError(f"{source}: {name} must map module names to values")
+    for pattern, value in patterns.items():
+        try:
+            if re.fullmatch(rf"(.*\.)?{pattern}", module):
+                return value
+        except re.error as error:
+            raise WeightsError(f"{source}: {name} has a pattern that is not one ({pattern!r}: {error})") from None
     return default
