@@ -154,6 +154,13 @@ def test_reference_helper_is_wired(reference_python) -> None:
         ("no pause [here] or <b>bold</b>", ["no pause [here] or <b>bold</b>"]),
         ("x [pause:0ms] y", ["x ", 0.0, " y"]),
         ("x [pause:10s]", ["x ", 10.0]),
+        # The syntax of the official package's pull request #242, which other tools write.
+        ("a [pause] b [Pause]", ["a ", 0.5, " b ", 0.5]),
+        ("a [pause:1.5] b [pause:2]", ["a ", 1.5, " b ", 2.0]),
+        ("a <break/> b <break /> c <break>", ["a ", 0.5, " b ", 0.5, " c ", 0.5]),
+        ('a <break time="5"/> b', ["a ", 5.0, " b"]),
+        ("a <break strength='weak'/> b <break strength=\"x-strong\"/>", ["a ", 0.25, " b ", 1.0]),
+        ('a <break time="300ms" strength="strong"/> b', ["a ", 0.3, " b"]),
     ],
 )
 def test_pause_markup(text: str, expected: list) -> None:
@@ -165,10 +172,14 @@ def test_pause_markup(text: str, expected: list) -> None:
     [
         ("x [pause:abc] y", "duration"),
         ("x [pause:10.5s]", "longer than"),
-        ('x <break time="5"/>', "duration"),
-        ("x <break/> y", "malformed pause markup"),
+        ('x <break time="5 minutes"/>', "duration"),
+        ('x <break time="11"/>', "longer than"),
+        ("x <break time=3/> y", "malformed pause markup"),
+        ('x <break strength="loud"/>', "strength must be one of none, x-weak, weak, medium, strong, x-strong"),
+        ('x <break pitch="high"/>', "a break takes time or strength, not pitch"),
         ("x [pause 2s] y", "malformed pause markup"),
         ("x [pause:-1s]", "duration"),
+        ("x [pause:]", "duration"),
     ],
 )
 def test_bad_pause_markup_is_a_clear_error(text: str, message: str) -> None:
@@ -187,6 +198,24 @@ def test_pauses_insert_exact_silence(model, voice) -> None:
     assert max(c.shape[0] for c in paused) == model.frame_size  # silence streams in frame-sized pieces
     only = model.generate("<break time='40ms'/>", voice, **options)
     assert only.shape == (int(0.04 * model.sample_rate),) and not np.any(only)
+
+
+def test_the_other_tools_pauses_insert_their_silence(model, voice) -> None:
+    """[pause], [pause:1.5] and <break/> as the official pull request #242 writes them; a break of
+    strength none splits the text and adds no silence."""
+    options = dict(temperature=0.0, eos_threshold=-float("inf"), frames_after_eos=0)
+    plain = model.generate("Before.", voice, **options)
+    for markup, seconds in (
+        ("[pause]", 0.5),
+        ("[pause:0.75]", 0.75),
+        ("<break/>", 0.5),
+        ('<break strength="weak"/>', 0.25),
+    ):
+        pcm = model.generate(f"Before. {markup}", voice, **options)
+        assert pcm.shape == (plain.shape[0] + int(round(seconds * model.sample_rate)),), markup
+        assert np.array_equal(pcm[: plain.shape[0]], plain) and not np.any(pcm[plain.shape[0] :]), markup
+    both = model.generate("Before. <break strength='none'/> Before.", voice, **options)
+    assert np.array_equal(both, np.concatenate([plain, plain]))
 
 
 def test_max_frames_counts_the_frames_of_pauses_too(model, voice) -> None:

@@ -16,11 +16,18 @@ from ..errors import EmptyTextError, TextError
 from .normalize import normalize_text
 from .tokenizer import Tokenizer
 
-# Pause markup (not in the official package): [pause:500ms], [pause:1.5s], <break time="300ms"/>.
+# Pause markup (not in the official package; the syntax of its open pull request #242, which other
+# tools write): [pause] (DEFAULT_PAUSE_SECONDS), [pause:1.5] (seconds), [pause:500ms], [pause:1.5s],
+# <break/>, <break time="300ms"/> (or "2", seconds), <break strength="weak"/> (SSML's strengths).
 MAX_PAUSE_SECONDS = 10.0
-_PAUSE = re.compile(r"\[pause:([^\]]*)\]|<break\s+time\s*=\s*([\"'])(.*?)\2\s*/?>", re.IGNORECASE)
+DEFAULT_PAUSE_SECONDS = 0.5
+STRENGTHS = {"none": 0.0, "x-weak": 0.1, "weak": 0.25, "medium": 0.5, "strong": 0.75, "x-strong": 1.0}
+_PAUSE = re.compile(
+    r"\[pause(?::([^\]]*))?\]|<break\b((?:\s+[a-z-]+\s*=\s*(?:\"[^\"]*\"|'[^']*'))*)\s*/?>", re.IGNORECASE
+)
+_ATTRIBUTE = re.compile(r"([a-z-]+)\s*=\s*(?:\"([^\"]*)\"|'([^']*)')", re.IGNORECASE)
 _PAUSE_START = re.compile(r"\[\s*pause\b|<\s*break\b", re.IGNORECASE)
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s)\s*$", re.IGNORECASE)
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s)?\s*$", re.IGNORECASE)
 
 # Ours: the official keeps a sentence without a sentence or clause break whole however long, and
 # its prompt and length estimate grow with it; past this many tokens it is split between words.
@@ -62,7 +69,7 @@ def split_pauses(text: str) -> List[Union[str, float]]:
     position = 0
     for match in _PAUSE.finditer(text):
         _add_text(parts, text[position : match.start()])
-        parts.append(_pause_seconds(match.group(0), match.group(1) if match.group(1) is not None else match.group(3)))
+        parts.append(_pause(match))
         position = match.end()
     _add_text(parts, text[position:])
     return parts
@@ -84,16 +91,41 @@ def _add_text(parts: List[Union[str, float]], segment: str) -> None:
     if stray:
         end = segment.find("]" if segment[stray.start()] == "[" else ">", stray.start())
         shown = segment[stray.start() : end + 1 if end >= 0 else stray.start() + 20]
-        raise TextError(f'malformed pause markup {shown!r}: write [pause:500ms], [pause:1.5s] or <break time="300ms"/>')
+        raise TextError(
+            f"malformed pause markup {shown!r}: write [pause], [pause:1.5], [pause:500ms], <break/> or "
+            '<break time="300ms"/>'
+        )
     if segment.strip():
         parts.append(segment)
+
+
+def _pause(match: "re.Match[str]") -> float:
+    """The seconds of a pause markup: [pause...]'s duration, or <break>'s time, else its strength."""
+    markup = match.group(0)
+    if markup.startswith("["):
+        return DEFAULT_PAUSE_SECONDS if match.group(1) is None else _pause_seconds(markup, match.group(1))
+    attributes = {}
+    for name, double, single in _ATTRIBUTE.findall(match.group(2) or ""):
+        attributes[name.lower()] = double if double or not single else single
+    unknown = set(attributes) - {"time", "strength"}
+    if unknown:
+        raise TextError(f"malformed pause {markup!r}: a break takes time or strength, not {sorted(unknown)[0]}")
+    if "time" in attributes:  # SSML: time wins over strength
+        return _pause_seconds(markup, attributes["time"])
+    if "strength" in attributes:
+        strength = attributes["strength"].strip().lower()
+        if strength not in STRENGTHS:
+            raise TextError(f"malformed pause {markup!r}: the strength must be one of {', '.join(STRENGTHS)}")
+        return STRENGTHS[strength]
+    return DEFAULT_PAUSE_SECONDS
 
 
 def _pause_seconds(markup: str, duration: str) -> float:
     match = _DURATION.match(duration)
     if not match:
-        raise TextError(f"malformed pause {markup!r}: the duration must be like 500ms or 1.5s")
-    seconds = float(match.group(1)) / (1000.0 if match.group(2).lower() == "ms" else 1.0)
+        raise TextError(f"malformed pause {markup!r}: the duration must be like 500ms, 1.5s or 1.5 (seconds)")
+    unit = (match.group(2) or "s").lower()
+    seconds = float(match.group(1)) / (1000.0 if unit == "ms" else 1.0)
     if seconds > MAX_PAUSE_SECONDS:
         raise TextError(f"pause {markup!r} is longer than the {MAX_PAUSE_SECONDS:g} s allowed")
     return seconds
