@@ -25,7 +25,7 @@ for path in sorted(Path(CONFIGS_DIR).glob("*.yaml")):
     fork = Path(TIMED) / path.name
     timed = yaml.safe_load(fork.read_text(encoding="utf-8")) if fork.exists() else {}
     same_weights = timed.get("weights_path") == official.get("weights_path")
-    out[path.stem] = {"heads": timed.get("timestamp_heads"), "same_weights": same_weights, "weights": official.get("weights_path")}
+    out[path.stem] = {"heads": timed.get("timestamp_heads"), "same_weights": same_weights}
 print(json.dumps(out))
 """
 
