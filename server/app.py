@@ -44,6 +44,7 @@ HANDLERS = [
     routes.site_description,
     openai_routes.openai_speech,
     openai_routes.openai_voices,
+    openai_routes.delete_voice,
     openai_routes.models,
     openai_routes.model,
     websocket.speech_stream,

@@ -23,6 +23,7 @@ from core.portable.voice_registry import RECORDING, VoiceRegistry
 from core.portable.weights import catalog
 from server.access import KEY_HOLDER, Caller
 from server.hosting import public_name
+from server.saved_voices import SavedVoices
 from server.voice_folder import MAX_RECORDING, VoiceFolder
 
 # How long a predefined voice that could not be prepared (a failed download) is not tried again.
@@ -86,7 +87,9 @@ class EngineVoices:
         self.registry = VoiceRegistry(model, default_voice, aliases)
         if self.registry.default is None:  # every front's request may name no voice
             raise VoiceError(f"{model.name} has no voice of its own: give the server one (--voice NAME_OR_FILE)")
-        self._uploads: Dict[str, None] = {}  # ids of the recordings uploaded here, oldest first
+        # Uploads kept across restarts (with a voices folder): back as uploads of this server.
+        self.saved = SavedVoices(voices_dir, model.flow_spec.transformer)
+        self._uploads: Dict[str, str] = dict(self.saved.names())  # ids of the uploads here -> their names
         self._open_to_guests: Set[str] = set()  # ids of the uploads guests may use (the voices folder's)
         self.folder = VoiceFolder(voices_dir)
         self._cloned: Dict[Tuple[str, int, int], str] = {}  # a folder's recording (path, size, mtime) -> its id
@@ -128,7 +131,9 @@ class EngineVoices:
         listed += [Voice(name, "predefined", None, language(name)) for name in self.names()]
         listed += [Voice(name, "alias", voice, language(voice)) for name, voice in self.openai().items()]
         listed += [Voice(name, "folder", None, None) for name in self.in_folder()]
-        listed += [Voice(key, "uploaded", None, None) for key in self.uploaded(caller)]
+        with self._lock:
+            names = dict(self._uploads)
+        listed += [Voice(key, "uploaded", names.get(key), None) for key in self.uploaded(caller)]
         return listed
 
     def voice(self, name: Optional[str], caller: Caller = KEY_HOLDER) -> VoiceState:
@@ -165,20 +170,38 @@ class EngineVoices:
         if self.recordings is not None:
             self.recordings[key] = data
         with self._lock:
-            self._uploads[key] = None
+            self._uploads[key] = self._uploads.get(key) or filename
             if open_to_guests:
                 self._open_to_guests.add(key)
             self._forget_dropped_uploads()
+        if not open_to_guests:  # the voices folder's recordings are there already
+            self.saved.save(key, self._prepared(key), filename, KEY_HOLDER.name)
         return key
+
+    def delete(self, key: str, caller: Caller = KEY_HOLDER) -> None:
+        """Forget the uploaded voice `key`, and its saved file: only an upload a key holder made (to
+        a guest, as to anyone, any other name is unknown; a recording of the voices folder is the
+        operator's, removed from there)."""
+        with self._lock:
+            self._forget_dropped_uploads()
+            if key in self._open_to_guests:
+                raise VoiceError(
+                    f"{self._uploads.get(key, key)!r} is a recording of the voices folder: remove its file there"
+                )
+            if not caller.trusted or key not in self._uploads:
+                raise self._unknown(key)
+            del self._uploads[key]
+            self.registry.drop_recording(key)
+        self.saved.delete(key)
 
     def _may_use(self, key: str, caller: Caller) -> bool:
         """Whether `caller` may use the voice `key`: a guest, no upload but the voices folder's."""
         return caller.trusted or not key.startswith(RECORDING) or key in self._open_to_guests
 
     def _forget_dropped_uploads(self) -> None:
-        """Drop the ids whose recording the registry no longer keeps."""
+        """Drop the ids whose recording the registry no longer keeps (a saved voice stays)."""
         for key in list(self._uploads):
-            if not self.registry.has_recording(key):
+            if not self.registry.has_recording(key) and key not in self.saved.voices:
                 del self._uploads[key]
                 self._open_to_guests.discard(key)
 
@@ -249,6 +272,10 @@ class EngineVoices:
         return state
 
     def _prepare(self, key: str) -> VoiceState:
+        saved = self.saved.state(key)
+        if saved is not None:
+            with self._lock:
+                return self.registry.keep(key, saved)
         try:
             with self._lock:
                 recipe = self.registry.recipe(key)

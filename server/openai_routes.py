@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import List
 
 import anyio
-from litestar import Request, Response, get, post
+from litestar import Request, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 from litestar.response import Stream
 
+import core
 from core import audio_formats
 from server import bodies, errors, reading
 from server.access import Caller
@@ -31,14 +32,28 @@ async def openai_voices(engine: NamedDependency[ServerEngine], caller: NamedDepe
     entries = [
         VoiceEntry(
             id=voice.id,
-            name=voice.voice if voice.kind == "default" and voice.voice else voice.id,
+            name=voice.voice if voice.kind in ("default", "uploaded") and voice.voice else voice.id,
             kind=voice.kind,
-            voice=None if voice.kind == "default" else voice.voice,
+            voice=None if voice.kind in ("default", "uploaded") else voice.voice,
             language=voice.language,
         )
         for voice in listed
     ]
     return VoiceList(voices=entries)
+
+
+@delete(
+    "/v1/audio/voices/{voice_id:str}",
+    summary="Forget an uploaded voice, and its saved file (with --voices-dir): a key holder's upload only",
+    status_code=204,
+)
+async def delete_voice(
+    engine: NamedDependency[ServerEngine], caller: NamedDependency[Caller], voice_id: FromPath[str]
+) -> None:
+    try:  # the engine's lock and the voices folder: not on the event loop
+        await anyio.to_thread.run_sync(engine.voices.delete, voice_id, caller)
+    except core.PocketTTSError as e:
+        raise errors.from_core(e) from None
 
 
 def _model_cards(engine: ServerEngine) -> List[ModelCard]:

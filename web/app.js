@@ -19,7 +19,7 @@
 //   page-state.js      what they share: the elements, the status line, the state
 
 import { expose, records } from "./automation.js";
-import { engines, mode, showSpeed, start, uploadVoice, useMode } from "./controls.js";
+import { deleteVoice, engines, mode, offerDelete, showSpeed, start, uploadVoice, useMode } from "./controls.js";
 import { pageFailed, runStopped } from "./failures.js";
 import { generate } from "./generate.js";
 import { $, state, status } from "./page-state.js";
@@ -52,6 +52,8 @@ $("mode").addEventListener("change", () => {
   useMode(mode()).catch(pageFailed);
 });
 $("voice-file").addEventListener("change", uploadVoice);
+$("voice").addEventListener("change", offerDelete);
+$("delete-voice").addEventListener("click", deleteVoice);
 
 expose(engines, textStream);
 renderPanel();

@@ -44,6 +44,39 @@ function fillVoices(list) {
   state.voiceless = !list.default;
   select.append(new Option(state.voiceless ? "none yet: upload a voice" : `default (${list.default})`, ""));
   for (const name of list.voices) select.append(new Option(name, name));
+  for (const voice of list.uploaded || []) select.append(uploadedOption(voice.id, voice.name));
+  offerDelete();
+}
+
+function uploadedOption(id, name) {
+  const option = new Option(`uploaded: ${name}`, id);
+  option.dataset.uploaded = name;
+  return option;
+}
+
+// Delete is offered for an upload the server keeps (the in-browser engine keeps none).
+export function offerDelete() {
+  const chosen = $("voice").selectedOptions[0];
+  $("delete-voice").hidden = !(mode() === "server" && chosen && chosen.dataset.uploaded);
+}
+
+export async function deleteVoice() {
+  const chosen = $("voice").selectedOptions[0];
+  if (!chosen || !chosen.dataset.uploaded) return;
+  const name = chosen.dataset.uploaded;
+  if (!window.confirm(`Delete the voice ${name} from the server? It cannot be used again unless uploaded again.`)) {
+    return;
+  }
+  try {
+    await engines.server.deleteVoice(chosen.value);
+  } catch (error) {
+    status(error.message, true);
+    return;
+  }
+  chosen.remove();
+  $("voice").value = "";
+  offerDelete();
+  status(`Voice ${name} deleted.`);
 }
 
 // Voice upload on or off, with why (the page knows from site.json and the model's manifest, before
@@ -135,8 +168,11 @@ export async function uploadVoice(event) {
     });
     const ms = performance.now() - start;
     records.uploads.push({ mode: mode(), ms, part_ms: partMs });
-    $("voice").append(new Option(`uploaded: ${file.name}`, id));
+    if (![...$("voice").options].some((option) => option.value === id)) {
+      $("voice").append(uploadedOption(id, file.name));
+    }
     $("voice").value = id;
+    offerDelete();
     status(`Voice ${file.name} ready (${(ms / 1000).toFixed(1)} s).`);
   } catch (error) {
     status(error.message, true);

@@ -193,11 +193,23 @@ function pcm16Samples(bytes) {
   return chunk;
 }
 
+// The voices a request may name here: the default's name, the predefined ones, and the uploads the
+// server keeps (with --voices-dir, across restarts): [{id, name}].
 export async function voices() {
-  const response = await fetch("/voices");
+  const response = await fetch("/v1/audio/voices");
   if (!response.ok) throw new Error(await errorMessage(response));
-  const list = await response.json();
-  return { default: list.default, voices: list.voices };
+  const listed = (await response.json()).voices;
+  return {
+    default: listed.find((v) => v.kind === "default").name,
+    voices: listed.filter((v) => v.kind === "predefined").map((v) => v.id),
+    uploaded: listed.filter((v) => v.kind === "uploaded").map((v) => ({ id: v.id, name: v.name })),
+  };
+}
+
+// Forget an uploaded voice on the server, and its saved file.
+export async function deleteVoice(id) {
+  const response = await fetch(`/v1/audio/voices/${encodeURIComponent(id)}`, { method: "DELETE" });
+  if (!response.ok) throw new Error(await errorMessage(response));
 }
 
 // The server's /health ({status, model, sample_rate, ...}).

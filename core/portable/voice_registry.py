@@ -122,8 +122,9 @@ class VoiceRegistry:
         self._recordings.put(key, kept, kept.nbytes)
 
     def drop_recording(self, key: str) -> None:
-        """Forget a recording (one that could not be cloned)."""
+        """Forget a recording and its voice (one that could not be cloned, or one deleted)."""
         self._recordings.pop(key)
+        self._states.pop(key)
 
     def add(self, samples: np.ndarray, sample_rate: int) -> str:
         """Clone a recording (samples [T] or [channels, T]) unless it was already; returns its id."""

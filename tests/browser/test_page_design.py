@@ -184,3 +184,31 @@ def test_a_slow_engine_waits_ahead_instead_of_stuttering(chromium, ui_server) ->
         assert "Playback waited for audio" in page.text_content("#status")
     finally:
         context.close()
+
+
+def test_the_page_lists_the_servers_uploads_and_deletes_one(chromium, tmp_path) -> None:
+    """An upload kept by the server (across restarts with --voices-dir) is in the voice list of a
+    page opened later, and Delete (confirmed) forgets it on the server."""
+    import httpx
+
+    from e2e import harness
+    from tests.support.paths import TINY_CONFIG, VOICE_24K
+
+    args = ["--model", str(TINY_CONFIG), "--voice", str(VOICE_24K), "--voices-dir", str(tmp_path)]
+    with harness.server(args) as url:
+        files = {"voice_wav": ("narrator.wav", VOICE_24K.read_bytes())}
+        key = httpx.post(url + "/voices", files=files, timeout=60).json()["voice"]
+        page = opened(chromium, url)
+        try:
+            assert page.is_hidden("#delete-voice")
+            page.select_option("#voice", key)
+            assert page.text_content("#voice option:checked") == "uploaded: narrator.wav"
+            assert page.is_visible("#delete-voice")
+            page.once("dialog", lambda dialog: dialog.accept())
+            page.click("#delete-voice")
+            page.wait_for_function("document.getElementById('status').textContent === 'Voice narrator.wav deleted.'")
+            assert page.input_value("#voice") == "" and page.is_hidden("#delete-voice")
+            listed = httpx.get(url + "/v1/audio/voices", timeout=60).json()["voices"]
+            assert [v for v in listed if v["kind"] == "uploaded"] == [] and page.errors == []
+        finally:
+            page.close()

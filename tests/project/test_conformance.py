@@ -35,6 +35,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Union
 
@@ -607,9 +608,65 @@ def mcp_files(world: World) -> None:
 
 
 SERVER_WRITES_NOTHING = (
-    "the server writes no file: uploads are kept in memory (tests/project/test_conformance.py "
-    "test_the_server_fronts_write_no_file)"
+    "the server writes no file but the uploads it keeps with --voices-dir (POST /voices' check; "
+    "tests/project/test_conformance.py test_the_server_fronts_write_no_file)"
 )
+
+
+@contextlib.contextmanager
+def keeping_voices(world: World) -> Iterator[tuple]:
+    """A server of the same model keeping its uploads in a voices folder of the test's own, where
+    a hostile process planted links: the record and the file of the upload to come, each to a file
+    elsewhere; yields (url, its .uploads folder, the id the upload will get), then checks that
+    neither link was written through."""
+    from core.portable.audio import pcm as audio
+    from core.portable.voice_registry import recording_id
+
+    voices, elsewhere = Path(tempfile.mkdtemp(dir=world.tmp)), world.tmp / "elsewhere.bin"
+    (voices / ".uploads").mkdir()
+    elsewhere.write_bytes(b"the user's own file")
+    samples, rate = audio.read(VOICE_24K.read_bytes(), "the test voice")
+    key = recording_id(samples, rate)
+    engine = ServerEngine(world.engine.hosted.model, str(VOICE_24K), 2, access=Access(KEY), voices_dir=voices)
+    try:
+        with serving(engine) as url:
+            yield url, voices / ".uploads", key
+    finally:
+        engine.close()
+    assert elsewhere.read_bytes() == b"the user's own file"
+
+
+def upload_files(world: World) -> None:
+    """The uploads kept with --voices-dir: never written through a link planted where the voice's
+    file or the record goes (the voice is then kept in memory only), and kept where nothing is."""
+    upload = {"files": {"voice_wav": ("mine.wav", VOICE_24K.read_bytes())}, "headers": AUTHORIZATION}
+    for planted_name in ("voices.json", "{key}.safetensors"):
+        with keeping_voices(world) as (url, uploads, key):
+            (uploads / planted_name.format(key=key[len("upload:") :])).symlink_to(world.tmp / "elsewhere.bin")
+            answer = httpx.post(url + "/voices", timeout=GUARD, **upload)
+            assert answer.status_code == 200 and answer.json()["voice"] == key, answer.text
+            assert sorted(p.name for p in uploads.iterdir() if not p.is_symlink()) == [], planted_name
+    with keeping_voices(world) as (url, uploads, key):
+        assert httpx.post(url + "/voices", timeout=GUARD, **upload).status_code == 200
+        assert sorted(p.name for p in uploads.iterdir()) == [key[len("upload:") :] + ".safetensors", "voices.json"]
+
+
+def delete_files(world: World) -> None:
+    """DELETE removes the file the server saved, and never one put in its place since."""
+    upload = {"files": {"voice_wav": ("mine.wav", VOICE_24K.read_bytes())}, "headers": AUTHORIZATION}
+    with keeping_voices(world) as (url, uploads, key):
+        assert httpx.post(url + "/voices", timeout=GUARD, **upload).status_code == 200
+        saved = uploads / (key[len("upload:") :] + ".safetensors")
+        saved.unlink()
+        saved.write_bytes(b"the user's own file")
+        answer = httpx.delete(f"{url}/v1/audio/voices/{key}", headers=AUTHORIZATION, timeout=GUARD)
+        assert answer.status_code == 204 and saved.read_bytes() == b"the user's own file"
+
+
+def delete_errors(world: World) -> None:
+    for voice in ("upload:0123456789abcdef01234567", "alba", "default", "..%2F..%2Fetc%2Fpasswd", "x" * 300):
+        typed_json(httpx.delete(f"{world.url}/v1/audio/voices/{voice}", headers=AUTHORIZATION, timeout=GUARD))
+    typed_json(httpx.delete(f"{world.url}/v1/audio/voices/upload:x", timeout=GUARD), 401, "unauthorized")
 
 
 # ERRORS
@@ -822,7 +879,7 @@ FRONTS: Dict[str, Front] = {
     "POST /voices": Front(
         NO_TEXT,
         "holds its slot only while its upload, read whole first, is cloned",
-        SERVER_WRITES_NOTHING,
+        upload_files,
         upload_errors,
         post_shutdown("/voices", files={"voice_wav": ("a.wav", VOICE_24K.read_bytes())}),
     ),
@@ -869,6 +926,13 @@ FRONTS: Dict[str, Front] = {
     ),
     "GET /v1/audio/voices": Front(
         NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, get_errors("/v1/audio/voices"), get_shutdown("/v1/audio/voices")
+    ),
+    "DELETE /v1/audio/voices/{voice_id:str}": Front(
+        NO_TEXT,
+        NO_SLOT,
+        delete_files,
+        delete_errors,
+        http_shutdown("DELETE", "/v1/audio/voices/upload:0123456789abcdef01234567"),
     ),
     "GET /v1/models": Front(
         NO_TEXT, NO_SLOT, SERVER_WRITES_NOTHING, get_errors("/v1/models"), get_shutdown("/v1/models")
@@ -1043,14 +1107,14 @@ def test_every_front_is_listed() -> None:
 
 
 def test_the_server_fronts_write_no_file() -> None:
-    """No module of the server writes a file but the MCP server, through core/files.py: the
-    server's fronts keep what they are sent in memory."""
+    """No module of the server writes a file but the MCP server and the uploads kept with
+    --voices-dir, through core/files.py: the server's fronts keep what they are sent in memory."""
     writes = re.compile(
         r"open\([^)]*[\"'][wax]b?\+?[\"']|\.write_(bytes|text)\(|core\.files|from core import files|soundfile\.write"
     )
     for path in sorted((ROOT / "server").glob("*.py")):
         found = writes.search(path.read_text())
-        if path.name == "mcp_server.py":
+        if path.name in ("mcp_server.py", "saved_voices.py"):
             assert found and "from core.files import" in path.read_text()
         else:
             assert found is None, (path.name, found and found.group(0))

@@ -56,7 +56,7 @@ def test_voices_lists_the_default_the_predefined_the_aliases_and_the_uploads_kep
     uploaded = httpx.post(live + "/voices", files={"voice_wav": ("me.wav", VOICE_22K.read_bytes())}, timeout=60)
     key = uploaded.json()["voice"]
     voices = httpx.get(live + "/v1/audio/voices", timeout=60).json()["voices"]
-    assert voices[-1] == {"id": key, "name": key, "kind": "uploaded"}
+    assert voices[-1] == {"id": key, "name": "me.wav", "kind": "uploaded"}  # the name it was uploaded under
     assert all(httpx.get(live + "/v1/audio/voices").status_code == 200 for _ in range(2))
 
 

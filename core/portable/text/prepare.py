@@ -99,7 +99,7 @@ def _add_text(parts: List[Union[str, float]], segment: str) -> None:
         parts.append(segment)
 
 
-def _pause(match: "re.Match[str]") -> float:
+def _pause(match: re.Match[str]) -> float:
     """The seconds of a pause markup: [pause...]'s duration, or <break>'s time, else its strength."""
     markup = match.group(0)
     if markup.startswith("["):
