@@ -169,13 +169,13 @@ class EngineVoices:
             raise
         if self.recordings is not None:
             self.recordings[key] = data
+        if not open_to_guests:  # saved before it is offered: a deletion never races the save
+            self.saved.save(key, self._prepared(key), filename, KEY_HOLDER.name)
         with self._lock:
             self._uploads[key] = self._uploads.get(key) or filename
             if open_to_guests:
                 self._open_to_guests.add(key)
             self._forget_dropped_uploads()
-        if not open_to_guests:  # the voices folder's recordings are there already
-            self.saved.save(key, self._prepared(key), filename, KEY_HOLDER.name)
         return key
 
     def delete(self, key: str, caller: Caller = KEY_HOLDER) -> None:

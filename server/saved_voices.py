@@ -33,6 +33,9 @@ RECORD = "voices.json"
 MAX_RECORD = 4 * 1024 * 1024
 # A voice state of english (a 5 s prompt) is ~4 MB; of a 30 s prompt, ~25 MB.
 MAX_STATE = 64 * 1024 * 1024
+# Voices kept at most, so that uploads cannot fill the disk (english: 1 GB for 5 s prompts); an
+# upload beyond them is kept in memory only, until one is deleted.
+MAX_SAVED = 250
 _ID = re.compile(r"^" + re.escape(RECORDING) + r"[0-9a-f]{24}$")
 
 
@@ -96,6 +99,8 @@ class SavedVoices:
         with self._lock:
             if key in self.voices:
                 return True
+            if len(self.voices) >= MAX_SAVED:
+                return False
             data = safetensors_file.dumps(voice_state.to_tensors(state))
             saved = Saved(os.path.basename(name)[:200] or key, owner, digest(data))
             try:

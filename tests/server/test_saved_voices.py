@@ -10,9 +10,11 @@ import subprocess
 import sys
 
 import httpx
+import numpy as np
 import pytest
 
 from core import PocketTTSError, TTSModel, VoiceError
+from core.portable.audio.pcm import wav_bytes
 from e2e import harness
 from server.engine_voices import EngineVoices
 from tests.support.paths import ROOT, TINY_CONFIG, VOICE_24K
@@ -103,3 +105,16 @@ def test_an_uploads_folder_that_is_a_link_is_refused_at_start(model, tmp_path) -
     lines = done.stderr.strip().splitlines()
     assert done.returncode != 0 and "Traceback" not in done.stderr and lines[-1].startswith("error: "), done.stderr
     assert os.listdir(elsewhere) == []
+
+
+def test_uploads_beyond_the_saved_limit_stay_in_memory(model, tmp_path, monkeypatch) -> None:
+    """Uploads cannot fill the disk: past MAX_SAVED, a voice is kept in memory only."""
+    from server import saved_voices
+
+    monkeypatch.setattr(saved_voices, "MAX_SAVED", 1)
+    voices = EngineVoices(model, str(VOICE_24K), voices_dir=tmp_path)
+    first = voices.upload(VOICE_24K.read_bytes(), "first.wav")
+    rate, samples = 24000, (np.sin(np.arange(48000) / 7.0) * 0.3).astype(np.float32)
+    second = voices.upload(wav_bytes(samples, rate), "second.wav")
+    assert list(voices.saved.names()) == [first] and set(voices.uploaded()) == {first, second}
+    assert sorted(os.listdir(tmp_path / ".uploads")) == [first.split(":")[1] + ".safetensors", "voices.json"]
