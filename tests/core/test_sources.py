@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core import Runtime, TTSModel
+from core import ConfigError, Runtime, TTSModel
 from core.files import save_tensors
 from core.portable.model import load_weights
 from core.portable.weights import catalog, safetensors_file
@@ -322,3 +322,72 @@ def test_int8_error_side_by_side_with_the_official(tmp_path, request, name: str)
     record_int8(name, our_error, official_error, report["weights_bytes"], report["source_weights_bytes"])
     assert our_error <= official_error
     assert report["weights_bytes"] < 0.4 * report["source_weights_bytes"]
+
+
+def _community_checkpoint(folder: Path) -> Path:
+    """The tiny model as a community checkpoint would ship it: config.yaml in the official schema
+    naming its tokenizer beside it, the weights as model.safetensors (named nowhere)."""
+    import yaml
+
+    folder.mkdir(parents=True)
+    source = TINY_DIR / "tiny_lsd"
+    cfg = yaml.safe_load((source / "config.yaml").read_text())
+    tokenizer = (source / cfg["flow_lm"]["lookup_table"]["tokenizer_path"]).resolve()
+    cfg["flow_lm"]["lookup_table"]["tokenizer_path"] = "tokenizer.json"
+    cfg.pop("weights_path", None)
+    (folder / "config.yaml").write_text(yaml.safe_dump(cfg))
+    shutil.copy(source / "model.safetensors", folder / "model.safetensors")
+    shutil.copy(tokenizer, folder / "tokenizer.json")
+    return folder
+
+
+def test_a_checkpoint_folder_loads_as_its_config_does(tmp_path) -> None:
+    folder = _community_checkpoint(tmp_path / "community")
+    voice = str(TINY_DIR / "tiny_lsd" / "voice_state.safetensors")
+    model = TTSModel.load(str(folder))
+    assert model.files.weights["flow_lm"] == str(folder / "model.safetensors")
+    assert model.files.tokenizer == str(folder / "tokenizer.json")
+    config = TTSModel.load(str(TINY_DIR / "tiny_lsd" / "config.yaml"))
+    options = dict(temperature=0.0, eos_threshold=float("inf"), max_frames=5)
+    assert np.array_equal(
+        model.generate("Hello there.", voice, **options), config.generate("Hello there.", voice, **options)
+    )
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(ConfigError, match="weights_path: file not found: model.safetensors"):
+        TTSModel.load(str(folder))
+
+
+@pytest.mark.slow
+def test_a_community_checkpoint_is_loaded_from_its_hugging_face_repo(tmp_path) -> None:
+    """hf://owner/repo[@revision]: its config fetched first, then the files it names, from the same
+    repo at the same revision (the real huggingface_hub client against a fake Hub)."""
+    folder = _community_checkpoint(tmp_path / "community")
+    driver = (
+        "import sys, numpy as np; from core import TTSModel; m = TTSModel.load(sys.argv[1]); "
+        "np.save('out.npy', m.generate('Hello there.', sys.argv[2], temperature=0.0, eos_threshold=float('inf'), "
+        "max_frames=5))"
+    )
+    voice = str(TINY_DIR / "tiny_lsd" / "voice_state.safetensors")
+    with FakeHub() as hub:
+        for name in ("config.yaml", "model.safetensors", "tokenizer.json"):
+            hub.add(f"hf://someone/pocket-tts-community/{name}@v2", folder / name)
+        done = run(
+            ["-c", driver, "hf://someone/pocket-tts-community@v2", voice], hub.endpoint, tmp_path / "hf", tmp_path
+        )
+        assert done.returncode == 0, done.stderr
+        fetched = sorted(r.rsplit("/", 1)[1] for r in hub.requests if r.startswith("GET") and "/resolve/" in r)
+        assert fetched == ["config.yaml", "model.safetensors", "tokenizer.json"], hub.requests
+        assert all("/someone/pocket-tts-community/resolve/v2/" in r for r in hub.requests if "/resolve/" in r)
+        missing = run(
+            ["-m", "core.cli", "generate", "Hi.", "--model", "hf://someone/nothing"],
+            hub.endpoint,
+            tmp_path / "hf",
+            tmp_path,
+        )
+    local = TTSModel.load(str(folder)).generate(
+        "Hello there.", voice, temperature=0.0, eos_threshold=float("inf"), max_frames=5
+    )
+    assert np.array_equal(np.load(tmp_path / "out.npy"), local)
+    lines = missing.stderr.strip().splitlines()
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    assert lines[-1].startswith("error: hf://someone/nothing: no config (config.yaml, config.yml, config.json)")

@@ -10,6 +10,7 @@ runtime: core/host.py); in the browser there is none (it loads bundle folders fr
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
@@ -46,20 +47,19 @@ class ModelFiles(NamedTuple):
 
 
 def resolve(source: str, fetch: Fetch = no_downloads) -> ModelFiles:
-    """The files of a model: a catalog name, a config file or a bundle folder; its hf:// files
-    fetched with `fetch`."""
+    """The files of a model: a catalog name, a config file, a bundle folder, or a checkpoint in the
+    official layout (a folder, or a Hugging Face repo `hf://owner/repo[@revision]`: see
+    `_checkpoint`); its hf:// files fetched with `fetch`."""
+    if source.startswith("hf://") and source[len("hf://") :].split("@")[0].count("/") == 1:
+        return _checkpoint(source, fetch)
     if os.path.isdir(source):
+        if not os.path.isfile(os.path.join(source, bundle.MANIFEST)) and _config_name(source) is not None:
+            return _checkpoint(source, fetch)
         return _bundle(source)
     if source.endswith((".yaml", ".yml", ".json")):
         if not os.path.isfile(source):
             raise ConfigError(f"config file not found: {source}")
-        cfg = config.load_json(source) if source.endswith(".json") else config.load_yaml(source)
-        base = os.path.dirname(os.path.abspath(source))
-        weights, cloning = _weights(cfg, base, source, fetch)
-        tokenizer = _tokenizer(cfg, base, source, fetch)
-        return ModelFiles(
-            cfg, _whole(weights), tokenizer, source, {}, catalog.voice_origin(CUSTOM_MODEL_VOICE), cloning
-        )
+        return _from_config(_read_config(source), os.path.dirname(os.path.abspath(source)), source, fetch)
     if catalog.is_model(source):
         cfg = catalog.config(source)
         weights, cloning = _weights(cfg, "", f"model {source!r}", fetch)
@@ -75,12 +75,70 @@ def resolve(source: str, fetch: Fetch = no_downloads) -> ModelFiles:
     )
 
 
+# A checkpoint in the official layout: its config (the official schema, whose paths are relative to
+# it: a community checkpoint's repo holds config.yaml, its weights and its tokenizer), and where it
+# names no weights, WEIGHTS_NAME beside it.
+CONFIG_NAMES = ("config.yaml", "config.yml", "config.json")
+WEIGHTS_NAME = "model.safetensors"
+
+
+def _read_config(path: str) -> config.Config:
+    return config.load_json(path) if path.endswith(".json") else config.load_yaml(path)
+
+
+def _config_name(folder: str) -> Optional[str]:
+    return next((name for name in CONFIG_NAMES if os.path.isfile(os.path.join(folder, name))), None)
+
+
+def _checkpoint(source: str, fetch: Fetch) -> ModelFiles:
+    """A folder or a Hugging Face repo holding a config (CONFIG_NAMES), the weights and the
+    tokenizer (sentencepiece or tokenizers JSON) the config names, relative to it (the weights:
+    WEIGHTS_NAME where it names none)."""
+    if os.path.isdir(source):
+        base = os.path.abspath(source)
+        name = _config_name(base)
+        assert name is not None
+        cfg = _read_config(os.path.join(base, name))
+    else:
+        base, cfg = _repo_config(source, fetch)
+    if not (cfg.weights_path or cfg.weights_path_without_voice_cloning):
+        cfg = dataclasses.replace(cfg, weights_path=WEIGHTS_NAME)
+    return _from_config(cfg, base, source, fetch)
+
+
+def _repo_config(source: str, fetch: Fetch) -> Tuple[str, config.Config]:
+    """A repo's base (`hf://owner/repo`, with `@revision` kept for each file) and its config."""
+    problems = []
+    for name in CONFIG_NAMES:
+        try:
+            return source, _read_config(fetch(_in_repo(source, name)))
+        except DownloadError as e:
+            problems.append(str(e))
+    raise DownloadError(f"{source}: no config ({', '.join(CONFIG_NAMES)}) could be fetched: {problems[0]}")
+
+
+def _in_repo(repo: str, file: str) -> str:
+    """`file` of the repo `hf://owner/repo[@revision]` as a hf:// path."""
+    path, _, revision = repo.partition("@")
+    return f"{path.rstrip('/')}/{file}" + (f"@{revision}" if revision else "")
+
+
+def _from_config(cfg: config.Config, base: str, source: str, fetch: Fetch) -> ModelFiles:
+    weights, cloning = _weights(cfg, base, source, fetch)
+    tokenizer = _tokenizer(cfg, base, source, fetch)
+    return ModelFiles(cfg, _whole(weights), tokenizer, source, {}, catalog.voice_origin(CUSTOM_MODEL_VOICE), cloning)
+
+
 def voice_names(source: str) -> List[str]:
     """The predefined voices of a model, read without fetching anything: a catalog model's, a
-    bundle's (from its bundle.json), none for a config file."""
+    bundle's (from its bundle.json), none for a config file or a checkpoint."""
     if catalog.is_model(source):
         return catalog.voice_names()
+    if source.startswith("hf://"):
+        return []
     if os.path.isdir(source):
+        if not os.path.isfile(os.path.join(source, bundle.MANIFEST)) and _config_name(source) is not None:
+            return []
         return list(bundle.read(source).voices)
     if not (source.endswith((".yaml", ".yml", ".json")) and os.path.isfile(source)):
         resolve(source)  # the error of a model that is not there (a config file's would fetch its files)
@@ -97,6 +155,8 @@ def _file(value: Optional[str], base: str, source: str, field: str, fetch: Fetch
         raise ConfigError(f"{source}: {field} is not set")
     if value.startswith("hf://"):
         return fetch(value)
+    if base.startswith("hf://"):  # a repo's config names its files relative to the repo
+        return fetch(_in_repo(base, value))
     if value.startswith(("http://", "https://")):
         raise ConfigError(f"{source}: {field}: only local paths and hf:// paths are supported, got {value}")
     for candidate in (os.path.join(base, value), value):
