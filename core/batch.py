@@ -79,6 +79,7 @@ from .files import (
 from .portable.audio.pcm import wav_bytes
 from .portable.errors import PocketTTSError
 from .portable.synthesis.options import MAX_TEXT, REQUEST_SECONDS, GenerationOptions
+from .portable.text import lexicon
 from .portable.text.prepare import check_text
 from .portable.weights import adapter as lora
 from .portable.weights import catalog
@@ -314,6 +315,7 @@ class ModelSource(NamedTuple):
 
     model: str
     adapter: Optional[str] = None
+    pronunciations: Optional[str] = None  # a pronunciation file the model reads its texts with
 
 
 def synthesize(model_source: ModelSource, line: Line, words: bool = False) -> Outcome:
@@ -328,6 +330,8 @@ def synthesize(model_source: ModelSource, line: Line, words: bool = False) -> Ou
             runtime = dataclasses.replace(host.runtime(), runner=one_thread)  # a worker per core already
             _workers.clear()
             model = TTSModel.load(model_source.model, runtime=runtime, adapter=model_source.adapter)
+            if model_source.pronunciations is not None:
+                model.pronounce(model_source.pronunciations)
             _workers.update(source=model_source, model=model)
         model = _workers["model"]
         if "voices" not in _workers:
@@ -671,10 +675,12 @@ def run(
     words: bool = False,
     max_text: int = MAX_TEXT,
     adapter: Optional[str] = None,
+    pronunciations: Optional[str] = None,
 ) -> Summary:
     """Make every line of `input_path` not yet made in `out`; see the module's docstring. With
     `words`, each line's word times too, in OUT/ID.words.json (a line made without is made again);
-    a line's text may have `max_text` characters; `adapter`: a LoRA adapter merged into the model."""
+    a line's text may have `max_text` characters; `adapter`: a LoRA adapter merged into the model;
+    `pronunciations`: a pronunciation file its texts are read with."""
     from tqdm import tqdm
 
     start = time.perf_counter()
@@ -692,6 +698,9 @@ def run(
     if adapter is not None:
         adapter = os.path.abspath(adapter)
         lora.read(adapter)  # so is an adapter that cannot
+    if pronunciations is not None:
+        pronunciations = os.path.abspath(pronunciations)
+        lexicon.read(pronunciations)
     if voice is not None and os.path.exists(voice):
         voice = os.path.abspath(voice)
     voice = voice if voice is not None else files.default_voice
@@ -707,7 +716,7 @@ def run(
             job = _Job(out, previous, words, bar)
             folder = os.path.dirname(os.path.abspath(input_path))
             to_make = job.to_make(read_lines(f, folder, model, voice, max_text))
-            source = ModelSource(model, adapter)
+            source = ModelSource(model, adapter, pronunciations)
             if ray_address is not None:
                 outcomes = ray_outcomes(source, to_make, ray_address, words)
             else:

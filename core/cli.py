@@ -34,7 +34,7 @@ from .portable.model import TTSModel
 from .portable.synthesis.options import MAX_TEXT, GenerationOptions
 from .portable.synthesis.options import names as option_names
 from .portable.synthesis.timestamps import TimedWord, timed_words
-from .portable.text import normalize
+from .portable.text import lexicon, normalize
 from .portable.text.prepare import check_text, normalized
 from .portable.voices import sources as voices
 from .portable.weights import catalog, sources
@@ -87,7 +87,10 @@ def _load(args: argparse.Namespace) -> TTSModel:
     runtime = host.runtime()
     adapted = f" with the adapter {args.adapter}" if args.adapter else ""
     _say(args, f"loading {args.model}{adapted} (on {native.plainly(runtime.backend)})")
-    return TTSModel.load(args.model, runtime=runtime, adapter=args.adapter)
+    model = TTSModel.load(args.model, runtime=runtime, adapter=args.adapter)
+    if getattr(args, "pronunciations", None):
+        model.pronounce(args.pronunciations)
+    return model
 
 
 def _mode(stream: Optional[IO]) -> int:
@@ -260,7 +263,8 @@ def _normalize(args: argparse.Namespace) -> None:
     if (args.text is None) == (args.text_option is None):
         raise PocketTTSError("normalize takes one text: as its argument, or as --text (- reads stdin)")
     text = check_text(_text(args.text if args.text is not None else args.text_option, args.max_text))
-    print(normalized(text, args.language or normalize.language_of(args.model)))
+    said = lexicon.read(args.pronunciations) if args.pronunciations else lexicon.EMPTY
+    print(normalized(text, args.language or normalize.language_of(args.model), said))
 
 
 def _export_voice(args: argparse.Namespace) -> None:
@@ -321,6 +325,7 @@ def _batch(args: argparse.Namespace) -> Optional[int]:
                 args.words,
                 args.max_text,
                 args.adapter,
+                args.pronunciations,
             )
     except Stopped as e:
         print(
@@ -445,6 +450,13 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
             help="a LoRA fine-tune of the model (a PEFT folder or a .safetensors file), merged at load",
         )
 
+    def pronunciations_option(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--pronunciations",
+            metavar="FILE",
+            help="words to say otherwise: a text file of `word = respelling` lines (Kyutai = kyoo tie)",
+        )
+
     def max_text_option(sub: argparse.ArgumentParser, what: str) -> None:
         sub.add_argument(
             "--max-text",
@@ -465,6 +477,7 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
     gen.add_argument("--voice", help="predefined voice, audio file, or .safetensors voice state (default: the model's)")
     model_option(gen)
     adapter_option(gen)
+    pronunciations_option(gen)
     max_text_option(gen, "the text")
     gen.add_argument(
         "-o",
@@ -517,6 +530,7 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
         help="language of the words (default: the language of --model)",
     )
     model_option(no)
+    pronunciations_option(no)
     max_text_option(no, "the text")
 
     ev = command("export-voice", _export_voice, "save a voice as an official .safetensors voice state")
@@ -548,6 +562,7 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
     ba.add_argument("--out", required=True, help="folder for ID.wav files and manifest.jsonl (a rerun resumes)")
     model_option(ba)
     adapter_option(ba)
+    pronunciations_option(ba)
     ba.add_argument("--voice", help="voice of the lines that name none (default: the model's)")
     ba.add_argument("--workers", type=int, help="worker processes on this machine (default: one per core)")
     ba.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster instead: its address, or auto")

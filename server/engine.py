@@ -41,6 +41,8 @@ def load_engine(settings: Settings, recordings: Optional[Recordings] = None) -> 
     folder = voice_folder.checked(settings.voices_dir)  # before the model: an error at once
     access = Access(settings.api_key or None, settings.guest_slots)
     model = TTSModel.load(settings.model, adapter=None if settings.adapter is None else str(settings.adapter))
+    if settings.pronunciations is not None:
+        model.pronounce(str(settings.pronunciations))
     return ServerEngine(
         model, settings.voice, settings.max_concurrent, recordings, access, settings.max_connections, folder
     )

@@ -171,7 +171,7 @@ def build(speaker: Speaker) -> Any:
 
 
 # The server's settings the MCP server takes (server/settings.py): the engine's.
-SETTINGS = ("model", "adapter", "voice", "max_concurrent", "voices_dir")
+SETTINGS = ("model", "adapter", "pronunciations", "voice", "max_concurrent", "voices_dir")
 
 
 def main(argv: Optional[List[str]] = None, prog: str = "pocket-tts-numpy mcp") -> int:

@@ -80,6 +80,9 @@ class Settings:
     adapter: Optional[Path] = setting(
         None, "a LoRA fine-tune of the model (a PEFT folder or a .safetensors file), merged at load", metavar="PATH"
     )
+    pronunciations: Optional[Path] = setting(
+        None, "words to say otherwise, in every request: a text file of `word = respelling` lines", metavar="FILE"
+    )
     voice: Optional[str] = setting(None, "default voice: predefined name, audio file or .safetensors state")
     host: str = setting("127.0.0.1", "the address to listen on (python -m server; default: %(default)s)")
     port: int = setting(8000, "the port to listen on (python -m server; default: %(default)s)")

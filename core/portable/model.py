@@ -29,7 +29,7 @@ from .synthesis.generation import Generation, alone
 from .synthesis.options import GenerationOptions
 from .synthesis.text_stream import TextStream
 from .synthesis.timestamps import shifted, timed_words
-from .text import normalize
+from .text import lexicon, normalize
 from .text.prepare import TextOptions
 from .text.segmenter import Segmenter
 from .text.tokenizer import Tokenizer
@@ -113,6 +113,7 @@ class TTSModel:
         # The files it was loaded from (set by `from_files`): where `add_parts` reads more parts.
         self.files: Optional[sources.ModelFiles] = None
         self.adapter: Optional[str] = None  # the LoRA adapter merged into its flow LM, where one was
+        self.lexicon = lexicon.EMPTY  # its pronunciations (`pronounce`)
 
     def _checked(self, tokenizer: Tokenizer) -> Tokenizer:
         if tokenizer.vocab_size != self.config.flow_lm.lookup_table.n_bins:
@@ -404,12 +405,19 @@ class TTSModel:
     def reader(self) -> planning.Reader:
         """What reads a text for this model (synthesis.planning)."""
         frame_rate = self.config.mimi.frame_rate
-        return planning.Reader(self.tokenizer, self.text_options, self.language, self.sample_rate, frame_rate)
+        return planning.Reader(
+            self.tokenizer, self.text_options, self.language, self.sample_rate, frame_rate, self.lexicon
+        )
 
     def spoken(self, text: str, normalize_words: bool = True) -> str:
-        """`text` as the model reads it: normalized in its language around its pause markup (unless
-        `normalize_words` is false), before the official cleaning."""
-        return planning.spoken(text, self.language, normalize_words)
+        """`text` as the model reads it: its pronunciations respelled, normalized in its language
+        around its pause markup (unless `normalize_words` is false), before the official cleaning."""
+        return planning.spoken(text, self.language, normalize_words, self.lexicon)
+
+    def pronounce(self, path: str) -> None:
+        """Read the words of a pronunciation file (`word = respelling` lines: text.lexicon) as
+        their respellings from now on, in every text this model reads."""
+        self.lexicon = lexicon.read(path)
 
     def decoder(self, speed: float = 1.0) -> FrameDecoder:
         """The Mimi half of `stream`: turns frames into audio at `speed`, keeping the decoder's state."""

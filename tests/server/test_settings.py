@@ -23,6 +23,7 @@ from tests.support.paths import LOCAL, ROOT, TINY_CONFIG, VOICE_24K
 VALUES = {
     "model": ("other", "other"),
     "adapter": ("my-voice", "my-voice"),
+    "pronunciations": ("names.txt", "names.txt"),
     "voice": ("alba", "alba"),
     "host": ("0.0.0.0", "0.0.0.0"),
     "port": (9000, "9000"),

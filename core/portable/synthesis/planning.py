@@ -17,6 +17,7 @@ import numpy as np
 from ..config import Config
 from ..errors import NoTimestampsError
 from ..text import normalize, words
+from ..text.lexicon import EMPTY, Lexicon
 from ..text.prepare import (
     TextOptions,
     check_text,
@@ -46,6 +47,7 @@ class Reader(NamedTuple):
     language: str
     sample_rate: int
     frame_rate: float
+    lexicon: Lexicon = EMPTY  # the model's pronunciations (core.portable.text.lexicon)
 
 
 class Settings(NamedTuple):
@@ -56,10 +58,10 @@ class Settings(NamedTuple):
     frames_after_eos: int
 
 
-def spoken(text: str, language: str, normalize_words: bool = True) -> str:
-    """`text` as the model reads it: normalized in `language` around its pause markup (unless
-    `normalize_words` is false), before the official cleaning."""
-    return normalized(text, language) if normalize_words else text
+def spoken(text: str, language: str, normalize_words: bool = True, lexicon: Lexicon = EMPTY) -> str:
+    """`text` as the model reads it: the lexicon's words respelled and normalized in `language`
+    around its pause markup (unless `normalize_words` is false), before the official cleaning."""
+    return normalized(text, language, lexicon, normalize_words) if normalize_words or lexicon.entries else text
 
 
 def estimate_max_frames(token_count: int, frame_rate: float) -> int:
@@ -89,11 +91,11 @@ def plan(
             items.append(int(round(part * reader.sample_rate)))
             continue
         written, origins = part, [(i, i + 1) for i in range(len(part))]
-        if normalize_words:
+        if normalize_words or reader.lexicon.entries:
             if first_word is None:
-                part = normalize.normalize_text(part, reader.language)
+                part = normalize.normalize_text(part, reader.language, reader.lexicon, normalize_words)
             else:
-                part, origins = normalize.normalize_aligned(part, reader.language)
+                part, origins = normalize.normalize_aligned(part, reader.language, reader.lexicon, normalize_words)
             if not part.strip():
                 continue
         chunks = [

@@ -34,6 +34,7 @@ from typing import Callable, Dict, List, Optional, Pattern, Tuple
 from num2words import num2words
 
 from ..errors import TextError
+from .lexicon import EMPTY, Lexicon
 from .normalize_tables import (
     ABBREVIATIONS,
     CURRENCIES,
@@ -83,22 +84,29 @@ def language_of(model_name: str) -> str:
     return "english"
 
 
-def normalize_text(text: str, language: str = "english") -> str:
-    """`text` as it will be spoken: numbers, dates, times, currency, units, abbreviations, symbols,
-    URLs and e-mail addresses written out as words of `language` (one of LANGUAGES). Sentence
+def normalize_text(text: str, language: str = "english", lexicon: Lexicon = EMPTY, words: bool = True) -> str:
+    """`text` as it will be spoken: the lexicon's words respelled (core.portable.text.lexicon), then
+    (unless `words` is false) numbers, dates, times, currency, units, abbreviations, symbols, URLs
+    and e-mail addresses written out as words of `language` (one of LANGUAGES). Sentence
     punctuation is kept; text with nothing to normalize comes back unchanged."""
-    rules = _rules(language)
-    for pattern, speak in rules:
+    for pattern, speak in _with(lexicon, _rules(language) if words else []):
         text = pattern.sub(_guarded(speak, language), text)
     return text
 
 
-def normalize_aligned(text: str, language: str = "english") -> Tuple[str, List[Tuple[int, int]]]:
+def _with(lexicon: Lexicon, rules: List[Tuple[Pattern[str], Callable[[re.Match, str], str]]]) -> list:
+    respelled = lexicon.rule()
+    return rules if respelled is None else [respelled, *rules]
+
+
+def normalize_aligned(
+    text: str, language: str = "english", lexicon: Lexicon = EMPTY, words: bool = True
+) -> Tuple[str, List[Tuple[int, int]]]:
     """`normalize_text`, and for each character of its result the span of `text` it comes from:
     a character a rule did not touch, its own; what a rule wrote, the whole span it rewrote (word
     timestamps tell the user's words from what they were read as)."""
     origins = [(i, i + 1) for i in range(len(text))]
-    for pattern, speak in _rules(language):
+    for pattern, speak in _with(lexicon, _rules(language) if words else []):
         replace = _guarded(speak, language)
         out: List[str] = []
         moved: List[Tuple[int, int]] = []

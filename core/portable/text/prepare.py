@@ -13,6 +13,7 @@ from typing import Dict, List, Tuple, Union
 
 from ..config import Config
 from ..errors import EmptyTextError, TextError
+from .lexicon import EMPTY, Lexicon
 from .normalize import normalize_text
 from .tokenizer import Tokenizer
 
@@ -75,15 +76,15 @@ def split_pauses(text: str) -> List[Union[str, float]]:
     return parts
 
 
-def normalized(text: str, language: str) -> str:
-    """The text as it will be spoken: normalized (core.portable.text.normalize) between its pause markup,
-    which is kept as written."""
+def normalized(text: str, language: str, lexicon: Lexicon = EMPTY, words: bool = True) -> str:
+    """The text as it will be spoken: respelled and normalized (core.portable.text.normalize) between
+    its pause markup, which is kept as written."""
     pieces = []
     position = 0
     for match in _PAUSE.finditer(text):
-        pieces += [normalize_text(text[position : match.start()], language), match.group(0)]
+        pieces += [normalize_text(text[position : match.start()], language, lexicon, words), match.group(0)]
         position = match.end()
-    return "".join(pieces + [normalize_text(text[position:], language)])
+    return "".join(pieces + [normalize_text(text[position:], language, lexicon, words)])
 
 
 def _add_text(parts: List[Union[str, float]], segment: str) -> None:

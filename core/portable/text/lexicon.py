@@ -1,0 +1,74 @@
+"""Pronunciations: how to say words the model reads wrong, written as the words to say instead.
+
+A pronunciation file is plain text, one `word = respelling` a line (a word or a phrase; `#` starts
+a comment; blank lines are skipped):
+
+    Kyutai = kyoo-tie
+    GIF = jif
+    Nguyen = win
+
+A text's words are replaced before the normalizer reads them (core.portable.text.normalize applies
+the lexicon as its first rule), whole words only, the case of the file's word ignored; word
+timestamps still report the word as written.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, NamedTuple, Optional, Pattern, Tuple
+
+from ..errors import TextError
+
+# What one file may hold: enough for a household's names, bounded for a request's cost.
+MAX_ENTRIES = 1000
+MAX_LENGTH = 100  # characters of a word, or of a respelling
+MAX_FILE = 1024 * 1024  # characters of a pronunciation file, comments included
+
+
+class Lexicon(NamedTuple):
+    entries: Tuple[Tuple[str, str], ...]  # (word as written, respelling), the longest words first
+
+    def rule(self) -> Optional[Tuple[Pattern[str], Callable[[re.Match[str], str], str]]]:
+        """The normalizer's rule that says each word as its respelling (None: an empty lexicon)."""
+        if not self.entries:
+            return None
+        said = {word.casefold(): respelling for word, respelling in self.entries}
+        words = "|".join(r"\s+".join(re.escape(part) for part in word.split()) for word, _ in self.entries)
+        pattern = re.compile(rf"(?<![\w-])(?:{words})(?![\w-])", re.IGNORECASE)
+        return pattern, lambda match, language: said[" ".join(match.group(0).split()).casefold()]
+
+
+EMPTY = Lexicon(())
+
+
+def read(path: str) -> Lexicon:
+    """The lexicon of a pronunciation file; a TextError saying why where it is not one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(MAX_FILE + 1)
+    except (OSError, UnicodeDecodeError) as e:
+        raise TextError(f"cannot read the pronunciations {path}: {getattr(e, 'strerror', None) or e}") from None
+    if len(text) > MAX_FILE:
+        raise TextError(f"the pronunciations {path} are longer than {MAX_FILE} characters")
+    return parse(text, path)
+
+
+def parse(text: str, source: str) -> Lexicon:
+    """The lexicon of a pronunciation file's text; a TextError naming the line that is not one."""
+    entries = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        word, equals, respelling = line.partition("=")
+        word, respelling = " ".join(word.split()), " ".join(respelling.split())
+        if not equals or not word or not respelling:
+            raise TextError(f"{source}, line {number}: expected `word = respelling`, got {line!r}")
+        if len(word) > MAX_LENGTH or len(respelling) > MAX_LENGTH:
+            raise TextError(f"{source}, line {number}: a word and its respelling have at most {MAX_LENGTH} characters")
+        if not re.match(r"^\w", word) or not re.search(r"\w$", word):
+            raise TextError(f"{source}, line {number}: {word!r} does not begin and end with a letter or digit")
+        entries[word.casefold()] = (word, respelling)
+        if len(entries) > MAX_ENTRIES:
+            raise TextError(f"{source}: more than {MAX_ENTRIES} pronunciations")
+    return Lexicon(tuple(sorted(entries.values(), key=lambda entry: -len(entry[0]))))

@@ -1,0 +1,133 @@
+"""Pronunciations (core/portable/text/lexicon.py): a file of `word = respelling` lines, read as the
+model's own way to say those words on every front (the Python API, the command line, the server):
+the audio is the respelled text's, word times name the word as written, and a file that is not
+one is a one-line error naming its line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core import TTSModel, TextError
+from core.portable.text import lexicon
+from tests.support.models import timed_tiny
+from tests.support.paths import ROOT, TINY_CONFIG, VOICE_24K
+
+FILE = """# the household's names
+Kyutai = kyoo tie
+GIF=jif
+New York = noo york
+
+nguyen   =   win   # a comment after it
+"""
+OPTIONS = {"temperature": 0.0, "eos_threshold": float("inf"), "max_frames": 8}
+
+
+@pytest.fixture
+def names(tmp_path) -> Path:
+    path = tmp_path / "names.txt"
+    path.write_text(FILE)
+    return path
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("Kyutai made a GIF.", "kyoo tie made a jif."),
+        ("KYUTAI and kyutai", "kyoo tie and kyoo tie"),
+        ("in New   York, Nguyen said", "in noo york, win said"),
+        ("GIFs and kyutai-land stay", "GIFs and kyutai-land stay"),  # whole words only
+        ("New Yorker", "New Yorker"),
+    ],
+)
+def test_words_are_respelled_whole(names, text: str, said: str) -> None:
+    from core.portable.text.normalize import normalize_text
+
+    assert normalize_text(text, "english", lexicon.read(str(names)), words=False) == said
+
+
+def test_respelled_before_numbers_are_read(names) -> None:
+    from core.portable.text.normalize import normalize_text
+
+    assert normalize_text("Kyutai has 3 GIFs and 1 GIF.", "english", lexicon.read(str(names))) == (
+        "kyoo tie has three GIFs and one jif."
+    )
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("Kyutai kyoo tie", "line 1: expected `word = respelling`"),
+        ("\n\nKyutai =", "line 3: expected `word = respelling`"),
+        ("= nothing", "line 1: expected `word = respelling`"),
+        ("-dash = x", "line 1: '-dash' does not begin and end with a letter or digit"),
+        ("x = " + "y" * 101, "line 1: a word and its respelling have at most 100 characters"),
+        ("".join(f"w{n} = x\n" for n in range(1001)), "more than 1000 pronunciations"),
+    ],
+)
+def test_a_file_that_is_not_one_is_an_error_naming_its_line(tmp_path, text: str, message: str) -> None:
+    path = tmp_path / "bad.txt"
+    path.write_text(text)
+    with pytest.raises(TextError, match=message) as caught:
+        lexicon.read(str(path))
+    assert "\n" not in str(caught.value)
+    with pytest.raises(TextError, match="cannot read the pronunciations"):
+        lexicon.read(str(tmp_path / "absent.txt"))
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9 = kaffay".encode("latin-1"))
+    with pytest.raises(TextError, match="cannot read the pronunciations"):
+        lexicon.read(str(tmp_path / "latin1.txt"))
+
+
+def test_the_model_speaks_the_respelling_and_times_the_word_as_written(names, tmp_path) -> None:
+    model = TTSModel.load(str(TINY_CONFIG))
+    model.pronounce(str(names))
+    plain = TTSModel.load(str(TINY_CONFIG))
+    voice = str(VOICE_24K)
+    assert np.array_equal(
+        model.generate("Kyutai made a GIF.", voice, **OPTIONS), plain.generate("Kyoo tie made a jif.", voice, **OPTIONS)
+    )
+    assert model.spoken("Kyutai made a GIF.") == "kyoo tie made a jif."
+    timed = timed_tiny(tmp_path)
+    timed.pronounce(str(names))
+    _, words = timed.generate("Kyutai made a GIF.", voice, words=True, **dict(OPTIONS, max_frames=40))
+    assert words and words[0].word == "Kyutai"  # the word as written, not "kyoo"
+    assert [w.word for w in words] == ["Kyutai", "made", "a", "GIF."][: len(words)]
+
+
+def test_every_front_takes_the_file(names, tmp_path) -> None:
+    """The command line's normalize and generate (a bad file: one line, exit 1), and the server's
+    setting (and so its MCP server, which takes the same)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "core.cli", "normalize", "Kyutai has 2 GIFs.", "--pronunciations", str(names)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0 and done.stdout == "kyoo tie has two GIFs.\n", done.stderr
+    bad = tmp_path / "bad.txt"
+    bad.write_text("Kyutai\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "core.cli", "generate", "Hi.", "--model", str(TINY_CONFIG), "--voice", str(VOICE_24K)]
+        + ["--pronunciations", str(bad), "-o", str(tmp_path / "x.wav")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and lines[-1] == f"error: {bad}, line 1: expected `word = respelling`, got 'Kyutai'"
+    assert not (tmp_path / "x.wav").exists()
+
+    from server import mcp_server
+    from server.engine import load_engine
+    from server.settings import Settings
+
+    assert "pronunciations" in mcp_server.SETTINGS
+    engine = load_engine(Settings(model=str(TINY_CONFIG), voice=str(VOICE_24K), pronunciations=names))
+    try:
+        assert engine.hosted.model.spoken("Kyutai") == "kyoo tie"
+    finally:
+        engine.close()
