@@ -5,13 +5,14 @@ the model's rate or any of RATES, resampled with soxr, each stream keeping its r
 (`Output`). A whole file (`WholeFile`) is encoded a chunk at a time too, so what it holds is the
 file so far, never the samples. The server's answers and the command line's files are written
 here. AAC is not among them: libsndfile has no AAC encoder, and an encoder of our own or ffmpeg's
-is not worth its weight for one of OpenAI's six."""
+is not worth its weight for one of OpenAI's six. And audio out on this machine's own speakers
+(`played`: `generate --play`), through sounddevice and PortAudio."""
 
 from __future__ import annotations
 
 import io
 import os
-from typing import List, Optional
+from typing import Any, Iterator, List, Optional
 
 import numpy as np
 
@@ -227,3 +228,34 @@ class WholeFile:
             self._compressed.write(np.frombuffer(data, "<i2"))  # [n] the WAV's samples: FLAC holds exactly them
         else:
             self._file.write(data)
+
+
+PLAY_HINT = "pip install 'pocket-tts-numpy[play]', and the PortAudio library (Debian: apt install libportaudio2)"
+
+
+def speakers() -> Any:
+    """The sounddevice module where this machine's default output device can play; a
+    PocketTTSError saying why not otherwise (no sounddevice, no PortAudio, no output device), to be
+    asked before any model is loaded."""
+    try:
+        import sounddevice
+    except ModuleNotFoundError:
+        raise PocketTTSError(f"--play needs sounddevice: {PLAY_HINT}") from None
+    except OSError as e:  # sounddevice is there, PortAudio is not
+        raise PocketTTSError(f"--play needs the PortAudio library ({e}): {PLAY_HINT}") from None
+    try:
+        sounddevice.query_devices(kind="output")
+    except Exception as e:  # PortAudio's own errors, or no default output device (a ValueError)
+        raise PocketTTSError(f"--play: no audio output device to play on ({e})") from None
+    return sounddevice
+
+
+def played(chunks: Iterator[np.ndarray], sample_rate: int) -> Iterator[np.ndarray]:
+    """The chunks, each also written to the default output device as it comes (waiting while the
+    device's buffer is full: the stream is made no faster than it is heard); ends once the last has
+    been heard."""
+    sounddevice = speakers()
+    with sounddevice.OutputStream(samplerate=sample_rate, channels=1, dtype="float32") as stream:
+        for chunk in chunks:
+            stream.write(np.ascontiguousarray(chunk, dtype=np.float32).reshape(-1, 1))
+            yield chunk

@@ -22,7 +22,7 @@ import os
 import stat
 import sys
 import time
-from typing import IO, Callable, Dict, Iterable, Iterator, List, Optional
+from typing import IO, Callable, Dict, Iterable, Iterator, List, Optional, Union
 
 import numpy as np
 
@@ -108,6 +108,39 @@ def _piped(stdin: Optional[IO]) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
 
 
+class _Piped:
+    """The text on stdin as it arrives, in the pieces a pipe gives (an LLM's words, a `tail -f`),
+    for TTSModel.stream to speak each sentence once it is complete, before stdin closes: UTF-8 (a
+    PocketTTSError naming the bad byte), at most `max_text` characters in all, not all blank."""
+
+    def __init__(self, max_text: int):
+        self.max_text = max_text
+
+    def __iter__(self) -> Iterator[str]:
+        import codecs
+
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        read, said, fd = 0, False, sys.stdin.fileno()
+        while True:
+            data = os.read(fd, 4096)
+            try:
+                piece = decoder.decode(data, final=not data)
+            except UnicodeDecodeError as e:
+                raise PocketTTSError(f"the text on stdin is not UTF-8: byte {e.object[e.start]:#04x}") from None
+            read += len(piece)
+            if read > self.max_text:
+                raise PocketTTSError(
+                    f"the text is longer than {self.max_text} characters (--max-text raises the limit)"
+                )
+            said = said or bool(piece.strip())
+            if piece:
+                yield piece
+            if not data:
+                break
+        if not said:
+            check_text("")
+
+
 def _text(value: str, max_text: int) -> str:
     """--text: the text itself, or - for stdin; UTF-8 either way (a PocketTTSError naming the bad
     byte), of at most `max_text` characters (stdin read no further than such a text can be)."""
@@ -140,17 +173,23 @@ def _generate(args: argparse.Namespace) -> None:
     if given is None and _piped(sys.stdin):
         _say(args, "reading the text from stdin: no text was given, and stdin is a pipe or a file")
         given = "-"
+    text: Union[str, _Piped]
     if given is None:
         text = catalog.default_text(args.model if catalog.is_model(args.model) else None)
+    elif given == "-":
+        if args.max_text < 1:
+            raise PocketTTSError(f"--max-text must be at least 1, got {args.max_text}")
+        text = _Piped(args.max_text)
     else:
-        text = _text(given, args.max_text)
-    check_text(text)
+        text = check_text(_text(given, args.max_text))
+    if args.play:
+        audio_formats.speakers()
     if args.stream and args.format is not None and args.output is None:
         raise PocketTTSError(
             "--stream writes raw 16-bit PCM to stdout: --format names -o's format (for a stream of another "
             "format, use -o - --format FORMAT)"
         )
-    output = args.output or (DEFAULT_OUTPUT if not args.stream else None)
+    output = args.output or (DEFAULT_OUTPUT if not (args.stream or args.play) else None)
     fmt = audio_formats.format_of(output, args.format)
     timed = [path for path in (args.words, args.subtitles) if path is not None]
     for path in [args.output] + timed:
@@ -166,7 +205,10 @@ def _generate(args: argparse.Namespace) -> None:
     options = {name: getattr(args, name) for name in option_names() if getattr(args, name) is not None}
     said = model.stream(text, voice, GenerationOptions.of(options), words=bool(timed))
     events: List[object] = []
-    chunks = _Timed(_progress(args, _audio_of(said, events), model.sample_rate))
+    audio = _audio_of(said, events)
+    chunks = _Timed(
+        _progress(args, audio_formats.played(audio, model.sample_rate) if args.play else audio, model.sample_rate)
+    )
     try:
         _write_audio(args, output, fmt, chunks, model.sample_rate)
     finally:
@@ -246,7 +288,8 @@ def _write_audio(args: argparse.Namespace, output: Optional[str], fmt: str, chun
         stdout.flush()
     else:
         for chunk in chunks:
-            whole.add(chunk)
+            if whole is not None:
+                whole.add(chunk)
     if whole is not None:
         data = whole.end()
         if output == "-":
@@ -256,6 +299,8 @@ def _write_audio(args: argparse.Namespace, output: Optional[str], fmt: str, chun
         else:
             write_atomically(output, data)
     where = "stdout" if output in (None, "-") else output
+    if output is None and not streamed:
+        where, streamed = "the speakers", True
     _say(args, chunks.report(sample_rate, where if streamed else f"wrote {where}"))
 
 
@@ -496,6 +541,11 @@ def parser(prog: str = "python -m core.cli", handed: Optional[Handed] = None) ->
     )
     gen.add_argument(
         "--stream", action="store_true", help="write raw 16-bit little-endian mono PCM to stdout as it is generated"
+    )
+    gen.add_argument(
+        "--play",
+        action="store_true",
+        help="play it on this machine's default output device as it is made (and write -o only where given)",
     )
     gen.add_argument(
         "--words",

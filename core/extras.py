@@ -21,6 +21,7 @@ EXTRAS = {
     "lz4": "site",
     "ray": "cluster",
     "mcp": "mcp",
+    "sounddevice": "play",
 }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core import TTSModel, TextError
+from core import TextError, TTSModel
 from core.portable.text import lexicon
 from tests.support.models import timed_tiny
 from tests.support.paths import ROOT, TINY_CONFIG, VOICE_24K
