@@ -303,15 +303,26 @@ def mcp_text(world: World) -> None:
     assert mcp_refusals([{"text": LONG}]) == ["text_too_long"]
 
 
-def command_text(command: str) -> Check:
-    """Refused before the model is even looked for: the model named does not exist."""
+def command_text(command: str, streams_stdin: bool = False) -> Check:
+    """Refused before the model is even looked for: the model named does not exist. Where the
+    command speaks stdin as it arrives (generate), piped text is refused once it passes the limit,
+    the model loaded by then, and nothing written."""
 
     def check(world: World) -> None:
         done = text_of(cli(command, "--model", str(world.tmp / "no-model.yaml"), "--text", LONG))
         said = one_line(done)
         assert f"longer than {MAX_TEXT} characters" in said, said
-        piped = text_of(cli(command, "--model", str(world.tmp / "no-model.yaml"), "--text", "-", stdin=LONG.encode()))
+        model = (
+            ["--model", str(TINY_CONFIG), "--voice", str(VOICE_24K)]
+            if streams_stdin
+            else ["--model", str(world.tmp / "no-model.yaml")]
+        )
+        out = world.tmp / "piped.wav"
+        piped = text_of(
+            cli(command, *model, "--text", "-", *(["-o", str(out)] if streams_stdin else []), stdin=LONG.encode())
+        )
         assert f"longer than {MAX_TEXT} characters" in one_line(piped)
+        assert not out.exists()
 
     return check
 
@@ -974,7 +985,7 @@ FRONTS: Dict[str, Front] = {
         SERVER_FRONTS,
     ),
     "cli generate": Front(
-        command_text("generate"),
+        command_text("generate", streams_stdin=True),
         generate_slot,
         generate_files,
         command_errors(
