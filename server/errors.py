@@ -49,6 +49,7 @@ UNKNOWN_VOICE = Kind("unknown_voice", 400)
 INVALID_AUDIO = Kind("invalid_audio", 400)
 DOWNLOAD_FAILED = Kind("download_failed", 400)
 BAD_PATH = Kind("bad_path", 400)
+NO_AUDIO_OUTPUT = Kind("no_audio_output", 400)  # speaking aloud where this machine cannot play
 # Frames of a stream that the connection can do without (it goes on after their error)
 BINARY_FRAME = Kind("binary_frame", 400)
 UNKNOWN_TYPE = Kind("unknown_type", 400)

@@ -5,6 +5,10 @@ SDK) that coding and desktop agents speak through. Its tools:
                                                    a new file named `file` in the --output-dir
                                                    folder (a name there, nothing above it; never
                                                    over a file already there: the next free name)
+    speak_aloud(text, voice?, speed?, language?)   played on this machine's speakers, queued behind
+                                                   what is playing; answers at once with its place
+                                                   (server/loudspeaker.py)
+    stop_speaking()                                the queue dropped, what plays cut
     list_voices()                                  every voice a call may name, with its kind
     list_models()                                  the loaded model, and the catalog
 
@@ -34,6 +38,7 @@ from server import errors
 from server.access import KEY_HOLDER
 from server.engine import ServerEngine, load_engine
 from server.errors import ServiceError
+from server.loudspeaker import Loudspeaker
 from server.session import Session, whole_text
 from server.settings import Settings, SettingsError
 
@@ -110,8 +115,8 @@ class Speaker:
         return {"loaded": loaded, "catalog": catalog.model_names()}
 
 
-def build(speaker: Speaker) -> Any:
-    """The MCP server of `speaker`'s tools."""
+def build(speaker: Speaker, loudspeaker: Loudspeaker) -> Any:
+    """The MCP server of `speaker`'s tools, and `loudspeaker`'s (its queue played by `loudspeaker.run`)."""
     from mcp.server.mcpserver import Audio, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -156,6 +161,24 @@ def build(speaker: Speaker) -> Any:
         return await refused(work())
 
     @server.tool()
+    async def speak_aloud(
+        text: str, voice: Optional[str] = None, speed: float = 1.0, language: Optional[str] = None
+    ) -> str:
+        """Say `text` (as `speak` takes it) on this machine's speakers, after what is playing or
+        queued: returns at once, with its place in the queue (0: playing now). `language`, where
+        given, must be the one this server speaks (list_models). stop_speaking cuts it."""
+
+        async def work() -> str:
+            return json.dumps({"position": await loudspeaker.say(text, voice, speed, language)})
+
+        return await refused(work())
+
+    @server.tool()
+    async def stop_speaking() -> str:
+        """Stop what speak_aloud is playing and drop what it has queued."""
+        return json.dumps(loudspeaker.stop())
+
+    @server.tool()
     async def list_voices() -> str:
         """Every voice `speak` may name: id (what to pass as voice), kind, and the language it was
         recorded in where known."""
@@ -198,9 +221,17 @@ def main(argv: Optional[List[str]] = None, prog: str = "pocket-tts-numpy mcp") -
     except PocketTTSError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    loudspeaker = Loudspeaker(engine)
+
+    async def serve() -> None:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(loudspeaker.run)
+            await build(Speaker(engine, output_dir), loudspeaker).run_stdio_async()
+            tasks.cancel_scope.cancel()
+
     with threads.serving():
         try:
-            anyio.run(build(Speaker(engine, output_dir)).run_stdio_async)
+            anyio.run(serve)
         except BaseException as e:
             if not _client_gone(e):
                 raise

@@ -269,8 +269,8 @@ def wyoming_text(world: World) -> None:
     says_nothing_of_the_server(json.dumps([answer.data for answer in whole + streamed]))
 
 
-def mcp_call(arguments: Dict[str, Any], *options: str) -> Any:
-    """One `speak` call to `pocket-tts-numpy mcp` through the MCP SDK's own client."""
+def mcp_call(arguments: Dict[str, Any], *options: str, tool: str = "speak") -> Any:
+    """`tool` calls to `pocket-tts-numpy mcp` through the MCP SDK's own client."""
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -280,19 +280,19 @@ def mcp_call(arguments: Dict[str, Any], *options: str) -> Any:
         async with stdio_client(parameters) as (read, write):
             async with ClientSession(read, write) as client:
                 await client.initialize()
-                return [await client.call_tool("speak", call) for call in arguments]
+                return [await client.call_tool(tool, call) for call in arguments]
 
     return asyncio.run(asyncio.wait_for(session(), GUARD * 2))
 
 
-def mcp_refusals(calls: List[Dict[str, Any]], *options: str) -> List[str]:
+def mcp_refusals(calls: List[Dict[str, Any]], *options: str, tool: str = "speak") -> List[str]:
     pytest.importorskip("mcp", reason="the MCP SDK needs Python 3.10")
-    results = mcp_call(calls, *options)
+    results = mcp_call(calls, *options, tool=tool)
     said = []
     for result in results:
         text = result.content[0].text
         assert result.is_error, text
-        code = re.search(r"(\w+): ", text.replace("Error executing tool speak: ", ""))
+        code = re.search(r"(\w+): ", text.replace(f"Error executing tool {tool}: ", ""))
         assert code is not None and code.group(1) in CODES, text
         says_nothing_of_the_server(text, sent=[v for call in calls for v in call.values() if isinstance(v, str)])
         said.append(code.group(1))
@@ -301,6 +301,7 @@ def mcp_refusals(calls: List[Dict[str, Any]], *options: str) -> List[str]:
 
 def mcp_text(world: World) -> None:
     assert mcp_refusals([{"text": LONG}]) == ["text_too_long"]
+    assert mcp_refusals([{"text": LONG}], tool="speak_aloud") == ["text_too_long"]
 
 
 def command_text(command: str, streams_stdin: bool = False) -> Check:
@@ -787,6 +788,8 @@ def mcp_errors(world: World) -> None:
         "invalid_value",
         "bad_path",
     ]
+    aloud = [{"text": " "}, {"text": "Hi.", "speed": 9}, {"text": "Hi.", "language": "fr"}]
+    assert mcp_refusals(aloud, tool="speak_aloud") == ["empty_text", "invalid_value", "unsupported_value"]
 
 
 def command_errors(*argvs: List[str]) -> Check:
@@ -857,11 +860,13 @@ def mcp_shutdown(world: World) -> None:
     pytest.importorskip("mcp", reason="the MCP SDK needs Python 3.10")
     from mcp.server.mcpserver.exceptions import ToolError
 
+    from server.loudspeaker import Loudspeaker
     from server.mcp_server import Speaker, build
 
-    tools = build(Speaker(world.shut, None))
-    with pytest.raises(ToolError, match=r"^Error executing tool speak: shutting_down: "):
-        asyncio.run(asyncio.wait_for(tools.call_tool("speak", {"text": "Hello there."}), GUARD))
+    tools = build(Speaker(world.shut, None), Loudspeaker(world.shut))
+    for tool in ("speak", "speak_aloud"):
+        with pytest.raises(ToolError, match=rf"^Error executing tool {tool}: shutting_down: "):
+            asyncio.run(asyncio.wait_for(tools.call_tool(tool, {"text": "Hello there."}), GUARD))
 
 
 # The fronts

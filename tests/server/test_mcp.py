@@ -57,7 +57,7 @@ def test_the_tools_speak_list_and_refuse(tmp_path) -> None:
         return tools, spoken, written, voices, models, refused
 
     tools, spoken, written, voices, models, refused = run(work, "--output-dir", str(tmp_path))
-    assert tools == ["list_models", "list_voices", "speak"]
+    assert tools == ["list_models", "list_voices", "speak", "speak_aloud", "stop_speaking"]
     [audio] = spoken.content
     assert not spoken.is_error and audio.type == "audio" and audio.mime_type == "audio/wav"
     samples, rate = soundfile.read(io.BytesIO(base64.b64decode(audio.data)))
