@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import pickle
 import struct
-import subprocess
 import sys
 import threading
 import weakref
@@ -64,7 +63,7 @@ class DecoderProcess:
     def __init__(self, model: Any):
         self.ready = threading.Event()
         self._holder = threading.Lock()
-        self._process: Optional[subprocess.Popen] = None
+        self._process: Optional[Any] = None  # the subprocess.Popen, once it is up
         p = model.params["mimi"]
         setup = (
             model.mimi_spec,
@@ -74,6 +73,9 @@ class DecoderProcess:
         threading.Thread(target=self._start, args=(setup,), name="pocket-tts-decoder-start", daemon=True).start()
 
     def _start(self, setup: Any) -> None:
+        # Imported here: the browser's workers import this package too, and start without subprocess.
+        import subprocess
+
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
@@ -126,7 +128,7 @@ class DecoderProcess:
         return reply
 
 
-def _close(process: subprocess.Popen) -> None:
+def _close(process: Any) -> None:
     """Ends the process: its input closes, and it returns when it reads that."""
     try:
         if process.stdin is not None:
