@@ -22,6 +22,7 @@ EXTRAS = {
     "ray": "cluster",
     "mcp": "mcp",
     "sounddevice": "play",
+    "ovos_plugin_manager": "ovos",
 }
 
 

@@ -44,6 +44,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
+from core import PocketTTSError
 from core.portable.synthesis.text_stream import TextStream
 from server import errors
 from server.access import Access
@@ -869,6 +870,47 @@ def mcp_shutdown(world: World) -> None:
             asyncio.run(asyncio.wait_for(tools.call_tool(tool, {"text": "Hello there."}), GUARD))
 
 
+def ovos_plugin(world: World) -> Any:
+    """The OpenVoiceOS plugin as its host loads it (ovos-plugin-manager's loader), on the tiny model."""
+    loader = pytest.importorskip("ovos_plugin_manager.tts", reason="the 'ovos' extra")
+    plugin = loader.load_tts_plugin("ovos-tts-plugin-pocket-tts-numpy")
+    return plugin(config={"lang": "en", "model": str(TINY_CONFIG), "voice": str(VOICE_24K)})
+
+
+def ovos_text(world: World) -> None:
+    """Refused before the text preparation (planning.plan) reads any of it."""
+    from core.portable.synthesis import planning
+
+    plugin, planned = ovos_plugin(world), []
+    with pytest.MonkeyPatch.context() as patch:
+        plan = planning.plan
+        patch.setattr(planning, "plan", lambda reader, text, *args: planned.append(text) or plan(reader, text, *args))
+        with pytest.raises(PocketTTSError, match=f"longer than {MAX_TEXT} characters"):
+            plugin.get_tts(LONG, str(world.tmp / "x.wav"))
+        plugin.get_tts("Hi.", str(world.tmp / "y.wav"))
+    assert planned == ["Hi."] and not (world.tmp / "x.wav").exists()
+
+
+def ovos_files(world: World) -> None:
+    """The host names the file (a path the user named, to core/files.py): a link there is replaced."""
+    with planted(world) as folder:
+        ovos_plugin(world).get_tts("Hi.", str(folder / "link.wav"))
+        assert not (folder / "link.wav").is_symlink()
+
+
+def ovos_errors(world: World) -> None:
+    """Its refusals are one-line PocketTTSErrors (the host logs them), naming no path of ours."""
+    plugin = ovos_plugin(world)
+    for sentence, lang in (("  ", None), ("Hi.", "xx"), (LONG, None)):
+        with pytest.raises(PocketTTSError) as caught:
+            plugin.get_tts(sentence, str(world.tmp / "x.wav"), lang=lang)
+        assert "\n" not in str(caught.value)
+        says_nothing_of_the_server(str(caught.value))
+
+
+OVOS_HOST = "a plugin in its host's process, called one sentence at a time: no slot, no shutdown of ours"
+
+
 # The fronts
 
 
@@ -975,6 +1017,7 @@ FRONTS: Dict[str, Front] = {
     ),
     "wyoming": Front(wyoming_text, wyoming_slot, SERVER_WRITES_NOTHING, wyoming_errors, wyoming_shutdown),
     "mcp": Front(mcp_text, mcp_slot, mcp_files, mcp_errors, mcp_shutdown),
+    "ovos": Front(ovos_text, OVOS_HOST, ovos_files, ovos_errors, OVOS_HOST),
     "uvicorn --factory": Front(
         "the app's own routes, listed above",
         factory_slot,
@@ -1111,11 +1154,12 @@ def test_every_front_is_listed() -> None:
     parser = command_line.parser(handed=command_line.handed_commands())
     commands = next(a for a in parser._actions if hasattr(a, "choices") and isinstance(a.choices, dict)).choices
     fronts.update(f"cli {name}" for name in commands)
-    fronts.update({"wyoming", "mcp", "uvicorn --factory", "ray serve"})
+    fronts.update({"wyoming", "mcp", "uvicorn --factory", "ray serve", "ovos"})
     assert fronts == set(FRONTS), (sorted(fronts - set(FRONTS)), sorted(set(FRONTS) - fronts))
     points = {(point.group, point.name) for point in distribution("pocket-tts-numpy").entry_points}
     handed = {("pocket_tts_numpy.commands", name) for name in commands}
-    assert points == {("console_scripts", "pocket-tts-numpy")} | (handed & points), points
+    plugins = {(group, "ovos-tts-plugin-pocket-tts-numpy") for group in ("opm.tts", "mycroft.plugin.tts")}
+    assert points == {("console_scripts", "pocket-tts-numpy")} | (handed & points) | plugins, points
     for name, front in FRONTS.items():
         for rule in Front._fields:
             value = getattr(front, rule)
