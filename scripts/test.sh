@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, exactly as CI runs it (.ci/run calls this). On a fresh machine it:
 #   1. makes .venv with this package and its test tools;
-#   2. makes .venv-ref with the official pocket-tts 4.0.1 (CPU torch) for the cross-checks;
+#   2. makes .venv-ref with the official pocket-tts 4.0.1 (CPU torch) for the cross-checks, and
+#      .venv-fastrtc with fastrtc (whose dependencies pin others' versions) for its model's tests;
 #   3. writes the full-size parity fixtures to build/reference with the official code (skipped
 #      when they are up to date with the script and the committed tokenizer/voice files), and the
 #      word-timestamp fixtures with pocket-tts-timestamped (skipped likewise);
@@ -30,6 +31,12 @@ if ! .venv-ref/bin/python -c "import pocket_tts, pocket_tts_timestamped, safeten
     # Word timestamps' reference: the fork of the official package, beside it (no dependency of its own to add).
     .venv-ref/bin/pip install -q --disable-pip-version-check --no-deps pocket-tts-timestamped==1.4.0
 fi
+
+step "FastRTC's environment (.venv-fastrtc: fastrtc, and this checkout with its 'fastrtc' extra)"
+# Its own: fastrtc's dependencies pin packages the project's environment needs at other versions.
+[ -x .venv-fastrtc/bin/python ] || "$PY" -m venv .venv-fastrtc
+.venv-fastrtc/bin/python -c "import fastrtc.text_to_speech" 2>/dev/null \
+    || .venv-fastrtc/bin/pip install -q --disable-pip-version-check -e ".[fastrtc]"
 
 step "full-size parity fixtures (build/reference)"
 stamp=$(cat scripts/make_reference.py tests/fixtures/tokenizers/* tests/fixtures/voice/* | sha256sum | cut -c1-16)
