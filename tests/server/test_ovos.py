@@ -53,3 +53,26 @@ def test_a_link_at_the_hosts_path_is_replaced_not_written_through(plugin, tmp_pa
     plugin.get_tts("Hi there.", str(link))
     assert elsewhere.read_bytes() == b"the user's own file" and not link.is_symlink()
     assert soundfile.info(str(link)).frames > 0
+
+
+def test_a_host_calling_from_several_threads_gets_each_sentence(plugin, tmp_path) -> None:
+    """Hosts call from their own threads (a skill, the audio service): sentences at once each get
+    their file whole, and the second language's model is loaded once."""
+    import threading
+
+    outs = [tmp_path / f"{n}.wav" for n in range(4)]
+    failures = []
+
+    def say(out) -> None:
+        try:
+            plugin.get_tts(f"Sentence for {out.stem}.", str(out))
+        except Exception as e:  # noqa: BLE001 - collected, asserted below
+            failures.append(e)
+
+    threads = [threading.Thread(target=say, args=(out,)) for out in outs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert failures == [] and all(soundfile.info(str(out)).frames > 0 for out in outs)
+    assert len(plugin._models) == 1
