@@ -141,8 +141,8 @@ class HandingDecoder(FrameDecoder):
     """A stream's decoder that decodes on its own thread until `process` is ready, then hands its
     state over and has the process decode the rest of the stream's frames."""
 
-    def __init__(self, model: Any, speed: float, process: DecoderProcess):
-        super().__init__(model, speed)
+    def __init__(self, model: Any, speed: float, process: DecoderProcess, gain_db: Optional[float] = None):
+        super().__init__(model, speed, gain_db)
         self.process = process
         self.handed = False
 

@@ -81,12 +81,12 @@ def _two_threads(model: TTSModel, generation: Generation) -> Iterator[np.ndarray
     if process is not None and process.claim():
         try:
             yield from _two_threads_with(
-                model, generation, decoder_process.HandingDecoder(model, generation.speed, process)
+                model, generation, decoder_process.HandingDecoder(model, generation.speed, process, generation.gain_db)
             )
         finally:
             process.release()
     else:
-        yield from _two_threads_with(model, generation, model.decoder(generation.speed))
+        yield from _two_threads_with(model, generation, model.decoder(generation.speed, generation.gain_db))
 
 
 def _two_threads_with(model: TTSModel, generation: Generation, decoder: FrameDecoder) -> Iterator[np.ndarray]:

@@ -14,6 +14,7 @@ scheduler stream and its wake-up. Its health, as GET /health reports it: server/
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -43,9 +44,11 @@ def load_engine(settings: Settings, recordings: Optional[Recordings] = None) -> 
     model = TTSModel.load(settings.model, adapter=None if settings.adapter is None else str(settings.adapter))
     if settings.pronunciations is not None:
         model.pronounce(str(settings.pronunciations))
-    return ServerEngine(
+    engine = ServerEngine(
         model, settings.voice, settings.max_concurrent, recordings, access, settings.max_connections, folder
     )
+    engine.loudness = settings.loudness
+    return engine
 
 
 class ServerEngine:
@@ -66,6 +69,7 @@ class ServerEngine:
         self.access = access if access is not None else Access()
         self.connections = ConnectionPool(max_connections)
         self.voices = EngineVoices(model, default_voice, recordings, voices_dir)
+        self.loudness: Optional[float] = None  # LUFS every request is brought to unless it asks otherwise
         self.generations = Generations(model, max_concurrent, self.access.guest_share(max_concurrent))
 
     # What a session asks (server/session.py Engine)
@@ -88,8 +92,11 @@ class ServerEngine:
     ) -> TextStream:
         """A session's text (SSML if `ssml`, its words timed if `words`): its voice (one `caller`
         may use, prepared now: blocking, call it in a worker thread), its options, its noise
-        generator and its budget of `seconds` of audio."""
+        generator and its budget of `seconds` of audio; the server's loudness (--loudness) where the
+        request asks for none."""
         voice_state = self.voices.voice(voice, caller)
+        if options.loudness is None and self.loudness is not None:
+            options = dataclasses.replace(options, loudness=self.loudness)
         return self.model.text_stream(voice_state, options, max_seconds=seconds, ssml=ssml, words=words)
 
     def open_stream(self, relay: Relay, release: Callable[[], None]) -> Stream:

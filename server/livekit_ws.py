@@ -60,6 +60,7 @@ class ConfigData(msgspec.Struct, forbid_unknown_fields=True):
     binary: bool = True
     voice: Optional[str] = None
     language: Optional[str] = None
+    loudness: Optional[float] = None  # ours: the voice brought to this loudness (LUFS)
 
 
 class TextData(msgspec.Struct, forbid_unknown_fields=True):
@@ -156,7 +157,7 @@ class _Turns(FrameSocket):
         if config.language and not normalization.same_language(config.language, spoken):
             message = f"language {config.language!r}: this model speaks {spoken!r}"
             raise ServiceError(errors.UNSUPPORTED_VALUE, message, "language")
-        options = GenerationOptions(normalize=config.normalize, pauses=config.pauses)
+        options = GenerationOptions(normalize=config.normalize, pauses=config.pauses, loudness=config.loudness)
         session = await Session.open(self.engine, voice, options, self.clock, caller=self.caller)
         self.turn = turn = _Turn(session, config)
         await self._event("config_accepted", turn)

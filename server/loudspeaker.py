@@ -32,7 +32,7 @@ log = logging.getLogger("pocket_tts.mcp")
 class Utterance(NamedTuple):
     text: WholeText
     voice: Optional[str]
-    speed: float
+    options: GenerationOptions
 
 
 class Loudspeaker:
@@ -42,7 +42,9 @@ class Loudspeaker:
         self._more = anyio.Event()
         self._playing: Optional[anyio.CancelScope] = None
 
-    async def say(self, text: str, voice: Optional[str], speed: float, language: Optional[str]) -> int:
+    async def say(
+        self, text: str, voice: Optional[str], speed: float, language: Optional[str], loudness: Optional[float] = None
+    ) -> int:
         """Queue `text`, checked first; its place: 0 plays now, 1 after what is playing, ..."""
         if self.engine.shutting_down:
             raise errors.shutting_down()
@@ -51,8 +53,9 @@ class Loudspeaker:
         if language is not None and not normalize.same_language(language, language_code):
             message = f"language {language!r}: this server speaks {language_code} (list_models says which model)"
             raise ServiceError(errors.UNSUPPORTED_VALUE, message, "language")
+        options = GenerationOptions(speed=speed, loudness=loudness)
         try:
-            GenerationOptions(speed=speed).check_request()
+            options.check_request()
         except PocketTTSError as e:
             raise errors.from_core(e) from None
         try:
@@ -65,7 +68,7 @@ class Loudspeaker:
             raise errors.from_core(e) from None
         if len(self._queue) >= MAX_QUEUE:
             raise ServiceError(errors.BUSY, f"{MAX_QUEUE} calls wait to be said already: call again once some are")
-        self._queue.append(Utterance(whole, voice, speed))
+        self._queue.append(Utterance(whole, voice, options))
         self._more.set()
         return len(self._queue) - (0 if self._playing is not None else 1)
 
@@ -98,8 +101,7 @@ class Loudspeaker:
 
     async def _play(self, utterance: Utterance, scope: anyio.CancelScope) -> None:
         sounddevice = audio_formats.speakers()
-        options = GenerationOptions(speed=utterance.speed)
-        session = await Session.open(self.engine, utterance.voice, options, caller=KEY_HOLDER)
+        session = await Session.open(self.engine, utterance.voice, utterance.options, caller=KEY_HOLDER)
         device: Any = sounddevice.OutputStream(samplerate=self.engine.sample_rate, channels=1, dtype="float32")
         device.start()
         try:

@@ -55,14 +55,17 @@ class Speaker:
         self.engine = engine
         self.output_dir = output_dir
 
-    async def speak(self, text: str, voice: Optional[str], speed: float, fmt: str) -> bytes:
+    async def speak(
+        self, text: str, voice: Optional[str], speed: float, fmt: str, loudness: Optional[float] = None
+    ) -> bytes:
         """The whole speech of `text` as a file in `fmt` (a ServiceError for any refusal)."""
         if fmt not in FORMATS or not audio_formats.available(fmt):
             writable = ", ".join(f for f in FORMATS if audio_formats.available(f))
             raise ServiceError(errors.UNSUPPORTED_VALUE, f"format {fmt!r}: use one of {writable}", "format")
         whole = whole_text(text)
         file = audio_formats.WholeFile(fmt, self.engine.sample_rate)
-        session = await Session.open(self.engine, voice, GenerationOptions(speed=speed), caller=KEY_HOLDER)
+        options = GenerationOptions(speed=speed, loudness=loudness)
+        session = await Session.open(self.engine, voice, options, caller=KEY_HOLDER)
         try:
             await session.say(whole)
             await session.end()
@@ -144,15 +147,17 @@ def build(speaker: Speaker, loudspeaker: Loudspeaker) -> Any:
         speed: float = 1.0,
         format: Literal["wav", "mp3", "flac", "opus"] = "wav",  # noqa: A002 -- the tool's argument name
         file: Optional[str] = None,
+        loudness: Optional[float] = None,
     ) -> Any:
         """Speak `text` (up to 5000 characters; pause markup such as [pause:500ms] allowed) in
         `voice` (a name from list_voices; default: the server's) at `speed` (0.25-4). Returns the
         audio, or, with `file` (a file name), writes it to the server's output folder: under that
-        name, or where a file has it already, the first free one like it (NAME-2.EXT, ...)."""
+        name, or where a file has it already, the first free one like it (NAME-2.EXT, ...).
+        `loudness` (LUFS, -40 to -5; -18 is usual) brings the voice to that level."""
 
         async def work() -> Any:
             name = speaker.target(file) if file is not None else None
-            data = await speaker.speak(text, voice, speed, format)
+            data = await speaker.speak(text, voice, speed, format, loudness)
             if name is None:
                 return Audio(data=data, format="mpeg" if format == "mp3" else format)
             path = await anyio.to_thread.run_sync(speaker.write, name, data)
@@ -162,14 +167,18 @@ def build(speaker: Speaker, loudspeaker: Loudspeaker) -> Any:
 
     @server.tool()
     async def speak_aloud(
-        text: str, voice: Optional[str] = None, speed: float = 1.0, language: Optional[str] = None
+        text: str,
+        voice: Optional[str] = None,
+        speed: float = 1.0,
+        language: Optional[str] = None,
+        loudness: Optional[float] = None,
     ) -> str:
         """Say `text` (as `speak` takes it) on this machine's speakers, after what is playing or
         queued: returns at once, with its place in the queue (0: playing now). `language`, where
         given, must be the one this server speaks (list_models). stop_speaking cuts it."""
 
         async def work() -> str:
-            return json.dumps({"position": await loudspeaker.say(text, voice, speed, language)})
+            return json.dumps({"position": await loudspeaker.say(text, voice, speed, language, loudness)})
 
         return await refused(work())
 

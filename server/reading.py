@@ -14,7 +14,7 @@ from litestar.typing import FieldDefinition
 
 from core import PocketTTSError
 from core.portable.audio.tsm import check_speed
-from core.portable.synthesis.options import SPEED_RANGE, GenerationOptions
+from core.portable.synthesis.options import LOUDNESS_RANGE, SPEED_RANGE, GenerationOptions
 from server import errors
 from server.errors import ServiceError
 
@@ -71,11 +71,13 @@ async def form(request: Request) -> Any:
 
 
 def form_options(data: Any) -> GenerationOptions:
-    """The options the official form lacks, as optional fields of ours: `speed` (a number) and
-    `normalize` (true/false)."""
+    """The options the official form lacks, as optional fields of ours: `speed` and `loudness`
+    (numbers) and `normalize` (true/false)."""
     values: Dict[str, Any] = {}
     if data.get("speed") is not None:
         values["speed"] = _form_speed(data.get("speed"))
+    if data.get("loudness") is not None:
+        values["loudness"] = _form_loudness(data.get("loudness"))
     normalize = data.get("normalize")
     if normalize is not None:
         flag = normalize.strip().lower() if isinstance(normalize, str) else ""
@@ -83,6 +85,21 @@ def form_options(data: Any) -> GenerationOptions:
             raise ServiceError(errors.INVALID_VALUE, "normalize must be true or false", "normalize")
         values["normalize"] = FORM_BOOLEANS[flag]
     return GenerationOptions(**values)
+
+
+def _form_loudness(value: Any) -> float:
+    """A form's `loudness` (text) as LUFS, by the options' own check."""
+    try:
+        loudness = float(value) if isinstance(value, str) and len(value) < 32 else None
+        if loudness is None:
+            raise ValueError
+        GenerationOptions(loudness=loudness).check()
+    except (ValueError, PocketTTSError):
+        low, high = LOUDNESS_RANGE
+        raise ServiceError(
+            errors.INVALID_VALUE, f"loudness must be a number of LUFS, {low:g} to {high:g}", "loudness"
+        ) from None
+    return loudness
 
 
 def _form_speed(value: Any) -> float:

@@ -116,7 +116,7 @@ class Stream:
         """Take the next generation once the current one has given its END."""
         if (self.generation is None or self.generation.finished) and self._queue:
             self.generation, self.tag = self._queue.popleft()
-            self.decoder = model.decoder(self.generation.speed)
+            self.decoder = model.decoder(self.generation.speed, self.generation.gain_db)
         elif self.generation is not None and self.generation.finished:
             self.generation = None
 

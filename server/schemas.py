@@ -9,7 +9,7 @@ import msgspec
 from msgspec import Meta
 from typing_extensions import Annotated
 
-from core.portable.synthesis.options import REQUEST_RANGES, SPEED_RANGE, GenerationOptions
+from core.portable.synthesis.options import LOUDNESS_RANGE, REQUEST_RANGES, SPEED_RANGE, GenerationOptions
 from core.portable.synthesis.options import names as option_names
 from server.session import MAX_TEXT
 
@@ -37,6 +37,7 @@ NoiseClamp = _ranged(float, "noise_clamp", low="gt")
 Speed = Annotated[float, Meta(ge=SPEED_RANGE[0], le=SPEED_RANGE[1], description=_doc("speed"))]
 Normalize = Annotated[bool, Meta(description=_doc("normalize"))]
 Pauses = Annotated[bool, Meta(description=_doc("pauses"))]
+Loudness = Annotated[float, Meta(ge=LOUDNESS_RANGE[0], le=LOUDNESS_RANGE[1], description=_doc("loudness"))]
 SampleRate = Annotated[
     Literal[8000, 16000, 22050, 24000, 44100, 48000],  # core.audio_formats.RATES
     Meta(description="the audio's sample rate (default: the model's, 24000), resampled with soxr"),
@@ -57,6 +58,7 @@ class OptionFields(msgspec.Struct, forbid_unknown_fields=True):
     speed: Optional[Speed] = None
     normalize: Optional[Normalize] = None
     pauses: Optional[Pauses] = None
+    loudness: Optional[Loudness] = None
 
     def options(self) -> GenerationOptions:
         """The options this request sets (the others keep their defaults)."""
@@ -115,9 +117,10 @@ class SpeechRequest(msgspec.Struct):
     # the audio's rate; and mulaw / alaw (G.711, telephone audio) among the formats.
     normalize: Normalize = True
     sample_rate: Optional[SampleRate] = None
+    loudness: Optional[Loudness] = None  # not OpenAI's either: the voice brought to this loudness
 
     def options(self) -> GenerationOptions:
-        return GenerationOptions(speed=self.speed, normalize=self.normalize)
+        return GenerationOptions(speed=self.speed, normalize=self.normalize, loudness=self.loudness)
 
 
 class Health(msgspec.Struct):

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, get_type_hints
 from urllib.parse import urlsplit
 
+from core.portable.synthesis.options import LOUDNESS_RANGE
 from core.portable.weights import catalog
 
 # What a server starts with unless told otherwise, whichever way it starts.
@@ -84,6 +85,12 @@ class Settings:
         None, "words to say otherwise, in every request: a text file of `word = respelling` lines", metavar="FILE"
     )
     voice: Optional[str] = setting(None, "default voice: predefined name, audio file or .safetensors state")
+    loudness: Optional[float] = setting(
+        None,
+        "bring every voice to this loudness, in LUFS (-40 to -5; -18 is usual), where a request asks for none "
+        "(every front, Wyoming's included); default: as the model makes it",
+        metavar="LUFS",
+    )
     host: str = setting("127.0.0.1", "the address to listen on (python -m server; default: %(default)s)")
     port: int = setting(8000, "the port to listen on (python -m server; default: %(default)s)")
     site: Optional[Path] = setting(
@@ -173,6 +180,9 @@ class Settings:
         for name in ("client_timeout", "body_timeout"):
             if not getattr(self, name) > 0:
                 raise SettingsError(f"{_flag(name)} must be positive")
+        low, high = LOUDNESS_RANGE
+        if self.loudness is not None and not low <= self.loudness <= high:
+            raise SettingsError(f"--loudness must be between {low:g} and {high:g} LUFS")
         if self.wyoming is None and (self.no_http or self.zeroconf is not None):
             raise SettingsError("--no-http and --zeroconf go with --wyoming URI")
         if self.wyoming is not None and urlsplit(self.wyoming).scheme not in ("tcp", "unix"):

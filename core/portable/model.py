@@ -15,11 +15,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import weakref
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import config
+from .audio import loudness
 from .errors import ConfigError, PocketTTSError, VoiceError
 from .network import flow_lm, mimi, ops, quantize, transformer
 from .synthesis import planning
@@ -36,11 +38,14 @@ from .text.tokenizer import Tokenizer
 from .voices import sources as voices
 from .voices.state import VoiceSource, VoiceState
 from .weights import adapter as lora
-from .weights import params, safetensors_file, sources
+from .weights import catalog, params, safetensors_file, sources
 
 # The most audio one generation may make, pauses included (an hour): speech that could run longer
 # stops there, and pauses or a max_frames asking for more are refused. The server allows less.
 MAX_SECONDS = 3600.0
+# The seed of the sample text a voice's loudness is measured on (`voice_loudness`): the same measure
+# every time.
+CALIBRATION_SEED = 0
 
 # How `TTSModel.stream` runs a generation alone to its end (and so every entry of the Python API):
 # on the caller's thread (one_thread), or, where the host has threads, one that gives the same
@@ -50,7 +55,7 @@ Runner = Callable[["TTSModel", Generation], Iterator[np.ndarray]]
 
 def one_thread(model: TTSModel, generation: Generation) -> Iterator[np.ndarray]:
     """A generation's frames, then their audio, chunk by chunk, on the caller's thread."""
-    return decoded(model.decoder(generation.speed), alone(model, generation))
+    return decoded(model.decoder(generation.speed, generation.gain_db), alone(model, generation))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +119,7 @@ class TTSModel:
         self.files: Optional[sources.ModelFiles] = None
         self.adapter: Optional[str] = None  # the LoRA adapter merged into its flow LM, where one was
         self.lexicon = lexicon.EMPTY  # its pronunciations (`pronounce`)
+        self._loudness: Dict[int, Tuple[Any, float]] = {}  # id of a voice -> (a weak reference to it, its LUFS)
 
     def _checked(self, tokenizer: Tokenizer) -> Tokenizer:
         if tokenizer.vocab_size != self.config.flow_lm.lookup_table.n_bins:
@@ -386,6 +392,9 @@ class TTSModel:
         noise = planning.noise_source(
             self.flow_spec.latent_dim, chosen.temperature, options.noise_clamp, options.seed, rng
         )
+        gain_db = None
+        if options.loudness is not None:
+            gain_db = loudness.gain_to(options.loudness, self.voice_loudness(voice_state))
         return Generation(
             self,
             items,
@@ -399,6 +408,7 @@ class TTSModel:
             self.time_terms(options.lsd_decode_steps),
             options.speed,
             heads,
+            gain_db,
         )
 
     @property
@@ -419,10 +429,27 @@ class TTSModel:
         their respellings from now on, in every text this model reads."""
         self.lexicon = lexicon.read(path)
 
-    def decoder(self, speed: float = 1.0) -> FrameDecoder:
-        """The Mimi half of `stream`: turns frames into audio at `speed`, keeping the decoder's state."""
+    def decoder(self, speed: float = 1.0, gain_db: Optional[float] = None) -> FrameDecoder:
+        """The Mimi half of `stream`: turns frames into audio at `speed` (and `gain_db`: a generation's
+        gain to its loudness), keeping the decoder's state."""
         self.require(params.DECODER)
-        return FrameDecoder(self, speed)
+        return FrameDecoder(self, speed, gain_db)
+
+    def voice_loudness(self, voice: VoiceState) -> float:
+        """The integrated loudness (LUFS, ITU-R BS.1770-4) of `voice` reading its language's sample
+        text (the official default text, seed CALIBRATION_SEED): measured the first time a
+        generation asks for a loudness with it, then kept while the voice is. Every chunk of such
+        a generation is multiplied by the gain from it (audio.loudness.Leveler)."""
+        key = id(voice)
+        known = self._loudness.get(key)
+        if known is not None and known[0]() is voice:
+            return known[1]
+        text = catalog.default_text(self.language)
+        generation = self.generation(text, voice, GenerationOptions(seed=CALIBRATION_SEED))
+        chunks = [chunk for chunk in one_thread(self, generation) if isinstance(chunk, np.ndarray)]
+        measured = loudness.integrated(np.concatenate(chunks) if chunks else np.zeros(0, np.float32), self.sample_rate)
+        self._loudness[key] = (weakref.ref(voice), measured)
+        return measured
 
     def segmenter(self, max_tokens: int = GenerationOptions.max_tokens) -> Segmenter:
         """Cuts text arriving in pieces into segments to speak as soon as each is complete."""

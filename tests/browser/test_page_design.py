@@ -212,3 +212,19 @@ def test_the_page_lists_the_servers_uploads_and_deletes_one(chromium, tmp_path) 
             assert [v for v in listed if v["kind"] == "uploaded"] == [] and page.errors == []
         finally:
             page.close()
+
+
+def test_the_level_control_asks_the_server_for_a_loudness(chromium, ui_server) -> None:
+    page = opened(chromium, ui_server)
+    bodies = []
+    page.on("request", lambda request: bodies.append(request.post_data_json) if request.method == "POST" else None)
+    try:
+        assert page.is_enabled("#loudness") and page.input_value("#loudness") == ""
+        spoken(page)
+        page.select_option("#loudness", "-18")
+        page.click("#generate")
+        page.wait_for_function("window.pocketTTS.runs.length >= 2", timeout=60_000)
+        assert "loudness" not in bodies[0] and bodies[-1]["loudness"] == -18
+        assert page.errors == []
+    finally:
+        page.close()

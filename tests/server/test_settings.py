@@ -24,6 +24,7 @@ VALUES = {
     "model": ("other", "other"),
     "adapter": ("my-voice", "my-voice"),
     "pronunciations": ("names.txt", "names.txt"),
+    "loudness": (-18.0, "-18"),
     "voice": ("alba", "alba"),
     "host": ("0.0.0.0", "0.0.0.0"),
     "port": (9000, "9000"),

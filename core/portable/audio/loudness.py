@@ -71,3 +71,37 @@ def integrated(pcm: np.ndarray, rate: int) -> float:
     relative = -0.691 + 10 * math.log10(float(kept.mean())) + RELATIVE_GATE
     kept = means[(loudness > ABSOLUTE_GATE) & (loudness > relative)]
     return -0.691 + 10 * math.log10(float(kept.mean()))
+
+
+# The ceiling a leveled stream's samples stay under, and how fast its limiter gives back what it took.
+CEILING_DB = -1.0
+RELEASE_DB_PER_CHUNK = 1.0
+
+
+class Leveler:
+    """A stream's audio brought to a loudness: every chunk multiplied by one gain (`gain_db`, fixed
+    from the first chunk: the voice's, measured once), and a limiter that looks no further than the
+    chunk in hand keeps every sample under CEILING_DB. Where a chunk's peak would pass it, the gain
+    comes down across that chunk (samples the ramp has not brought down yet are cut at the
+    ceiling), and goes back up by at most RELEASE_DB_PER_CHUNK a chunk after."""
+
+    def __init__(self, gain_db: float):
+        self.gain = 10 ** (gain_db / 20)
+        self.ceiling = 10 ** (CEILING_DB / 20)
+        self.release = 10 ** (RELEASE_DB_PER_CHUNK / 20)
+        self.reduction = 1.0  # the limiter's factor at the end of the last chunk
+
+    def __call__(self, pcm: np.ndarray) -> np.ndarray:
+        out = pcm * np.float32(self.gain)  # [T]
+        peak = float(np.max(np.abs(out))) if out.shape[0] else 0.0
+        goal = min(1.0, self.reduction * self.release, self.ceiling / peak if peak > 0 else 1.0)
+        out *= np.linspace(self.reduction, goal, out.shape[0], dtype=np.float32)
+        np.clip(out, -self.ceiling, self.ceiling, out=out)
+        self.reduction = goal
+        return out
+
+
+def gain_to(target: float, measured: float) -> float:
+    """The gain in dB that brings `measured` LUFS to `target`; none (0) for a voice below the gate,
+    whose noise is never raised."""
+    return target - measured if math.isfinite(measured) else 0.0

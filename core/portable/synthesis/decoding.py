@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Protocol, Sequ
 
 import numpy as np
 
-from ..audio import tsm
+from ..audio import loudness, tsm
 from ..network import mimi, ops
 from ..text.words import ChunkWords, Word
 from .generation import Frame
@@ -40,8 +40,11 @@ class DecodingModel(Protocol):
 class FrameDecoder:
     """Decodes one generation's frames to audio at its speed (`model`: a TTSModel with its decoder)."""
 
-    def __init__(self, model: DecodingModel, speed: float = 1.0):
+    def __init__(self, model: DecodingModel, speed: float = 1.0, gain_db: Optional[float] = None):
+        """`gain_db`: where the generation asked for a loudness, the voice's gain to it (its audio then
+        goes through a loudness.Leveler); None: the audio as Mimi makes it."""
         self.model = model
+        self.leveler = None if gain_db is None else loudness.Leveler(gain_db)
         self.state: Optional[mimi.DecoderState] = None
         self.fade = np.linspace(0, 1, int(model.sample_rate * FADE_IN_SECONDS), dtype=np.float32)
         self.stretch = tsm.TimeStretch(speed, model.sample_rate)
@@ -52,7 +55,7 @@ class FrameDecoder:
         if frame.latent is None:
             self.words.frame(frame, None)
             if frame.end:
-                return _audio(self.stretch.finish())
+                return self.leveled(_audio(self.stretch.finish()))
             return self.stretched(np.zeros(frame.silence, np.float32))
         return self.stretched(self.faded(self.mimi_step(frame), frame))
 
@@ -79,7 +82,10 @@ class FrameDecoder:
         return pcm
 
     def stretched(self, pcm: np.ndarray) -> Optional[np.ndarray]:
-        return _audio(self.stretch.push(pcm))
+        return self.leveled(_audio(self.stretch.push(pcm)))
+
+    def leveled(self, pcm: Optional[np.ndarray]) -> Optional[np.ndarray]:
+        return pcm if pcm is None or self.leveler is None else self.leveler(pcm)
 
 
 class WordTimer:

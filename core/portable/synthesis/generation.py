@@ -100,8 +100,10 @@ class Generation:
         times: List[np.ndarray],
         speed: float = 1.0,
         heads: Optional[List[Tuple[int, int]]] = None,
+        gain_db: Optional[float] = None,
     ):
         self.model = model
+        self.gain_db = gain_db  # to its loudness, where one was asked for: its decoder's (audio.loudness)
         self.heads = heads  # (layer, head) read for word timestamps, where its chunks have words
         self.plan = plan
         self.voice = voice

@@ -30,8 +30,9 @@ REQUEST_RANGES: Dict[str, Tuple[float, float]] = {
     "max_tokens": (1, 500),
     "noise_clamp": (0.0, 100.0),  # above the low end
 }
-# Speed is a property of the audio, not of who asks: the same range for every caller.
+# Speed is a property of the audio, not of who asks: the same range for every caller; so is loudness.
 SPEED_RANGE = (MIN_SPEED, MAX_SPEED)
+LOUDNESS_RANGE = (-40.0, -5.0)  # LUFS
 
 
 def _option(default: Any, doc: str) -> Any:
@@ -64,6 +65,11 @@ class GenerationOptions:
     )
     pauses: bool = _option(
         True, 'pause markup ([pause:500ms], <break time="1s"/>) is silence (false: the markup is read as text)'
+    )
+    loudness: Optional[float] = _option(
+        None,
+        "the voice brought to this loudness, in LUFS (-40 to -5; -18 is usual), peaks under -1 dBFS; none: as "
+        "the model makes it, bit for bit",
     )
 
     @classmethod
@@ -105,6 +111,10 @@ class GenerationOptions:
         for name in ("normalize", "pauses"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise PocketTTSError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.loudness is not None:
+            low, high = LOUDNESS_RANGE
+            if not low <= number("loudness", self.loudness) <= high:
+                raise PocketTTSError(f"loudness must be between {low:g} and {high:g} LUFS, got {self.loudness!r}")
 
     def check_request(self) -> None:
         """`check`, and the ranges a request may ask for (REQUEST_RANGES)."""

@@ -1,0 +1,104 @@
+"""The opt-in level (`loudness`, core/portable/audio/loudness.py's Leveler): a voice's loudness is
+measured once (its language's sample text) and every chunk of a generation multiplied by one gain
+from the first, peaks kept under -1 dBFS; without the option the audio is the model's, bit for
+bit; measured by pyloudnorm, the independent meter. On every front: the Python API and the command
+line here, the server's routes, form, OpenAI's route, the WebSocket and its default below."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import httpx
+import numpy as np
+import pytest
+import soundfile
+
+from core import PocketTTSError, TTSModel
+from core.portable.audio import loudness
+from tests.support.paths import TINY_CONFIG, VOICE_24K
+from tests.support.serving import GUARD, serving
+
+pyloudnorm = pytest.importorskip("pyloudnorm")
+TEXT = "A sentence to bring to an even level, long enough for the meter to gate it. And a second one."
+OPTIONS = {"temperature": 0.0, "seed": 2}
+CEILING = 10 ** (-1 / 20)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return TTSModel.load(str(TINY_CONFIG))
+
+
+def _lufs(pcm: np.ndarray, rate: int = 24000) -> float:
+    return pyloudnorm.Meter(rate).integrated_loudness(pcm.astype(np.float64))
+
+
+@pytest.mark.parametrize("voice", [str(TINY_CONFIG.parent / "voice_state.safetensors"), str(VOICE_24K)])
+def test_a_voice_is_brought_to_the_level_asked_with_peaks_under_the_ceiling(model, voice) -> None:
+    plain = model.generate(TEXT, voice, **OPTIONS)
+    for target in (-18.0, -23.0, -30.0):
+        leveled = model.generate(TEXT, voice, loudness=target, **OPTIONS)
+        assert leveled.shape == plain.shape and abs(_lufs(leveled) - target) <= 1.0, (target, _lufs(leveled))
+        assert np.max(np.abs(leveled)) <= CEILING
+    assert _lufs(plain) < -30  # the random weights speak quietly: the gain is real
+    chunks = list(model.stream(TEXT, voice, loudness=-18.0, **OPTIONS))
+    assert np.array_equal(np.concatenate(chunks), model.generate(TEXT, voice, loudness=-18.0, **OPTIONS))
+
+
+def test_without_the_option_the_audio_is_the_models_bit_for_bit(model) -> None:
+    assert np.array_equal(
+        model.generate(TEXT, str(VOICE_24K), **OPTIONS), model.generate(TEXT, str(VOICE_24K), loudness=None, **OPTIONS)
+    )
+
+
+def test_the_voice_is_measured_once(model, monkeypatch) -> None:
+    voice = model.voice_state(str(VOICE_24K))
+    measured = []
+    integrated = loudness.integrated
+    monkeypatch.setattr(loudness, "integrated", lambda pcm, rate: measured.append(1) or integrated(pcm, rate))
+    for _ in range(3):
+        model.generate("Hi there.", voice, loudness=-18.0, **OPTIONS)
+    assert len(measured) == 1
+
+
+def test_the_limiter_keeps_every_sample_under_the_ceiling_chunk_by_chunk() -> None:
+    leveler = loudness.Leveler(20.0)
+    rng = np.random.default_rng(1)
+    out = [leveler((0.2 * rng.standard_normal(1920)).astype(np.float32)) for _ in range(20)]
+    assert max(float(np.max(np.abs(chunk))) for chunk in out) <= CEILING
+    assert loudness.gain_to(-18.0, -math.inf) == 0.0  # silence is never raised
+
+
+@pytest.mark.parametrize("bad", [-41.0, -4.0, float("nan"), "loud"])
+def test_a_level_out_of_range_is_a_clear_error(model, bad) -> None:
+    with pytest.raises(PocketTTSError, match="loudness must (be|not be NaN)"):
+        model.generate("Hi.", str(VOICE_24K), loudness=bad)
+
+
+def test_the_servers_fronts_take_it_and_its_default(model) -> None:
+    from server.engine import ServerEngine
+
+    engine = ServerEngine(model, str(VOICE_24K), 2)
+    try:
+        with serving(engine) as url:
+            body = {"text": TEXT, "loudness": -18.0, **OPTIONS}
+            wav = httpx.post(url + "/generate", json=body, timeout=GUARD)
+            assert wav.status_code == 200, wav.text
+            pcm, rate = soundfile.read(io.BytesIO(wav.content), dtype="float32")
+            assert abs(_lufs(pcm, rate) - -18.0) <= 1.0
+            form = httpx.post(url + "/tts", data={"text": TEXT, "loudness": "-18"}, timeout=GUARD)
+            assert form.status_code == 200
+            speech = {"model": "tts-1", "voice": "alloy", "input": TEXT, "response_format": "wav", "loudness": -18}
+            assert httpx.post(url + "/v1/audio/speech", json=speech, timeout=GUARD).status_code == 200
+            for route, answer in (
+                ("/generate", httpx.post(url + "/generate", json={"text": "Hi.", "loudness": -50}, timeout=GUARD)),
+                ("/tts", httpx.post(url + "/tts", data={"text": "Hi.", "loudness": "loud"}, timeout=GUARD)),
+            ):
+                assert answer.status_code == 400 and "loudness" in answer.text, (route, answer.text)
+            engine.loudness = -23.0  # --loudness: a request that asks for none
+            default = httpx.post(url + "/generate", json={"text": TEXT, **OPTIONS}, timeout=GUARD)
+            pcm, rate = soundfile.read(io.BytesIO(default.content), dtype="float32")
+            assert abs(_lufs(pcm, rate) - -23.0) <= 1.0
+    finally:
+        engine.close()
