@@ -445,3 +445,30 @@ def test_frames_out_of_order_twice_and_at_once_leave_the_connection_speaking(her
     spoken = sum(f for f in got[last:] if isinstance(f, int))
     assert spoken > 0 and spoken % 2560 == 0  # 16 kHz: 1280 samples for each 80 ms frame
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+def test_the_config_takes_a_loudness(live) -> None:
+    """config's `loudness` (ours) levels the turn's audio (louder than the model's own); a level out
+    of range is the config's error, `invalid_value`."""
+
+    def peak(**extra: Any) -> int:
+        turn = [config(**extra), {"type": "text", "data": {"text": "Hi there, a turn to level."}}, {"type": "flush"}]
+
+        async def body() -> bytes:
+            audio = b""
+            async with aiohttp.ClientSession() as http:
+                async with http.ws_connect(ws_url(live)) as ws:
+                    for frame in turn:
+                        await ws.send_str(json.dumps(frame))
+                    while True:
+                        message = await ws.receive(timeout=GUARD)
+                        if message.type == aiohttp.WSMsgType.BINARY:
+                            audio += message.data
+                        elif json.loads(message.data).get("data", {}).get("event_type") == "final":
+                            return audio
+
+        return int(np.abs(np.frombuffer(run(body), "<i2").astype(np.int32)).max())
+
+    assert peak(loudness=-14.0) > 4 * peak()
+    got = run(lambda: frames(live, [config(loudness=-60.0)], until_type="error"))
+    assert codes(got) == ["invalid_value"]

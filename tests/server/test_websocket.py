@@ -644,3 +644,13 @@ def test_a_handshake_under_another_host_is_refused(url) -> None:
     assert handshake(url).split(" ")[1] == "101"
     rebound = handshake(url, Host="evil.example:8000", Origin="http://evil.example:8000")
     assert rebound.split(" ")[1] == "421", rebound
+
+
+def test_the_start_takes_a_loudness_and_a_stream_is_leveled_as_the_whole_text(url) -> None:
+    """The text stream's audio brought to the level its start asks for, as POST /stream brings the
+    same text (one gain from the voice, whatever the split)."""
+    heard = speak_in_pieces(url, TEXT, {**SEEDED, "loudness": -18.0})
+    whole = httpx.post(url + "/stream", json={"text": TEXT, **SEEDED, "loudness": -18.0}, timeout=GUARD)
+    plain = speak_in_pieces(url, TEXT, SEEDED)
+    assert np.array_equal(np.frombuffer(bytes(heard.audio), "<i2"), np.frombuffer(whole.content, "<i2"))
+    assert heard.audio != plain.audio and heard.samples == plain.samples
