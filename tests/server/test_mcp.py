@@ -117,3 +117,19 @@ def test_a_file_is_always_new_and_a_bad_name_is_a_typed_refusal(tmp_path) -> Non
         assert result.is_error and "bad_path: " in text and "Traceback" not in text, text
     expected = {"notes.txt", "link.wav", "dangling.wav", "pipe.wav", *made}
     assert {p.name for p in out.iterdir()} == expected  # no temporary file left behind
+
+
+def test_speak_takes_a_loudness() -> None:
+    async def work(session: Any) -> Any:
+        plain = await session.call_tool("speak", {"text": "A level for the agent.", "speed": 1.0})
+        leveled = await session.call_tool("speak", {"text": "A level for the agent.", "loudness": -14})
+        refused = await session.call_tool("speak", {"text": "Hi.", "loudness": -60})
+        return plain, leveled, refused
+
+    plain, leveled, refused = run(work)
+    peaks = []
+    for result in (plain, leveled):
+        samples, _ = soundfile.read(io.BytesIO(base64.b64decode(result.content[0].data)))
+        peaks.append(abs(samples).max())
+    assert peaks[1] > 4 * peaks[0] and peaks[1] <= 10 ** (-1 / 20) + 1e-4
+    assert refused.is_error and "invalid_value: loudness must be between -40 and -5 LUFS" in refused.content[0].text
