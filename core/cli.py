@@ -114,7 +114,7 @@ class _Piped:
     PocketTTSError naming the bad byte), at most `max_text` characters in all, not all blank."""
 
     def __init__(self, max_text: int):
-        self.max_text = max_text
+        self.max_text = _max_text(max_text)
 
     def __iter__(self) -> Iterator[str]:
         import codecs
@@ -129,9 +129,7 @@ class _Piped:
                 raise PocketTTSError(f"the text on stdin is not UTF-8: byte {e.object[e.start]:#04x}") from None
             read += len(piece)
             if read > self.max_text:
-                raise PocketTTSError(
-                    f"the text is longer than {self.max_text} characters (--max-text raises the limit)"
-                )
+                raise _too_long(self.max_text)
             said = said or bool(piece.strip())
             if piece:
                 yield piece
@@ -141,12 +139,20 @@ class _Piped:
             check_text("")
 
 
+def _max_text(max_text: int) -> int:
+    if max_text < 1:
+        raise PocketTTSError(f"--max-text must be at least 1, got {max_text}")
+    return max_text
+
+
+def _too_long(max_text: int) -> PocketTTSError:
+    return PocketTTSError(f"the text is longer than {max_text} characters (--max-text raises the limit)")
+
+
 def _text(value: str, max_text: int) -> str:
     """--text: the text itself, or - for stdin; UTF-8 either way (a PocketTTSError naming the bad
     byte), of at most `max_text` characters (stdin read no further than such a text can be)."""
-    if max_text < 1:
-        raise PocketTTSError(f"--max-text must be at least 1, got {max_text}")
-    too_long = PocketTTSError(f"the text is longer than {max_text} characters (--max-text raises the limit)")
+    too_long = _too_long(_max_text(max_text))
     if value == "-":
         data = sys.stdin.buffer.read(4 * max_text + 1)  # UTF-8: at most 4 bytes a character
         if len(data) > 4 * max_text:
@@ -177,8 +183,6 @@ def _generate(args: argparse.Namespace) -> None:
     if given is None:
         text = catalog.default_text(args.model if catalog.is_model(args.model) else None)
     elif given == "-":
-        if args.max_text < 1:
-            raise PocketTTSError(f"--max-text must be at least 1, got {args.max_text}")
         text = _Piped(args.max_text)
     else:
         text = check_text(_text(given, args.max_text))

@@ -161,7 +161,7 @@ class EngineVoices:
         it if `open_to_guests` (a recording of the voices folder)."""
         key = self._keep_recording(data, f"the uploaded voice {filename!r}")
         try:
-            self._prepared(key)
+            state = self._prepared(key)
         except BaseException:
             with self._lock:
                 if key not in self._uploads:
@@ -170,7 +170,7 @@ class EngineVoices:
         if self.recordings is not None:
             self.recordings[key] = data
         if not open_to_guests:  # saved before it is offered: a deletion never races the save
-            self.saved.save(key, self._prepared(key), filename, KEY_HOLDER.name)
+            self.saved.save(key, state, filename, KEY_HOLDER.name)
         with self._lock:
             self._uploads[key] = self._uploads.get(key) or filename
             if open_to_guests:

@@ -90,9 +90,7 @@ def form_options(data: Any) -> GenerationOptions:
 def _form_loudness(value: Any) -> float:
     """A form's `loudness` (text) as LUFS, by the options' own check."""
     try:
-        loudness = float(value) if isinstance(value, str) and len(value) < 32 else None
-        if loudness is None:
-            raise ValueError
+        loudness = float(value) if isinstance(value, str) and len(value) < 32 else math.nan
         GenerationOptions(loudness=loudness).check()
     except (ValueError, PocketTTSError):
         low, high = LOUDNESS_RANGE

@@ -246,27 +246,31 @@ def test_livekit_agents_speaks_through_the_plugin(live) -> None:
         assert sum(frame.samples_per_channel for frame in frames) >= 16000 // 2  # speech: the framework reframes it
 
 
+def turn_audio(url: str, configured: dict, text: str) -> np.ndarray:
+    """One turn (the config, the text, flush) on a raw socket: its audio, 16-bit, until its final."""
+
+    async def body() -> bytes:
+        audio = b""
+        async with aiohttp.ClientSession() as http:
+            async with http.ws_connect(ws_url(url)) as ws:
+                for frame in (configured, {"type": "text", "data": {"text": text}}, {"type": "flush"}):
+                    await ws.send_str(json.dumps(frame))
+                while True:
+                    message = await ws.receive(timeout=GUARD)
+                    if message.type == aiohttp.WSMsgType.BINARY:
+                        audio += message.data
+                    elif json.loads(message.data).get("data", {}).get("event_type") == "final":
+                        return audio
+
+    return np.frombuffer(run(body), "<i2")
+
+
 def test_pauses_in_the_config_says_whether_markup_is_silence(live) -> None:
     """pauses true: "[pause:2s]" is two seconds of silence (exact zeros); false, the plugin's
     default: text, spoken."""
 
     def longest_silence(pauses: bool) -> int:
-        turn = [config(pauses=pauses), {"type": "text", "data": {"text": "Hi [pause:2s] there."}}, {"type": "flush"}]
-
-        async def body() -> bytes:
-            audio = b""
-            async with aiohttp.ClientSession() as http:
-                async with http.ws_connect(ws_url(live)) as ws:
-                    for frame in turn:
-                        await ws.send_str(json.dumps(frame))
-                    while True:
-                        message = await ws.receive(timeout=GUARD)
-                        if message.type == aiohttp.WSMsgType.BINARY:
-                            audio += message.data
-                        elif json.loads(message.data).get("data", {}).get("event_type") == "final":
-                            return audio
-
-        samples = np.frombuffer(run(body), "<i2")
+        samples = turn_audio(live, config(pauses=pauses), "Hi [pause:2s] there.")
         zero = np.concatenate([[0], (samples == 0).astype(np.int8), [0]])
         starts, ends = np.nonzero(np.diff(zero) == 1)[0], np.nonzero(np.diff(zero) == -1)[0]
         return int((ends - starts).max()) if starts.size else 0
@@ -452,22 +456,7 @@ def test_the_config_takes_a_loudness(live) -> None:
     of range is the config's error, `invalid_value`."""
 
     def peak(**extra: Any) -> int:
-        turn = [config(**extra), {"type": "text", "data": {"text": "Hi there, a turn to level."}}, {"type": "flush"}]
-
-        async def body() -> bytes:
-            audio = b""
-            async with aiohttp.ClientSession() as http:
-                async with http.ws_connect(ws_url(live)) as ws:
-                    for frame in turn:
-                        await ws.send_str(json.dumps(frame))
-                    while True:
-                        message = await ws.receive(timeout=GUARD)
-                        if message.type == aiohttp.WSMsgType.BINARY:
-                            audio += message.data
-                        elif json.loads(message.data).get("data", {}).get("event_type") == "final":
-                            return audio
-
-        return int(np.abs(np.frombuffer(run(body), "<i2").astype(np.int32)).max())
+        return int(np.abs(turn_audio(live, config(**extra), "Hi there, a turn to level.").astype(np.int32)).max())
 
     assert peak(loudness=-14.0) > 4 * peak()
     got = run(lambda: frames(live, [config(loudness=-60.0)], until_type="error"))

@@ -15,7 +15,7 @@ timestamps still report the word as written.
 from __future__ import annotations
 
 import re
-from typing import Callable, NamedTuple, Optional, Pattern, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Pattern, Tuple
 
 from ..errors import TextError
 
@@ -25,20 +25,26 @@ MAX_LENGTH = 100  # characters of a word, or of a respelling
 MAX_FILE = 1024 * 1024  # characters of a pronunciation file, comments included
 
 
+Rule = Tuple[Pattern[str], Callable[["re.Match[str]", str], str]]
+
+
 class Lexicon(NamedTuple):
     entries: Tuple[Tuple[str, str], ...]  # (word as written, respelling), the longest words first
-
-    def rule(self) -> Optional[Tuple[Pattern[str], Callable[[re.Match[str], str], str]]]:
-        """The normalizer's rule that says each word as its respelling (None: an empty lexicon)."""
-        if not self.entries:
-            return None
-        said = {word.casefold(): respelling for word, respelling in self.entries}
-        words = "|".join(r"\s+".join(re.escape(part) for part in word.split()) for word, _ in self.entries)
-        pattern = re.compile(rf"(?<![\w-])(?:{words})(?![\w-])", re.IGNORECASE)
-        return pattern, lambda match, language: said[" ".join(match.group(0).split()).casefold()]
+    rule: Optional[Rule]  # the normalizer's rule that says each word as its respelling (None: no entries)
 
 
-EMPTY = Lexicon(())
+def _lexicon(entries: Dict[str, Tuple[str, str]]) -> Lexicon:
+    """The lexicon of `entries` (casefolded word -> (word, respelling)), its rule compiled once."""
+    if not entries:
+        return Lexicon((), None)
+    ordered = tuple(sorted(entries.values(), key=lambda entry: -len(entry[0])))
+    words = "|".join(r"\s+".join(re.escape(part) for part in word.split()) for word, _ in ordered)
+    pattern = re.compile(rf"(?<![\w-])(?:{words})(?![\w-])", re.IGNORECASE)
+    said = {folded: respelling for folded, (_, respelling) in entries.items()}
+    return Lexicon(ordered, (pattern, lambda match, language: said[" ".join(match.group(0).split()).casefold()]))
+
+
+EMPTY = _lexicon({})
 
 
 def read(path: str) -> Lexicon:
@@ -71,4 +77,4 @@ def parse(text: str, source: str) -> Lexicon:
         entries[word.casefold()] = (word, respelling)
         if len(entries) > MAX_ENTRIES:
             raise TextError(f"{source}: more than {MAX_ENTRIES} pronunciations")
-    return Lexicon(tuple(sorted(entries.values(), key=lambda entry: -len(entry[0]))))
+    return _lexicon(entries)

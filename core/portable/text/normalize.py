@@ -95,8 +95,7 @@ def normalize_text(text: str, language: str = "english", lexicon: Lexicon = EMPT
 
 
 def _with(lexicon: Lexicon, rules: List[Tuple[Pattern[str], Callable[[re.Match, str], str]]]) -> list:
-    respelled = lexicon.rule()
-    return rules if respelled is None else [respelled, *rules]
+    return rules if lexicon.rule is None else [lexicon.rule, *rules]
 
 
 def normalize_aligned(

@@ -53,9 +53,7 @@ def resolve(source: str, fetch: Fetch = no_downloads) -> ModelFiles:
     if source.startswith("hf://") and source[len("hf://") :].split("@")[0].count("/") == 1:
         return _checkpoint(source, fetch)
     if os.path.isdir(source):
-        if not os.path.isfile(os.path.join(source, bundle.MANIFEST)) and _config_name(source) is not None:
-            return _checkpoint(source, fetch)
-        return _bundle(source)
+        return _checkpoint(source, fetch) if _is_checkpoint(source) else _bundle(source)
     if source.endswith((".yaml", ".yml", ".json")):
         if not os.path.isfile(source):
             raise ConfigError(f"config file not found: {source}")
@@ -84,6 +82,11 @@ WEIGHTS_NAME = "model.safetensors"
 
 def _read_config(path: str) -> config.Config:
     return config.load_json(path) if path.endswith(".json") else config.load_yaml(path)
+
+
+def _is_checkpoint(folder: str) -> bool:
+    """Whether a folder is a checkpoint in the official layout rather than a bundle of ours."""
+    return not os.path.isfile(os.path.join(folder, bundle.MANIFEST)) and _config_name(folder) is not None
 
 
 def _config_name(folder: str) -> Optional[str]:
@@ -137,9 +140,7 @@ def voice_names(source: str) -> List[str]:
     if source.startswith("hf://"):
         return []
     if os.path.isdir(source):
-        if not os.path.isfile(os.path.join(source, bundle.MANIFEST)) and _config_name(source) is not None:
-            return []
-        return list(bundle.read(source).voices)
+        return [] if _is_checkpoint(source) else list(bundle.read(source).voices)
     if not (source.endswith((".yaml", ".yml", ".json")) and os.path.isfile(source)):
         resolve(source)  # the error of a model that is not there (a config file's would fetch its files)
     return []
