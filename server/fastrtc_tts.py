@@ -13,7 +13,6 @@ Each chunk is float32 at the model's rate (24 kHz) as it is made; `tts` gives th
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import AsyncIterator, Iterator, Optional, Tuple
 
@@ -21,8 +20,7 @@ import numpy as np
 
 from core import TTSModel
 from core.portable.synthesis.options import MAX_TEXT, REQUEST_SECONDS
-
-_END = object()
+from server.off_the_loop import each_on_a_thread
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,15 +68,5 @@ class PocketTTSModel:
     ) -> AsyncIterator[Tuple[int, np.ndarray]]:
         """`stream_tts_sync`'s chunks, each made on a worker thread: the event loop never waits on
         the model."""
-        chunks = self.stream_tts_sync(text, options)
-        try:
-            while True:
-                item = await asyncio.get_running_loop().run_in_executor(None, next, chunks, _END)
-                if item is _END:
-                    return
-                yield item
-        finally:
-            try:
-                chunks.close()
-            except ValueError:  # cancelled while a worker thread makes its next chunk: that ends it
-                pass
+        async for item in each_on_a_thread(self.stream_tts_sync(text, options)):
+            yield item

@@ -72,3 +72,77 @@ def test_the_model_is_fastrtcs_protocol_and_speaks_as_the_api(fastrtc_python, tm
     want = TTSModel.load(str(TINY_CONFIG)).generate(TEXT, str(VOICE_24K), temperature=0.0, seed=3)
     for name in ("whole", "synced", "streamed"):
         assert np.array_equal(audio[name], want), name
+
+
+STREAM_DRIVER = """
+import audioop, base64, json, sys
+import numpy as np
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from fastrtc import ReplyOnPause, Stream
+from fastrtc.websocket import convert_to_mulaw
+from server.fastrtc_tts import PocketTTSModel, PocketTTSOptions
+
+config, voice, text = sys.argv[1:]
+
+
+class LoudnessVAD:
+    # fastrtc's pause detection model protocol, without silero's download: speech is a 20 ms frame above -40 dBFS.
+    def vad(self, audio, options):
+        rate, samples = audio
+        samples = np.asarray(samples, np.float32).reshape(-1) / 32768.0
+        frames = samples[: samples.size // 160 * 160].reshape(-1, 160)
+        return float((np.sqrt((frames**2).mean(axis=1)) > 0.01).sum() * 160 / rate), []
+
+    def warmup(self):
+        pass
+
+
+tts = PocketTTSModel(config, voice=voice)
+options = PocketTTSOptions(temperature=0.0, seed=3)
+heard = []
+
+
+def reply(audio):
+    heard.append(int(audio[1].size))
+    yield from tts.stream_tts_sync(text, options)
+
+
+stream = Stream(ReplyOnPause(reply, model=LoudnessVAD(), input_sample_rate=8000), modality="audio", mode="send-receive")
+app = FastAPI()
+stream.mount(app)
+_, whole = tts.tts(text, options)
+want = convert_to_mulaw(whole, 24000, 24000)
+speech = (np.random.default_rng(0).standard_normal(8000) * 3000).astype(np.int16)
+caller = np.concatenate([speech, np.zeros(8000, np.int16)])
+got, media = b"", 0
+with TestClient(app).websocket_connect("/websocket/offer") as ws:
+    ws.send_json({"event": "start", "websocket_id": "caller"})
+    for at in range(0, caller.size, 160):
+        payload = base64.b64encode(audioop.lin2ulaw(caller[at : at + 160].tobytes(), 2)).decode()
+        ws.send_json({"event": "media", "media": {"payload": payload}})
+    while len(got) < len(want):
+        message = ws.receive_json()
+        if message.get("event") == "media":
+            got += base64.b64decode(message["media"]["payload"])
+            media += 1
+    ws.send_json({"event": "stop"})
+print(json.dumps({"heard": heard, "equal": got == want, "media": media, "bytes": len(want)}))
+"""
+
+
+def test_a_fastrtc_stream_answers_a_caller_with_the_apis_audio(fastrtc_python) -> None:
+    """FastRTC's own Stream, mounted on a FastAPI app, with ReplyOnPause over this model: a caller
+    speaks a second then falls silent on the Stream's WebSocket, and hears the API's audio for the
+    answer, chunk by chunk, byte for byte as fastrtc encodes it (mu-law at the model's rate)."""
+    done = subprocess.run(
+        [str(fastrtc_python), "-W", "ignore", "-c", STREAM_DRIVER, str(TINY_CONFIG), str(VOICE_24K), TEXT],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    assert said["heard"] and said["heard"][0] >= 8000  # the caller's speech reached the reply, at 8 kHz
+    assert said["equal"] and said["bytes"] > 0 and said["media"] > 1

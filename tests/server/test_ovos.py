@@ -76,3 +76,87 @@ def test_a_host_calling_from_several_threads_gets_each_sentence(plugin, tmp_path
         thread.join(120)
     assert failures == [] and all(soundfile.info(str(out)).frames > 0 for out in outs)
     assert len(plugin._models) == 1
+
+
+class Bus:
+    """The host's message bus, as the streaming callbacks use it: what they emit, by type."""
+
+    def __init__(self) -> None:
+        self.emitted = []
+
+    def emit(self, message) -> None:
+        self.emitted.append(message.msg_type)
+
+
+class Playback:
+    """ovos-audio's playback thread, as TTS.init uses it (the streaming path does not play through it)."""
+
+    enclosure = "the host's"
+
+    def set_bus(self, bus) -> None:
+        pass
+
+    def is_alive(self) -> bool:
+        return True
+
+
+COPY_STDIN = "import shutil, sys; shutil.copyfileobj(sys.stdin.buffer, open(sys.argv[1], 'wb'))"
+
+
+def test_a_streaming_host_plays_each_chunk_as_it_is_made(tmp_path) -> None:
+    """The host's own streaming path (StreamingTTS.generate_audio with its StreamingTTSCallbacks)
+    pipes our WAV stream into its player (here a copy of stdin) and writes it to its file: both get
+    the same bytes, a stream's header at the config's rate then whole 16-bit samples, and the
+    stream comes in several pieces, the first of them the header alone."""
+    import asyncio
+    import sys
+
+    from ovos_plugin_manager.templates.tts import StreamingTTSCallbacks
+
+    config = {"lang": "en-US", "model": str(TINY_CONFIG), "voice": str(VOICE_24K), "sample_rate": 16000}
+    plugin = ovos.load_tts_plugin(NAME)(config={**config, "enable_streaming": True})
+    played, out, bus = tmp_path / "played.wav", tmp_path / "sentence.wav", Bus()
+    plugin.init(bus, Playback(), StreamingTTSCallbacks(bus, play_args=[sys.executable, "-c", COPY_STDIN, str(played)]))
+    asyncio.run(plugin.generate_audio("Hello there, from a streaming host.", str(out), play_streaming=True))
+    data = out.read_bytes()
+    assert played.read_bytes() == data
+    assert data[:4] == b"RIFF" and int.from_bytes(data[24:28], "little") == 16000
+    assert len(data) > 44 and (len(data) - 44) % 2 == 0
+    assert "recognizer_loop:audio_output_start" in bus.emitted and "recognizer_loop:audio_output_end" in bus.emitted
+
+    async def pieces():
+        return [piece async for piece in plugin.stream_tts("Hello there, in pieces.")]
+
+    streamed = asyncio.run(pieces())
+    assert len(streamed[0]) == 44 and len(streamed) > 3 and all(len(piece) % 2 == 0 for piece in streamed)
+
+
+def test_a_host_that_does_not_stream_needs_no_player(plugin, monkeypatch, tmp_path) -> None:
+    """Without `enable_streaming`, the host's start asks for no audio player (the streaming
+    callbacks would refuse a machine without ffplay, paplay or aplay)."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    plugin.init(Bus(), Playback())
+    assert getattr(plugin, "callbacks", None) is None
+    out = tmp_path / "sentence.wav"
+    plugin.get_tts("Still speaking.", str(out))
+    assert soundfile.info(str(out)).frames > 0
+
+
+def test_a_stream_the_host_drops_ends_its_generation(plugin) -> None:
+    """A host that stops reading (its loop closed, the sentence interrupted) closes our stream;
+    the next sentence streams whole."""
+    import asyncio
+
+    async def first_then_drop():
+        stream = plugin.stream_tts("A long sentence that the host stops hearing after its first words, for sure.")
+        header, first = await stream.__anext__(), await stream.__anext__()
+        await stream.aclose()
+        return header, first
+
+    header, first = asyncio.run(first_then_drop())
+    assert len(header) == 44 and len(first) > 0
+
+    async def whole():
+        return b"".join([piece async for piece in plugin.stream_tts("Next.")])
+
+    assert len(asyncio.run(whole())) > 44
