@@ -16,6 +16,7 @@ from typing import Any, Iterator, List, Optional
 
 import numpy as np
 
+from .portable.audio.loudness import leveled_whole
 from .portable.audio.pcm import pcm16, wav_header
 from .portable.errors import PocketTTSError
 
@@ -187,10 +188,14 @@ class WholeFile:
     state going from chunk to chunk, as a stream's), encoded and appended as it comes, so what is
     held is the file so far and a chunk, never the samples. Its bytes are those of the whole signal
     resampled and encoded at once (but for an Ogg stream's serial number, which libsndfile draws at
-    random). Opus at a rate it has not is a PocketTTSError, before any work."""
+    random). Opus at a rate it has not is a PocketTTSError, before any work. With a `loudness`
+    (LUFS), the chunks are held until `end`, which brings the whole to it by its own measure
+    (audio.loudness.leveled_whole): a file waits for its gain, where a stream takes the voice's."""
 
-    def __init__(self, fmt: str, source_rate: int, rate: Optional[int] = None):
+    def __init__(self, fmt: str, source_rate: int, rate: Optional[int] = None, loudness: Optional[float] = None):
         self.fmt = fmt
+        self.loudness = loudness
+        self._held: List[np.ndarray] = []  # the chunks, until `end`, where a loudness is asked
         self._output = Output(fmt if fmt in STREAMED + ("wav",) else "pcm", source_rate, rate)
         self.rate = self._output.rate
         if fmt == "opus" and self.rate not in OPUS_RATES:
@@ -207,11 +212,18 @@ class WholeFile:
             self._file.write(self._output.header())  # a WAV's says "as long as it gets" until `end`
 
     def add(self, pcm: np.ndarray) -> None:
-        self._append(self._output.chunk(pcm))
+        if self.loudness is not None:
+            self._held.append(pcm)
+        else:
+            self._append(self._output.chunk(pcm))
 
     def end(self) -> bytes:
         """The whole file, what the resampler still held last and a WAV's header now saying its
         length; the one copy there is of it (this file takes no more chunks)."""
+        if self.loudness is not None:
+            for pcm in leveled_whole(self._held, self._output.source_rate, self.loudness):
+                self._append(self._output.chunk(pcm))
+            self._held = []
         self._append(self._output.end())
         if self._compressed is not None:
             self._compressed.close()

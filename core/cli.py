@@ -279,7 +279,7 @@ def _write_audio(args: argparse.Namespace, output: Optional[str], fmt: str, chun
     streamed = args.stream or (to_stdout and fmt in audio_formats.STREAMED) or wav_streams
     whole = None  # the file, encoded as the chunks come
     if output is not None and not (streamed and output == "-"):
-        whole = audio_formats.WholeFile(fmt, sample_rate, args.sample_rate)
+        whole = audio_formats.WholeFile(fmt, sample_rate, args.sample_rate, args.loudness)
     if streamed:
         out = audio_formats.Output(fmt if args.output == "-" else "pcm", sample_rate, args.sample_rate)
         stdout.write(out.header())  # a WAV stream's: its length is not known yet

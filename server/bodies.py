@@ -94,9 +94,15 @@ async def streamed(chunks: AsyncIterator[np.ndarray], output: audio_formats.Outp
 
 
 async def sse(
-    chunks: AsyncIterator[np.ndarray], sample_rate: int, frame_size: int, fmt: str, rate: Optional[int] = None
+    chunks: AsyncIterator[np.ndarray],
+    sample_rate: int,
+    frame_size: int,
+    fmt: str,
+    rate: Optional[int] = None,
+    loudness: Optional[float] = None,
 ) -> AsyncIterator[bytes]:
-    """OpenAI's speech events: base64 audio deltas, then `speech.audio.done`.
+    """OpenAI's speech events: base64 audio deltas, then `speech.audio.done`. A compressed file
+    is brought to `loudness` (LUFS) by its own measure, as every whole file.
 
     PCM, G.711 and WAV deltas stream (at `rate`, None: the model's); a compressed format is
     encoded as it is made, off the event loop, and comes as one delta at the end.
@@ -121,7 +127,7 @@ async def sse(
         async for data in streamed(counted(), audio_formats.Output(fmt, sample_rate, rate)):
             yield delta(data)
     else:
-        file = audio_formats.WholeFile(fmt, sample_rate, rate)
+        file = audio_formats.WholeFile(fmt, sample_rate, rate, loudness)
         async for chunk in counted():
             await anyio.to_thread.run_sync(file.add, chunk)
         if samples:
@@ -156,7 +162,7 @@ async def words_file(request: Request, answer: Answer) -> Response:
     encoded off the event loop as `whole_file`'s, then sent under the request's session as it is."""
     session = answer.session
     rate = session.sample_rate
-    file = audio_formats.WholeFile("wav", rate)
+    file = audio_formats.WholeFile("wav", rate, loudness=session.loudness)
     words: List[TimedWordEntry] = []
 
     def take(event: Event) -> None:
@@ -179,7 +185,7 @@ async def whole_file(request: Request, answer: Answer, fmt: str, rate: Optional[
     then sent a piece at a time under the request's session (a client that reads nothing holds it
     only until the client timeout)."""
     session = answer.session
-    file = audio_formats.WholeFile(fmt, session.sample_rate, rate)
+    file = audio_formats.WholeFile(fmt, session.sample_rate, rate, session.loudness)
     if not await _collect(request, session.audio(), file.add):
         return Response(b"", status_code=499)
     data = await anyio.to_thread.run_sync(file.end)

@@ -37,8 +37,8 @@ def load_engine(settings: Settings, recordings: Optional[Recordings] = None) -> 
     """The engine of every way the server starts (python -m server, uvicorn's factory, a Ray Serve
     replica), from its settings (server/settings.py): the model (a catalog name, a config file or a
     bundle folder) loaded, with its default voice (None: the model's), its slots, its API key and
-    guests' share, its connections and its voices folder. A PocketTTSError when the model or the
-    voice cannot load."""
+    guests' share, its connections and its voices folder; with a --loudness, the default voice's
+    loudness measured. A PocketTTSError when the model or the voice cannot load."""
     folder = voice_folder.checked(settings.voices_dir)  # before the model: an error at once
     access = Access(settings.api_key or None, settings.guest_slots)
     model = TTSModel.load(settings.model, adapter=None if settings.adapter is None else str(settings.adapter))
@@ -48,6 +48,8 @@ def load_engine(settings: Settings, recordings: Optional[Recordings] = None) -> 
         model, settings.voice, settings.max_concurrent, recordings, access, settings.max_connections, folder
     )
     engine.loudness = settings.loudness
+    if settings.loudness is not None:
+        model.voice_loudness(engine.voices.voice(None))  # measured now: the first request does not wait for it
     return engine
 
 

@@ -63,9 +63,9 @@ class Speaker:
             writable = ", ".join(f for f in FORMATS if audio_formats.available(f))
             raise ServiceError(errors.UNSUPPORTED_VALUE, f"format {fmt!r}: use one of {writable}", "format")
         whole = whole_text(text)
-        file = audio_formats.WholeFile(fmt, self.engine.sample_rate)
         options = GenerationOptions(speed=speed, loudness=loudness)
         session = await Session.open(self.engine, voice, options, caller=KEY_HOLDER)
+        file = audio_formats.WholeFile(fmt, self.engine.sample_rate, loudness=session.loudness)
         try:
             await session.say(whole)
             await session.end()

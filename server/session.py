@@ -219,6 +219,12 @@ class Session:
     def sample_rate(self) -> int:
         return self.engine.sample_rate
 
+    @property
+    def loudness(self) -> Optional[float]:
+        """The LUFS its audio is brought to (the request's, else the server's --loudness), None:
+        the model's own level. A whole file levels itself to it again by its own measure."""
+        return self._text.options.loudness
+
     # Text in
 
     async def say(self, text: WholeText) -> None:

@@ -315,10 +315,15 @@ class TTSModel:
         **overrides: Any,
     ) -> Any:
         """The whole of `stream`: float32 PCM [n] at `sample_rate`; with `words`, (PCM, when each
-        word is spoken: TimedWord in seconds, the words as the text writes them)."""
+        word is spoken: TimedWord in seconds, the words as the text writes them). With a
+        `loudness`, the whole is brought to it by its own measure (audio.loudness.leveled_whole),
+        as a file is: closer than a stream, whose gain is the voice's."""
+        options = _options(options, overrides)
         chunks, events = [], []
-        for item in self.stream(text, voice, options, words, max_seconds, **overrides):
+        for item in self.stream(text, voice, options, words, max_seconds):
             (chunks if isinstance(item, np.ndarray) else events).append(item)
+        if options.loudness is not None:
+            chunks = loudness.leveled_whole(chunks, self.sample_rate, options.loudness)
         pcm = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
         return (pcm, timed_words(events, self.sample_rate)) if words else pcm
 

@@ -13,7 +13,7 @@ relative one 10 LU below the loudness of the blocks over it.
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import List, Tuple
 
 import numpy as np
 
@@ -99,6 +99,17 @@ class Leveler:
         np.clip(out, -self.ceiling, self.ceiling, out=out)
         self.reduction = goal
         return out
+
+
+def leveled_whole(chunks: List[np.ndarray], rate: int, target: float) -> List[np.ndarray]:
+    """A whole answer (a file's chunks, at `rate`) brought to `target` LUFS by its own loudness,
+    which a file can wait for: each chunk through one Leveler, as a stream's, at the gain that
+    brings the whole to `target`. Closer than the voice's gain, which was measured on another
+    text: 0.1 LU from `target` by pyloudnorm where the voice's gain alone leaves up to 1.3
+    (english's architecture, random weights; docs/options.md)."""
+    whole = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)  # [n]
+    leveler = Leveler(gain_to(target, integrated(whole, rate)))
+    return [leveler(chunk) for chunk in chunks]
 
 
 def gain_to(target: float, measured: float) -> float:
