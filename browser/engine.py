@@ -183,8 +183,10 @@ class BrowserEngine:
         return len(segments)
 
     def next_frame(self) -> Optional[str]:
-        """What to hand on next, as JSON: {segment, spoken, speed} when a generation begins (the text
-        as given, the text it is read as, the speed of its audio), then its frames {silence, first,
+        """What to hand on next, as JSON: {segment, spoken, speed, gain_db} when a generation begins
+        (the text as given, the text it is read as, the speed of its audio, its gain to the loudness
+        asked: null where none is, else from its voice's loudness, measured once on this side, which
+        holds both halves of the model), then its frames {silence, first,
         end, latent, scores} (END last), whose floats `frame_numbers` gives: `latent` of them (0 for
         silence and the END), then `scores`, the frame's score of each unit where its words are timed
         (a chunk's first frame also has `units`: the chunk's units as JSON); None when nothing is
@@ -205,7 +207,15 @@ class BrowserEngine:
             return None
         segment = self.queue.popleft()
         self.frames = alone(self.model, segment.generation)
-        return json.dumps({"segment": segment.text, "spoken": segment.spoken, "speed": segment.generation.speed})
+        generation = segment.generation
+        return json.dumps(
+            {
+                "segment": segment.text,
+                "spoken": segment.spoken,
+                "speed": generation.speed,
+                "gain_db": generation.gain_db,
+            }
+        )
 
     def frame_numbers(self) -> np.ndarray:
         """The floats of the frame next_frame described last, float32 (see next_frame)."""
@@ -220,9 +230,10 @@ class BrowserEngine:
 
     # The decoder side
 
-    def begin(self, speed: float) -> None:
-        """The next frames are a new generation's, at `speed`."""
-        self.decoder = self.model.decoder(float(speed))
+    def begin(self, speed: float, gain_json: str = "null") -> None:
+        """The next frames are a new generation's, at `speed`, with its gain (JSON: dB, or null)."""
+        gain_db = json.loads(gain_json)
+        self.decoder = self.model.decoder(float(speed), None if gain_db is None else float(gain_db))
         self.chunk_words = None
 
     def frame_room(self, size: int) -> int:

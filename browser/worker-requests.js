@@ -108,8 +108,8 @@ async function pump(request) {
       if (item === undefined || item === null) break;
       const parsed = JSON.parse(item);
       if ("segment" in parsed) {
-        const { segment: text, spoken, speed } = parsed;
-        toDecoder({ type: FrameMessage.SEGMENT, id: request.id, text, spoken, speed });
+        const { segment: text, spoken, speed, gain_db: gain } = parsed;
+        toDecoder({ type: FrameMessage.SEGMENT, id: request.id, text, spoken, speed, gain });
       } else {
         const numbers = float32Copy(engine.frame_numbers());
         toDecoder({ type: FrameMessage.FRAME, id: request.id, ...parsed, numbers }, [numbers.buffer]);
@@ -167,7 +167,7 @@ function decodeNow(message) {
       return;
     }
     if (type === FrameMessage.SEGMENT) {
-      engine.begin(message.speed);
+      engine.begin(message.speed, JSON.stringify(message.gain === undefined ? null : message.gain));
       const request = decoderSide.request || { id, samples: 0 };
       request.segment = { text: message.text, spoken: message.spoken };
       request.start = request.samples;

@@ -107,7 +107,9 @@ async def openai_speech(
     async with bodies.saying(session, text) as answer:
         rate = session.sample_rate
         if data.stream_format == "sse":
-            events = bodies.sse(session.audio(), rate, engine.hosted.frame_size, fmt, data.sample_rate, session.loudness)
+            events = bodies.sse(
+                session.audio(), rate, engine.hosted.frame_size, fmt, data.sample_rate, session.loudness
+            )
             return Stream(answer.body(events), media_type="text/event-stream")
         if fmt in audio_formats.STREAMED:  # raw samples stream as they are made; a WAV is a whole file
             output = audio_formats.Output(fmt, rate, data.sample_rate)

@@ -16,17 +16,8 @@ export const mode = () => $("mode").value;
 // The options of every generation, from the page's controls.
 export function pageOptions() {
   const options = { speed: Number($("speed").value), normalize: $("normalize").checked };
-  if ($("loudness").value && mode() === "server") options.loudness = Number($("loudness").value);
+  if ($("loudness").value) options.loudness = Number($("loudness").value);
   return options;
-}
-
-// The level control: the server brings a voice to a loudness; in this browser it is not offered yet
-// (its workers hold the model in two halves, and the voice's level is measured with both).
-function offerLoudness(on) {
-  $("loudness").disabled = !on;
-  $("loudness").title = on
-    ? "Bring every voice to one loudness (ITU-R BS.1770), peaks under -1 dBFS"
-    : "In this browser the audio plays as the model makes it: choose the server under Model to level it";
 }
 
 // Whether a generation asks for its words: where the model times them and the box is ticked.
@@ -112,7 +103,6 @@ export async function useMode(name) {
     state.words = Boolean(health.word_timestamps);
     state.maxText = health.max_text;
     offerWords(health.model, health.timed_models);
-    offerLoudness(true);
     countText();
     fillVoices(await server.voices());
     offerUploads(true, "");
@@ -143,7 +133,6 @@ export async function useMode(name) {
   state.words = Boolean(info.word_timestamps);
   state.maxText = state.site.model.max_text;
   offerWords(state.site.model.name, state.site.model.timed_models);
-  offerLoudness(false);
   countText();
   fillVoices({ default: info.default_voice, voices: info.voices.filter((v) => v !== info.default_voice) });
   offerUploads(info.can_clone_voices, info.can_clone_voices ? cloningNote() : "this model comes without voice cloning");

@@ -609,3 +609,26 @@ def test_the_server_and_the_browser_engines_give_the_same_audio_from_one_bundle(
     error = nmse_db(as_sent, from_server)
     record(SMALL + " (int8 bundle)", "16-bit PCM of the page's two engines", error, max_abs(as_sent, from_server), -50)
     assert error <= -50
+
+
+def test_the_level_in_the_browser_is_cpythons_stream(page, small_site) -> None:
+    """A loudness asked of the in-browser engine: its flow worker measures the voice (it holds both
+    halves of the model) and the decoder brings every chunk to the level with the gain from it:
+    the audio of the same stream on CPython (the same gain, the same limiter), and not the plain one."""
+    text = "A level in the browser, the same as on the server."
+    options = {"temperature": 0.0, "max_frames": 20, "eos_threshold": 1000.0}
+    leveled = np.array(page.collect("browser", text, {**options, "loudness": -18}), dtype=np.float32)
+    model = TTSModel.load(str(small_site / "model"))
+    on_cpython = np.concatenate(list(model.stream(text, None, loudness=-18.0, **options)))
+    plain = model.generate(text, None, **options)
+    assert leveled.shape == on_cpython.shape == plain.shape
+    error = nmse_db(leveled, on_cpython)
+    record(
+        SMALL + " (int8 bundle)",
+        "PCM leveled to -18 LUFS, Pyodide 0.17 vs CPython",
+        error,
+        max_abs(leveled, on_cpython),
+        -50,
+    )
+    assert error <= -50 and nmse_db(plain, on_cpython) > -20
+    assert float(np.max(np.abs(leveled))) <= 10 ** (-1 / 20) + 1e-6

@@ -62,7 +62,9 @@ def test_the_voice_is_measured_once(model, monkeypatch) -> None:
     voice = model.voice_state(str(VOICE_24K))
     measured = []
     integrated = loudness.integrated
-    monkeypatch.setattr(loudness, "integrated", lambda pcm, rate: measured.append(pcm.shape[0]) or integrated(pcm, rate))
+    monkeypatch.setattr(
+        loudness, "integrated", lambda pcm, rate: measured.append(pcm.shape[0]) or integrated(pcm, rate)
+    )
     for _ in range(3):
         list(model.stream("Hi there.", voice, loudness=-18.0, **OPTIONS))
     assert len(measured) == 1

@@ -69,3 +69,13 @@ def test_silence_and_less_than_a_block_have_no_loudness() -> None:
     assert loudness.integrated(np.full(9000, 0.5, np.float32), 24000) == -math.inf  # under 400 ms
     quiet = 1e-4 * np.sin(2 * np.pi * 1000 * np.arange(48000) / 24000)  # about -83 LUFS
     assert loudness.integrated(quiet.astype(np.float32), 24000) == -math.inf  # under the -70 LUFS gate
+
+
+@pytest.mark.parametrize("n", [1, 2, 8, 32, 64, 4096, 2**15])
+def test_the_modules_own_transform_is_numpys(n: int) -> None:
+    """The K-weighting's transform (numpy.fft is not loaded in the page): numpy.fft's within float64
+    rounding, and its inverse gives the signal back."""
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n) + 1j * rng.standard_normal(n)
+    assert np.allclose(loudness.fft(x), np.fft.fft(x), rtol=0, atol=1e-10 * n)
+    assert np.allclose(loudness.fft(loudness.fft(x), inverse=True), x, rtol=0, atol=1e-12)

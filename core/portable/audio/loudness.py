@@ -6,8 +6,10 @@ pass (~38 Hz), whose analogue prototypes give the standard's 48 kHz coefficients
 same response at other rates (bilinear transform, prewarped). They are applied in the frequency
 domain (the signal padded with PAD_SECONDS of silence, so that the filters' response dies out
 before it wraps round): NumPy has no recursive filter, and a loop per sample in Python would cost
-seconds. Then the mean square of 400 ms blocks every 100 ms, an absolute gate at -70 LUFS and a
-relative one 10 LU below the loudness of the blocks over it.
+seconds. The transform is this module's own (`fft`, radix 2 in NumPy): numpy.fft's library is
+left out of the page's start, and loaded later in Pyodide 0.17 it fails on its first call. Then
+the mean square of 400 ms blocks every 100 ms, an absolute gate at -70 LUFS and a relative one 10
+LU below the loudness of the blocks over it.
 """
 
 from __future__ import annotations
@@ -42,15 +44,40 @@ def _high_pass(rate: int) -> Tuple[np.ndarray, np.ndarray]:
     return np.array([1.0, -2.0, 1.0]), np.array([1.0, 2 * (k * k - 1) / a0, (1 - k / HIGH_PASS_Q + k * k) / a0])
 
 
+def fft(x: np.ndarray, inverse: bool = False) -> np.ndarray:
+    """The discrete Fourier transform of `x` [n] (n a power of two), complex128 [n]; `inverse`:
+    the inverse transform (scaled by 1/n). A DFT of at most 32 points as a product, then the
+    radix-2 butterflies of each stage at once (decimation in time)."""
+    n = x.shape[0]
+    sign = 1.0 if inverse else -1.0
+    small = min(n, 32)
+    angle = 2 * np.pi * np.outer(np.arange(small), np.arange(small)) / small  # [small, small]
+    out = (np.cos(angle) + sign * 1j * np.sin(angle)) @ np.asarray(x, np.complex128).reshape(small, -1)
+    while out.shape[0] < n:  # [m, n // m]: the transforms of the n // m interleaved subsequences
+        half = out.shape[1] // 2
+        turn = np.pi * np.arange(out.shape[0]) / out.shape[0]  # [m]
+        twiddled = (np.cos(turn) + sign * 1j * np.sin(turn))[:, None] * out[:, half:]  # [m, half]
+        out = np.vstack([out[:, :half] + twiddled, out[:, :half] - twiddled])
+    out = out.reshape(n)
+    return out / n if inverse else out
+
+
 def k_weighted(pcm: np.ndarray, rate: int) -> np.ndarray:
     """`pcm` [T] through the K-weighting filters (float64 [T])."""
     n = pcm.shape[0] + int(PAD_SECONDS * rate)
     size = 1 << max(1, (n - 1).bit_length())
-    spectrum = np.fft.rfft(np.asarray(pcm, dtype=np.float64), size)  # [size // 2 + 1]
-    z = np.exp(-1j * np.pi * np.arange(spectrum.shape[0]) / (spectrum.shape[0] - 1))  # e^-jw
+    padded = np.zeros(size, np.float64)  # [size]
+    padded[: pcm.shape[0]] = pcm
+    w = 2 * np.pi * np.arange(size) / size  # [size]: the whole circle, so the response is conjugate-symmetric
+    cos, sin = np.stack([np.cos(w), np.cos(2 * w)]), np.stack([np.sin(w), np.sin(2 * w)])  # [2, size]
+    real, imag = np.ones_like(w), np.zeros_like(w)  # the filters' response at z = e^-jw
     for b, a in (_shelf(rate), _high_pass(rate)):
-        spectrum = spectrum * (b[0] + b[1] * z + b[2] * z * z) / (a[0] + a[1] * z + a[2] * z * z)
-    return np.fft.irfft(spectrum, size)[: pcm.shape[0]]
+        top_r, top_i = b[0] + b[1:] @ cos, -(b[1:] @ sin)
+        bottom_r, bottom_i = a[0] + a[1:] @ cos, -(a[1:] @ sin)
+        power = bottom_r * bottom_r + bottom_i * bottom_i
+        h_r, h_i = (top_r * bottom_r + top_i * bottom_i) / power, (top_i * bottom_r - top_r * bottom_i) / power
+        real, imag = real * h_r - imag * h_i, real * h_i + imag * h_r
+    return fft(fft(padded) * (real + 1j * imag), inverse=True).real[: pcm.shape[0]]
 
 
 def integrated(pcm: np.ndarray, rate: int) -> float:
