@@ -318,12 +318,12 @@ class TTSModel:
         word is spoken: TimedWord in seconds, the words as the text writes them). With a
         `loudness`, the whole is brought to it by its own measure (audio.loudness.leveled_whole),
         as a file is: closer than a stream, whose gain is the voice's."""
-        options = _options(options, overrides)
         chunks, events = [], []
-        for item in self.stream(text, voice, options, words, max_seconds):
+        for item in self.stream(text, voice, options, words, max_seconds, **overrides):
             (chunks if isinstance(item, np.ndarray) else events).append(item)
-        if options.loudness is not None:
-            chunks = loudness.leveled_whole(chunks, self.sample_rate, options.loudness)
+        target = overrides.get("loudness", options.loudness if options is not None else None)
+        if target is not None:
+            chunks = loudness.leveled_whole(chunks, self.sample_rate, target)
         pcm = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
         return (pcm, timed_words(events, self.sample_rate)) if words else pcm
 
