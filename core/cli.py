@@ -394,7 +394,9 @@ def _batch(args: argparse.Namespace) -> Optional[int]:
 
 
 def _models(args: argparse.Namespace) -> None:
-    """The catalog as a table: language, parameters, word times, and what of it is cached here."""
+    """The catalog as a table: language, parameters, word times, and what of it is cached here; then
+    the community checkpoints in the Hugging Face cache (a repo with a Pocket TTS config.yaml)."""
+    from .portable import config as configs
     from .portable.weights import params
 
     default = catalog.default_model()
@@ -415,6 +417,15 @@ def _models(args: argparse.Namespace) -> None:
                 f"{size / 1e6:.0f} MB" if size else "not cached",
             )
         )
+    for repo in hub.cached_repos():
+        try:
+            cfg = configs.load_yaml(repo.config)
+        except PocketTTSError:  # another kind of model's config.yaml
+            continue
+        count = params.parameter_count(cfg)
+        language = normalize.language_of(repo.url.split("/", 3)[-1])
+        heads = "yes" if cfg.timestamp_heads is not None else "no"
+        rows.append(("*", repo.url, language, f"{count / 1e6:.1f}M", heads, f"{repo.size / 1e6:.0f} MB"))
     _table(rows)
 
 

@@ -8,7 +8,7 @@ downloads show huggingface_hub's progress bars.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import List, NamedTuple, Optional
 
 from .portable.errors import DownloadError, PocketTTSError
 
@@ -86,6 +86,40 @@ def cached(url: str) -> Optional[str]:
         return None
     found = huggingface_hub.try_to_load_from_cache(file.repo_id, file.filename, revision=file.revision)
     return found if isinstance(found, str) else None
+
+
+class CachedRepo(NamedTuple):
+    """A repo in the cache with config.yaml at its root (a community checkpoint's layout)."""
+
+    url: str  # hf://owner/repo, @ the ref it was fetched at (but main)
+    config: str  # its config.yaml's local path
+    size: int  # bytes on disk, every cached revision
+
+
+def cached_repos() -> List[CachedRepo]:
+    """Every model repo of the Hugging Face cache whose newest cached revision has config.yaml at its
+    root, by name (never touches the network)."""
+    try:
+        import huggingface_hub
+        from huggingface_hub.errors import CacheNotFound
+    except ImportError:
+        return []
+    try:
+        cache = huggingface_hub.scan_cache_dir()
+    except CacheNotFound:
+        return []
+    found = []
+    for repo in sorted(cache.repos, key=lambda repo: repo.repo_id):
+        if repo.repo_type != "model" or not repo.revisions:
+            continue
+        newest = max(repo.revisions, key=lambda revision: revision.last_modified)
+        config = newest.snapshot_path / "config.yaml"
+        if not config.is_file():
+            continue
+        refs = sorted(ref for ref in newest.refs if ref != "main")
+        at = "" if "main" in newest.refs else f"@{refs[0] if refs else newest.commit_hash}"
+        found.append(CachedRepo(f"hf://{repo.repo_id}{at}", str(config), repo.size_on_disk))
+    return found
 
 
 def _reason(error: Exception) -> str:

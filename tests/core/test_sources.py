@@ -20,7 +20,7 @@ import pytest
 from core import ConfigError, Runtime, TTSModel
 from core.files import save_tensors
 from core.portable.model import load_weights
-from core.portable.weights import catalog, safetensors_file
+from core.portable.weights import catalog, params, safetensors_file
 from tests.support.fake_hub import FakeHub
 from tests.support.metrics import nmse_db
 from tests.support.parity import model_dir
@@ -378,6 +378,12 @@ def test_a_community_checkpoint_is_loaded_from_its_hugging_face_repo(tmp_path) -
         fetched = sorted(r.rsplit("/", 1)[1] for r in hub.requests if r.startswith("GET") and "/resolve/" in r)
         assert fetched == ["config.yaml", "model.safetensors", "tokenizer.json"], hub.requests
         assert all("/someone/pocket-tts-community/resolve/v2/" in r for r in hub.requests if "/resolve/" in r)
+        (tmp_path / "hf" / "hub" / "models--someone--other" / "snapshots" / "abc").mkdir(parents=True)
+        listed = run(["-m", "core.cli", "models"], hub.endpoint, tmp_path / "hf", tmp_path, HF_HUB_OFFLINE="1")
+        assert listed.returncode == 0, listed.stderr
+        rows = [line.split() for line in listed.stdout.splitlines() if "hf://" in line]
+        count = f"{params.parameter_count(TTSModel.load(str(folder)).config) / 1e6:.1f}M"
+        assert rows == [["*", "hf://someone/pocket-tts-community@v2", "english", count, "no", rows[0][-2], "MB"]]
         missing = run(
             ["-m", "core.cli", "generate", "Hi.", "--model", "hf://someone/nothing"],
             hub.endpoint,
