@@ -80,7 +80,7 @@ class Ours:
         blas = ", ".join(f"{pool['internal_api']} {pool.get('architecture')}" for pool in threadpool_info())
         self.backend = f"{self.model.runtime.backend.description} ({blas})"
         if server:
-            self.scheduler = Scheduler(self.model)
+            self.scheduler = Scheduler()
         self.voice = self.model.voice_state(voice_state)
         self.voice_wav = voice_wav
         self.sample_rate = self.model.sample_rate

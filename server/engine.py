@@ -1,8 +1,12 @@
-"""The server's generation engine: one loaded model, by job. The fronts reach it through sessions
+"""The server's generation engine: its models, by job. The fronts reach it through sessions
 (server/session.py), and its parts for what else they ask:
 
-- `hosted` (server/hosting.py): the model as clients see it (its name, rate, language, listing);
-- `voices` (server/engine_voices.py): every voice a request may name, prepared once;
+- `models` (server/served_models.py): every model it serves (its languages), the default first,
+  the others loaded on first use within a memory budget;
+- `hosted` (server/hosting.py): the default model as clients see it (its name, rate, language,
+  listing);
+- `voices` (server/engine_voices.py): every voice a request of the default model may name,
+  prepared once (another model's are its own: `models`);
 - `generations` (server/generations.py): the slots and the scheduler that runs every generation,
   and the shutdown that refuses what comes after;
 - `access` (server/access.py): who may ask for what; `connections` (server/pool.py): the process's
@@ -16,19 +20,21 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
-from core import TTSModel
+from core import PocketTTSError, TTSModel
 from core.portable.synthesis.options import GenerationOptions
 from core.portable.synthesis.text_stream import TextStream
-from server import voice_folder
+from server import errors, voice_folder
 from server.access import KEY_HOLDER, Access, Caller
 from server.engine_voices import EngineVoices, Recordings
+from server.errors import ServiceError
 from server.generations import Generations
 from server.hosting import HostedModel
 from server.pool import ConnectionPool
 from server.relay import Relay
 from server.scheduler import Stream
+from server.served_models import Served, ServedModels
 from server.settings import MAX_CONNECTIONS, Settings
 from server.slots import Slot
 
@@ -42,14 +48,29 @@ def load_engine(settings: Settings, recordings: Optional[Recordings] = None) -> 
     folder = voice_folder.checked(settings.voices_dir)  # before the model: an error at once
     access = Access(settings.api_key or None, settings.guest_slots)
     model = TTSModel.load(settings.model, adapter=None if settings.adapter is None else str(settings.adapter))
-    if settings.pronunciations is not None:
-        model.pronounce(str(settings.pronunciations))
+
+    def pronouncing(loaded: TTSModel) -> TTSModel:
+        if settings.pronunciations is not None:
+            loaded.pronounce(str(settings.pronunciations))
+        return loaded
+
     engine = ServerEngine(
-        model, settings.voice, settings.max_concurrent, recordings, access, settings.max_connections, folder
+        pronouncing(model),
+        settings.voice,
+        settings.max_concurrent,
+        recordings,
+        access,
+        settings.max_connections,
+        folder,
+        others=settings.also_models,
+        load=lambda source: pronouncing(TTSModel.load(source)),
+        memory_budget=None if settings.memory_budget is None else settings.memory_budget * 2**20,
     )
     engine.loudness = settings.loudness
     if settings.loudness is not None:
         model.voice_loudness(engine.voices.voice(None))  # measured now: the first request does not wait for it
+    if settings.preload:
+        engine.models.preload()
     return engine
 
 
@@ -63,22 +84,54 @@ class ServerEngine:
         access: Optional[Access] = None,
         max_connections: int = MAX_CONNECTIONS,
         voices_dir: Optional[Path] = None,
+        others: Sequence[str] = (),
+        load: Callable[[str], TTSModel] = TTSModel.load,
+        memory_budget: Optional[int] = None,
     ):
         """`default_voice` is loaded now (server/engine_voices.py); `recordings` and `voices_dir`:
-        the voices' too."""
+        the voices' too. `others`: more models to serve (what `load` loads each from), within
+        `memory_budget` bytes (server/served_models.py)."""
         self.model = model
         self.hosted = HostedModel(model)
         self.access = access if access is not None else Access()
         self.connections = ConnectionPool(max_connections)
         self.voices = EngineVoices(model, default_voice, recordings, voices_dir)
+        self._default_voice = default_voice
+        self._load = load
+        self.models = ServedModels(Served(self.hosted, self.voices), others, self._served, memory_budget)
         self.loudness: Optional[float] = None  # LUFS every request is brought to unless it asks otherwise
-        self.generations = Generations(model, max_concurrent, self.access.guest_share(max_concurrent))
+        self.generations = Generations(max_concurrent, self.access.guest_share(max_concurrent))
+
+    def _served(self, source: str) -> Served:
+        """Another model loaded, with its voices: the server's default voice where that model can
+        speak with it (a recording, a voice it has), else its own."""
+        model = self._load(source)
+        try:
+            voices = EngineVoices(model, self._default_voice)
+        except PocketTTSError:
+            voices = EngineVoices(model, None)
+        return Served(HostedModel(model), voices)
 
     # What a session asks (server/session.py Engine)
 
     @property
     def sample_rate(self) -> int:
         return self.hosted.sample_rate
+
+    def pick_model(self, selector: Optional[str]) -> str:
+        """The served model's name `selector` picks (an unknown_model ServiceError for none)."""
+        return self.models.pick(selector)
+
+    def model_speaking(self, language: Optional[str], kind: errors.Kind = errors.UNSUPPORTED_VALUE) -> Optional[str]:
+        """The served model that speaks `language` (a tag: "fr", "fr-FR", "french"; None: the
+        default), refused as `kind` where none does."""
+        if not language:
+            return None
+        try:
+            return self.models.pick_language(language)
+        except ServiceError:
+            spoken = ", ".join(self.models.language_codes())
+            raise ServiceError(kind, f"language {language[:40]!r}: this server speaks {spoken}", "language") from None
 
     def admit(self, caller: Caller = KEY_HOLDER) -> Slot:
         return self.generations.admit(caller)
@@ -91,15 +144,18 @@ class ServerEngine:
         caller: Caller = KEY_HOLDER,
         ssml: bool = False,
         words: bool = False,
+        model: Optional[str] = None,
     ) -> TextStream:
-        """A session's text (SSML if `ssml`, its words timed if `words`): its voice (one `caller`
-        may use, prepared now: blocking, call it in a worker thread), its options, its noise
-        generator and its budget of `seconds` of audio; the server's loudness (--loudness) where the
-        request asks for none."""
-        voice_state = self.voices.voice(voice, caller)
+        """A session's text (SSML if `ssml`, its words timed if `words`) for the served model
+        `model` picks (a name or a language; None: the default), loaded now if it is not: its voice
+        (one `caller` may use, prepared now: blocking, call it in a worker thread), its options,
+        its noise generator and its budget of `seconds` of audio; the server's loudness
+        (--loudness) where the request asks for none."""
+        served = self.models.get(model)
+        voice_state = served.voices.voice(voice, caller)
         if options.loudness is None and self.loudness is not None:
             options = dataclasses.replace(options, loudness=self.loudness)
-        return self.model.text_stream(voice_state, options, max_seconds=seconds, ssml=ssml, words=words)
+        return served.model.text_stream(voice_state, options, max_seconds=seconds, ssml=ssml, words=words)
 
     def open_stream(self, relay: Relay, release: Callable[[], None]) -> Stream:
         return self.generations.open_stream(relay, release)

@@ -46,6 +46,7 @@ INVALID_TEXT = Kind("invalid_text", 400)  # malformed pause markup, a pause too 
 TEXT_TOO_LONG = Kind("text_too_long", 400)
 AUDIO_LIMIT = Kind("audio_limit", 400)
 UNKNOWN_VOICE = Kind("unknown_voice", 400)
+UNKNOWN_MODEL = Kind("unknown_model", 400)  # a model or language this server does not serve
 INVALID_AUDIO = Kind("invalid_audio", 400)
 DOWNLOAD_FAILED = Kind("download_failed", 400)
 BAD_PATH = Kind("bad_path", 400)
@@ -74,6 +75,7 @@ INTERNAL_ERROR = Kind("internal_error", 500, INTERNAL)
 BUSY = Kind("busy", 503, TRY_LATER)
 TOO_MANY_CONNECTIONS = Kind("too_many_connections", 503, TRY_LATER)
 OUT_OF_MEMORY = Kind("out_of_memory", 503, INTERNAL)
+MODEL_UNAVAILABLE = Kind("model_unavailable", 503, TRY_LATER)  # a served model that could not load
 SHUTTING_DOWN = Kind("shutting_down", 503, TRY_LATER)
 
 BUSY_MESSAGE = "the server is busy: every generation slot is taken, retry shortly"

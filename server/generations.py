@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-from core import TTSModel
 from server import errors
 from server.access import Caller
 from server.relay import Relay
@@ -17,10 +16,10 @@ from server.slots import Busy, Slot, Slots
 
 
 class Generations:
-    def __init__(self, model: TTSModel, max_concurrent: int, guest_share: int):
+    def __init__(self, max_concurrent: int, guest_share: int):
         self.max_concurrent = max_concurrent
         self.slots = Slots(max_concurrent, guest_share)
-        self.scheduler = Scheduler(model)
+        self.scheduler = Scheduler()
         self.shutting_down = False
 
     def admit(self, caller: Caller) -> Slot:

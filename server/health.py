@@ -9,7 +9,7 @@ import core
 from core.portable.synthesis.options import MAX_TEXT
 from core.portable.weights import catalog
 from server.engine import ServerEngine
-from server.schemas import Health
+from server.schemas import Health, ServedModel
 
 # Which process answered (behind a load balancer), without naming the machine or the process.
 INSTANCE = secrets.token_hex(4)
@@ -28,6 +28,7 @@ def report(engine: ServerEngine) -> Health:
         word_timestamps=engine.hosted.word_timestamps,
         timed_models=catalog.timed_models(),
         max_text=MAX_TEXT,
+        models=[ServedModel(*listed) for listed in engine.models.listed()],
     )
 
 

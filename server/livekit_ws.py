@@ -38,7 +38,6 @@ from litestar.di import NamedDependency
 
 from core import audio_formats
 from core.portable.synthesis.options import GenerationOptions
-from core.portable.text import normalize as normalization
 from core.portable.voices.sources import FILE_ENDINGS
 from server import errors
 from server.access import Caller
@@ -153,12 +152,9 @@ class _Turns(FrameSocket):
         if voice is not None and ("/" in voice or "\\" in voice or voice.lower().endswith(FILE_ENDINGS)):
             message = f"voice {voice!r}: name a voice of this server (GET /v1/audio/voices); files are not opened"
             raise ServiceError(errors.UNKNOWN_VOICE, message, "voice")
-        spoken = self.engine.hosted.language_code
-        if config.language and not normalization.same_language(config.language, spoken):
-            message = f"language {config.language!r}: this model speaks {spoken!r}"
-            raise ServiceError(errors.UNSUPPORTED_VALUE, message, "language")
+        model = self.engine.model_speaking(config.language)
         options = GenerationOptions(normalize=config.normalize, pauses=config.pauses, loudness=config.loudness)
-        session = await Session.open(self.engine, voice, options, self.clock, caller=self.caller)
+        session = await Session.open(self.engine, voice, options, self.clock, caller=self.caller, model=model)
         self.turn = turn = _Turn(session, config)
         await self._event("config_accepted", turn)
         self._begin(turn)

@@ -17,7 +17,6 @@ import numpy as np
 
 from core import PocketTTSError, audio_formats
 from core.portable.synthesis.options import GenerationOptions
-from core.portable.text import normalize
 from server import errors
 from server.access import KEY_HOLDER
 from server.engine import ServerEngine
@@ -33,6 +32,7 @@ class Utterance(NamedTuple):
     text: WholeText
     voice: Optional[str]
     options: GenerationOptions
+    served: Optional[str]  # the served model that speaks the call's language (None: the default)
 
 
 class Loudspeaker:
@@ -49,10 +49,7 @@ class Loudspeaker:
         if self.engine.shutting_down:
             raise errors.shutting_down()
         whole = whole_text(text)
-        language_code = self.engine.hosted.language_code
-        if language is not None and not normalize.same_language(language, language_code):
-            message = f"language {language!r}: this server speaks {language_code} (list_models says which model)"
-            raise ServiceError(errors.UNSUPPORTED_VALUE, message, "language")
+        model = self.engine.model_speaking(language)
         options = GenerationOptions(speed=speed, loudness=loudness)
         try:
             options.check_request()
@@ -62,13 +59,14 @@ class Loudspeaker:
             await anyio.to_thread.run_sync(audio_formats.speakers)
         except PocketTTSError as e:
             raise ServiceError(errors.NO_AUDIO_OUTPUT, str(e)) from None
-        try:  # a voice this caller may name, prepared now (a clone, a download): its error is this call's
-            await anyio.to_thread.run_sync(self.engine.voices.voice, voice, KEY_HOLDER)
+        try:  # its model and a voice this caller may name, prepared now (a load, a clone, a download)
+            served = await anyio.to_thread.run_sync(self.engine.models.get, model)
+            await anyio.to_thread.run_sync(served.voices.voice, voice, KEY_HOLDER)
         except PocketTTSError as e:
             raise errors.from_core(e) from None
         if len(self._queue) >= MAX_QUEUE:
             raise ServiceError(errors.BUSY, f"{MAX_QUEUE} calls wait to be said already: call again once some are")
-        self._queue.append(Utterance(whole, voice, options))
+        self._queue.append(Utterance(whole, voice, options, model))
         self._more.set()
         return len(self._queue) - (0 if self._playing is not None else 1)
 
@@ -101,7 +99,9 @@ class Loudspeaker:
 
     async def _play(self, utterance: Utterance, scope: anyio.CancelScope) -> None:
         sounddevice = audio_formats.speakers()
-        session = await Session.open(self.engine, utterance.voice, utterance.options, caller=KEY_HOLDER)
+        session = await Session.open(
+            self.engine, utterance.voice, utterance.options, caller=KEY_HOLDER, model=utterance.served
+        )
         device: Any = sounddevice.OutputStream(samplerate=self.engine.sample_rate, channels=1, dtype="float32")
         device.start()
         try:

@@ -56,15 +56,23 @@ class Speaker:
         self.output_dir = output_dir
 
     async def speak(
-        self, text: str, voice: Optional[str], speed: float, fmt: str, loudness: Optional[float] = None
+        self,
+        text: str,
+        voice: Optional[str],
+        speed: float,
+        fmt: str,
+        loudness: Optional[float] = None,
+        language: Optional[str] = None,
     ) -> bytes:
-        """The whole speech of `text` as a file in `fmt` (a ServiceError for any refusal)."""
+        """The whole speech of `text` as a file in `fmt`, by the served model that speaks
+        `language` (None: the default; a ServiceError for any refusal)."""
         if fmt not in FORMATS or not audio_formats.available(fmt):
             writable = ", ".join(f for f in FORMATS if audio_formats.available(f))
             raise ServiceError(errors.UNSUPPORTED_VALUE, f"format {fmt!r}: use one of {writable}", "format")
         whole = whole_text(text)
         options = GenerationOptions(speed=speed, loudness=loudness)
-        session = await Session.open(self.engine, voice, options, caller=KEY_HOLDER)
+        model = self.engine.model_speaking(language)
+        session = await Session.open(self.engine, voice, options, caller=KEY_HOLDER, model=model)
         file = audio_formats.WholeFile(fmt, self.engine.sample_rate, loudness=session.loudness)
         try:
             await session.say(whole)
@@ -115,7 +123,8 @@ class Speaker:
     def models(self) -> dict:
         hosted = self.engine.hosted
         loaded = dict(hosted.description, name=hosted.name, sample_rate=hosted.sample_rate)
-        return {"loaded": loaded, "catalog": catalog.model_names()}
+        served = [listed._asdict() for listed in self.engine.models.listed()]
+        return {"loaded": loaded, "served": served, "catalog": catalog.model_names()}
 
 
 def build(speaker: Speaker, loudspeaker: Loudspeaker) -> Any:
@@ -148,16 +157,18 @@ def build(speaker: Speaker, loudspeaker: Loudspeaker) -> Any:
         format: Literal["wav", "mp3", "flac", "opus"] = "wav",  # noqa: A002 -- the tool's argument name
         file: Optional[str] = None,
         loudness: Optional[float] = None,
+        language: Optional[str] = None,
     ) -> Any:
         """Speak `text` (up to 5000 characters; pause markup such as [pause:500ms] allowed) in
         `voice` (a name from list_voices; default: the server's) at `speed` (0.25-4). Returns the
         audio, or, with `file` (a file name), writes it to the server's output folder: under that
         name, or where a file has it already, the first free one like it (NAME-2.EXT, ...).
-        `loudness` (LUFS, -40 to -5; -18 is usual) brings the voice to that level."""
+        `loudness` (LUFS, -40 to -5; -18 is usual) brings the voice to that level; `language`
+        (en, fr, ...) picks the served model that speaks it (list_models)."""
 
         async def work() -> Any:
             name = speaker.target(file) if file is not None else None
-            data = await speaker.speak(text, voice, speed, format, loudness)
+            data = await speaker.speak(text, voice, speed, format, loudness, language)
             if name is None:
                 return Audio(data=data, format="mpeg" if format == "mp3" else format)
             path = await anyio.to_thread.run_sync(speaker.write, name, data)
@@ -175,7 +186,7 @@ def build(speaker: Speaker, loudspeaker: Loudspeaker) -> Any:
     ) -> str:
         """Say `text` (as `speak` takes it) on this machine's speakers, after what is playing or
         queued: returns at once, with its place in the queue (0: playing now). `language`, where
-        given, must be the one this server speaks (list_models). stop_speaking cuts it."""
+        given, picks the served model that speaks it (list_models). stop_speaking cuts it."""
 
         async def work() -> str:
             return json.dumps({"position": await loudspeaker.say(text, voice, speed, language, loudness)})
@@ -195,8 +206,9 @@ def build(speaker: Speaker, loudspeaker: Loudspeaker) -> Any:
 
     @server.tool()
     async def list_models() -> str:
-        """The model this server speaks with (its language, parameters, sample rate, whether it
-        times words), and the catalog's models (another one needs another server)."""
+        """The default model this server speaks with (its language, parameters, sample rate,
+        whether it times words), every model it serves (a call picks one by `language`), and the
+        catalog's models (another one needs another server or --also-model)."""
         return json.dumps(speaker.models())
 
     return server

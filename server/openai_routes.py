@@ -3,7 +3,7 @@ as Kokoro-FastAPI's path; `GET /v1/models`)."""
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 import anyio
 from litestar import Request, Response, delete, get, post
@@ -19,6 +19,7 @@ from server.engine import ServerEngine
 from server.errors import ServiceError
 from server.routes import MAX_JSON
 from server.schemas import ModelCard, ModelList, SpeechRequest, VoiceEntry, VoiceList
+from server.served_models import language_name
 from server.session import Session, whole_text
 
 # The names OpenAI clients send as `model` (POST /v1/audio/speech takes any): each is the loaded model.
@@ -57,10 +58,27 @@ async def delete_voice(
 
 
 def _model_cards(engine: ServerEngine) -> List[ModelCard]:
+    """The default model under its name and OpenAI's, then every other served model."""
     hosted = engine.hosted
-    return [
-        ModelCard(id=name, created=hosted.loaded_at, **hosted.description) for name in (hosted.name,) + OPENAI_MODELS
+    cards = [
+        ModelCard(id=name, created=hosted.loaded_at, loaded=True, **hosted.description)
+        for name in (hosted.name,) + OPENAI_MODELS
     ]
+    for listed in engine.models.listed()[1:]:
+        served = engine.models.loaded(listed.name)
+        if served is None:
+            cards.append(ModelCard(id=listed.name, created=hosted.loaded_at, language=listed.language, loaded=False))
+        else:
+            cards.append(
+                ModelCard(id=listed.name, created=served.hosted.loaded_at, loaded=True, **served.hosted.description)
+            )
+    return cards
+
+
+def _picked(engine: ServerEngine, model: str) -> Optional[str]:
+    """What OpenAI's `model` picks: a served model by its name or its language ("fr", "french");
+    OpenAI's names and any other, the default (clients send their own names)."""
+    return model if model in engine.models.names or language_name(model) is not None else None
 
 
 @get("/v1/models", summary="The loaded model under each name OpenAI clients send (OpenAI's list)")
@@ -103,7 +121,7 @@ async def openai_speech(
         )
     text = whole_text(data.input, "input")
     voice = data.voice if isinstance(data.voice, str) else data.voice.id
-    session = await Session.open(engine, voice, data.options(), caller=caller)
+    session = await Session.open(engine, voice, data.options(), caller=caller, model=_picked(engine, data.model_name))
     async with bodies.saying(session, text) as answer:
         rate = session.sample_rate
         if data.stream_format == "sse":

@@ -14,7 +14,9 @@ frame times, `Words`, come before its audio); a stream's next
 generation starts at the step after its END. Streams join and leave between steps; a newcomer reads
 its text a slice at a time while others are running (PROMPT_ROWS rows a step), so that a long text
 does not hold up their frames; alone, it reads it at once. The core stays single-threaded; NumPy
-releases the GIL inside its products, so the two threads use two cores.
+releases the GIL inside its products, so the two threads use two cores. Streams of several models
+(server/served_models.py) run side by side: a step advances each model's generations together,
+and decodes together the frames of models that share one Mimi codec.
 
 A stream whose relay is full (its client reads slower than it is made, or not at all) is not
 stepped until the client catches up: the others go on. A stream whose relay is abandoned is dropped
@@ -28,11 +30,10 @@ import collections
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Deque, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from core import TTSModel
 from core.portable.synthesis.decoding import FrameDecoder, decode_together
 from core.portable.synthesis.generation import Frame, Generation, advance
 from core.portable.synthesis.timestamps import WordEvent
@@ -112,11 +113,11 @@ class Stream:
 
     # The flow thread's, under the scheduler's lock
 
-    def _move_on(self, model: TTSModel) -> None:
+    def _move_on(self) -> None:
         """Take the next generation once the current one has given its END."""
         if (self.generation is None or self.generation.finished) and self._queue:
             self.generation, self.tag = self._queue.popleft()
-            self.decoder = model.decoder(self.generation.speed, self.generation.gain_db)
+            self.decoder = self.generation.model.decoder(self.generation.speed, self.generation.gain_db)
         elif self.generation is not None and self.generation.finished:
             self.generation = None
 
@@ -137,8 +138,7 @@ class Stream:
 
 
 class Scheduler:
-    def __init__(self, model: TTSModel):
-        self.model = model
+    def __init__(self) -> None:
         self.lock = threading.Condition()
         self._joining: List[Stream] = []
         self._steps: queue.Queue[Optional[Tuple[List[_Made], List[Stream]]]] = queue.Queue(AHEAD)
@@ -201,14 +201,14 @@ class Scheduler:
                 running += self._joining
                 self._joining = []
                 for stream in running:
-                    stream._move_on(self.model)
+                    stream._move_on()
                 leaving = [s for s in running if s.relay.abandoned.is_set() or s._said_all]
             running = [s for s in running if s not in leaving]
             stepping = [s for s in running if s._saying and not s.relay.full]
             # Alone, a newcomer reads its text at once; beside others, a slice a step.
             prompt_rows = PROMPT_ROWS if len(stepping) > 1 else None
             try:
-                frames = advance(self.model, [s.generation for s in stepping], prompt_rows)
+                frames = _advanced([s.generation for s in stepping], prompt_rows)
             except Exception as error:  # a fault in the model code: every stream of the step gets it
                 for stream in stepping:
                     stream.relay.fail(error)
@@ -247,7 +247,15 @@ class Scheduler:
                 stream.relay.close()
 
     def _hand_on(self, made: List[_Made]) -> None:
-        """Decode `made` (frames of different streams) and hand each its audio and notes."""
+        """Decode `made` (frames of different streams) and hand each its audio and notes: the frames
+        of models that share a Mimi codec in one pass."""
+        codecs: Dict[int, List[_Made]] = {}
+        for item in made:
+            codecs.setdefault(id(item.decoder.model.params["mimi"]), []).append(item)
+        for group in codecs.values():
+            self._hand_on_decoded(group)
+
+    def _hand_on_decoded(self, made: List[_Made]) -> None:
         try:
             pcm = self._decode_step([item.decoder for item in made], [item.frame for item in made])
         except Exception as error:
@@ -277,3 +285,17 @@ class Scheduler:
         finally:
             rest = second.result()
         return first + rest
+
+
+def _advanced(generations: List[Generation], prompt_rows: Optional[int]) -> List[Optional[Frame]]:
+    """One step of every generation (core.portable.synthesis.generation.advance), each model's
+    generations stepped together."""
+    frames: List[Optional[Frame]] = [None] * len(generations)
+    models: Dict[int, List[int]] = {}
+    for i, generation in enumerate(generations):
+        models.setdefault(id(generation.model), []).append(i)
+    for indexes in models.values():
+        made = advance(generations[indexes[0]].model, [generations[i] for i in indexes], prompt_rows)
+        for i, frame in zip(indexes, made):
+            frames[i] = frame
+    return frames

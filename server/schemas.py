@@ -73,6 +73,8 @@ class GenerateRequest(OptionFields, kw_only=True):
     text: Text
     voice: Optional[str] = None
     sample_rate: Optional[SampleRate] = None
+    # `model`: a served model's name, or a language (fr, fr-FR, french); none: the default
+    model_name: Optional[str] = msgspec.field(default=None, name="model")
 
 
 class StreamRequest(GenerateRequest, kw_only=True):
@@ -106,7 +108,7 @@ class VoiceRef(msgspec.Struct):
 class SpeechRequest(msgspec.Struct):
     """Body of POST /v1/audio/speech (OpenAI's)."""
 
-    model: str
+    model_name: str = msgspec.field(name="model")
     input: Text
     voice: Union[str, VoiceRef]
     response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm", "mulaw", "alaw"] = "mp3"
@@ -123,6 +125,16 @@ class SpeechRequest(msgspec.Struct):
         return GenerationOptions(speed=self.speed, normalize=self.normalize, loudness=self.loudness)
 
 
+class ServedModel(msgspec.Struct):
+    """A model the server speaks with (GET /health): its name, its language, whether it is loaded
+    now (another is loaded on its first request), whether it is the default."""
+
+    name: str
+    language: str
+    loaded: bool
+    default: bool
+
+
 class Health(msgspec.Struct):
     status: str
     model: str
@@ -135,6 +147,7 @@ class Health(msgspec.Struct):
     word_timestamps: bool  # whether the model times words (timestamp heads): POST /generate/words, ...
     timed_models: List[str]  # the catalog's models that time words (the page names them where this one does not)
     max_text: int  # characters of text a request may give
+    models: List[ServedModel]  # every model a request may pick by name or language, the default first
 
 
 class Voices(msgspec.Struct):
@@ -172,15 +185,17 @@ class VoiceList(msgspec.Struct):
 
 class ModelCard(msgspec.Struct, kw_only=True):
     """A model in OpenAI's shape (GET /v1/models), and what OpenAI's leaves out: the language it
-    speaks, its parameters, whether it times words."""
+    speaks, whether it is loaded now, and once it is, its parameters and whether it times words (null
+    before)."""
 
     id: str
     object: Literal["model"] = "model"
-    created: int  # when this server loaded it (unix seconds)
+    created: int  # when this server loaded it, or started (a model not loaded yet): unix seconds
     owned_by: str = "kyutai"
     language: str
-    parameters: int
-    word_timestamps: bool
+    loaded: bool
+    parameters: Optional[int] = None
+    word_timestamps: Optional[bool] = None
 
 
 class ModelList(msgspec.Struct, kw_only=True):
@@ -224,6 +239,8 @@ class StreamStart(OptionFields, tag="start", tag_field="type"):
     words: bool = False
     sample_rate: Optional[SampleRate] = None
     format: Literal["pcm", "mulaw", "alaw"] = "pcm"
+    # `model`: a served model's name, or a language (fr, fr-FR, french); none: the default
+    model_name: Optional[str] = msgspec.field(default=None, name="model")
 
 
 class StreamText(msgspec.Struct, tag="text", tag_field="type", forbid_unknown_fields=True):

@@ -150,8 +150,17 @@ class Engine(Protocol):
 
     def admit(self, caller: Caller) -> Slot: ...
 
+    def pick_model(self, selector: Optional[str]) -> str: ...
+
     def text_stream(
-        self, voice: Optional[str], options: GenerationOptions, seconds: float, caller: Caller, ssml: bool, words: bool
+        self,
+        voice: Optional[str],
+        options: GenerationOptions,
+        seconds: float,
+        caller: Caller,
+        ssml: bool,
+        words: bool,
+        model: Optional[str],
     ) -> TextStream: ...
 
     def open_stream(self, relay: Relay, release: Callable[[], None]) -> Stream: ...
@@ -191,21 +200,24 @@ class Session:
         caller: Caller = KEY_HOLDER,
         ssml: bool = False,
         words: bool = False,
+        model: Optional[str] = None,
     ) -> Session:
         """A session of `engine` (server.engine.ServerEngine) for `caller`, with `voice` and
         `options` (checked against the ranges a request may ask for), its text SSML if `ssml`, its
         words timed if `words`: its slot first (`busy` when there is none for `caller`; or `slot`,
         taken already: it is the session's now), then its voice (one `caller` may use, prepared off
-        the event loop: it may need a download or a clone)."""
+        the event loop: it may need a download or a clone). `model`: the served model (a name or
+        a language; None: the server's default), loaded off the event loop if it is not."""
         try:
             options.check_request()
-        except PocketTTSError as e:
+            engine.pick_model(model)
+        except (PocketTTSError, ServiceError) as e:
             if slot is not None:
                 slot.release()
-            raise errors.from_core(e) from None
+            raise (e if isinstance(e, ServiceError) else errors.from_core(e)) from None
         slot = slot if slot is not None else engine.admit(caller)
         try:
-            prepare = functools.partial(engine.text_stream, voice, options, REQUEST_SECONDS, caller, ssml, words)
+            prepare = functools.partial(engine.text_stream, voice, options, REQUEST_SECONDS, caller, ssml, words, model)
             text = await anyio.to_thread.run_sync(prepare)
             return cls(engine, slot, text, clock)
         except PocketTTSError as e:

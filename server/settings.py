@@ -78,6 +78,20 @@ def setting(
 @dataclass(frozen=True)
 class Settings:
     model: str = setting(DEFAULT_MODEL, "catalog name, config .yaml/.json, or bundle folder (default: %(default)s)")
+    also_models: Tuple[str, ...] = setting(
+        (),
+        "another model to serve beside --model, the default (repeatable: one a language): a request picks one by "
+        "its name or its language; each is loaded on its first request (or at start: --preload)",
+        flag="--also-model",
+        metavar="MODEL",
+    )
+    preload: bool = setting(False, "load every --also-model at start, not on its first request")
+    memory_budget: Optional[int] = setting(
+        None,
+        "megabytes the loaded models may hold together: past it, the --also-model used least recently is let "
+        "go, and loaded again when next asked for (default: no bound)",
+        metavar="MB",
+    )
     adapter: Optional[Path] = setting(
         None, "a LoRA fine-tune of the model (a PEFT folder or a .safetensors file), merged at load", metavar="PATH"
     )
@@ -173,6 +187,10 @@ class Settings:
         for name in ("max_concurrent", "max_connections"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_flag(name)} must be at least 1")
+        if self.memory_budget is not None and self.memory_budget < 1:
+            raise SettingsError("--memory-budget must be at least 1 (MB)")
+        if self.preload and not self.also_models:
+            raise SettingsError("--preload goes with --also-model MODEL")
         if not 1 <= self.port <= 65535:
             raise SettingsError("--port must be between 1 and 65535")
         if self.guest_slots is not None and not 0 <= self.guest_slots <= self.max_concurrent:

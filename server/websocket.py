@@ -102,7 +102,13 @@ class _Connection(FrameSocket):
         """The connection's session (a bad voice or option, or no free slot, ends it), then `started`."""
         try:
             session = await Session.open(
-                self.engine, start.voice, start.options(), self.clock, caller=self.caller, words=start.words
+                self.engine,
+                start.voice,
+                start.options(),
+                self.clock,
+                caller=self.caller,
+                words=start.words,
+                model=start.model_name,
             )
         except ServiceError as e:
             raise Fatal(e) from None

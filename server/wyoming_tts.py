@@ -241,10 +241,10 @@ class Handler(AsyncEventHandler):
 
     async def _open(self, voice: Optional[SynthesizeVoice], text_format: Any) -> Session:
         engine, caller = self.server.engine, self.server.caller
-        key = self.server.voices.key(voice)
+        key, model = self.server.voices.key(voice)
         ssml = text_format in (SynthesizeTextFormat.SSML, SynthesizeTextFormat.SSML.value)
         # Its slot first: a voice of the folder is cloned under it.
-        self.session = await Session.open(engine, key, self.server.options, self.clock, None, caller, ssml)
+        self.session = await Session.open(engine, key, self.server.options, self.clock, None, caller, ssml, model=model)
         return self.session
 
     async def _send(self, session: Session, per_sentence: bool) -> None:

@@ -17,7 +17,6 @@ from core.portable.text import normalize
 from server import errors
 from server.access import Caller
 from server.engine import ServerEngine
-from server.errors import ServiceError
 
 PROGRAM = "pocket-tts-numpy"
 VERSION = "0.1.0"
@@ -49,19 +48,22 @@ class Voices:
                 seen.setdefault(str(name), self.DESCRIPTIONS[voice.kind])
         return list(seen.items())
 
-    def key(self, voice: Optional[SynthesizeVoice]) -> Optional[str]:
-        """The engine's name for a requested voice (None: the default), which the engine resolves
-        for the session's caller; a language the model does not speak is a ServiceError."""
-        if voice is None or voice.name is None:
-            if (
-                voice is not None
-                and voice.language is not None
-                and not normalize.same_language(voice.language, self.language)
-            ):
-                message = f"no voice for language {voice.language!r}: this model speaks {self.language!r}"
-                raise ServiceError(errors.UNKNOWN_VOICE, message, "voice")
-            return None
-        return None if voice.name == self.engine.voices.default_name else voice.name
+    def key(self, voice: Optional[SynthesizeVoice]) -> Tuple[Optional[str], Optional[str]]:
+        """The engine's names for a requested voice: (the voice, None: its model's default; the
+        served model, None: the default), which the engine resolves for the session's caller. Another
+        served model's voice is that model's name (its default voice), or the voice's language; a
+        language no model speaks is an unknown_voice ServiceError."""
+        if voice is None:
+            return None, None
+        models = self.engine.models
+        if voice.name is not None and voice.name != models.default_name and voice.name in models.names:
+            return None, voice.name
+        model = None
+        if voice.language is not None and not normalize.same_language(voice.language, self.language):
+            model = self.engine.model_speaking(voice.language, errors.UNKNOWN_VOICE)
+        if voice.name is None or voice.name == self.engine.voices.default_name:
+            return None, model
+        return voice.name, model
 
     @property
     def language(self) -> str:
@@ -81,6 +83,17 @@ class Voices:
                 languages=[language],
             )
             for name, description in named
+        ]
+        voices += [  # every other served model, by its default voice
+            TtsVoice(
+                name=listed.name,
+                description=f"the voice of the model {listed.name}",
+                attribution=KYUTAI,
+                installed=True,
+                version=None,
+                languages=[normalize.LANGUAGE_CODES[listed.language]],
+            )
+            for listed in self.engine.models.listed()[1:]
         ]
         program = TtsProgram(
             name=PROGRAM,

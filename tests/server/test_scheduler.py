@@ -26,7 +26,7 @@ GUARD = 120
 
 @pytest.fixture
 def scheduler(model):
-    scheduler = Scheduler(model)
+    scheduler = Scheduler()
     yield scheduler
     scheduler.close()
 
