@@ -113,6 +113,9 @@ def test_a_request_picks_a_model_by_name_or_language_each_loaded_on_its_first(so
             unknown = httpx.post(url + "/generate", json={"text": TEXT, "model": "xx"}, timeout=GUARD)
             assert unknown.status_code == 400 and unknown.json()["error"]["code"] == "unknown_model"
             assert "tiny_french" in unknown.json()["error"]["message"]
+            for hostile in ("x" * 10000, 5, ["fr"]):
+                refused = httpx.post(url + "/generate", json={"text": TEXT, "model": hostile}, timeout=GUARD)
+                assert refused.status_code == 400 and len(refused.json()["error"]["message"]) < 300, hostile
         assert engine.active == 0
     finally:
         engine.close()
