@@ -19,22 +19,24 @@ scheduler stream and its wake-up. Its health, as GET /health reports it: server/
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from core import PocketTTSError, TTSModel
 from core.portable.synthesis.options import GenerationOptions
 from core.portable.synthesis.text_stream import TextStream
+from core.portable.text import normalize
 from server import errors, voice_folder
 from server.access import KEY_HOLDER, Access, Caller
 from server.engine_voices import EngineVoices, Recordings
 from server.errors import ServiceError
 from server.generations import Generations
-from server.hosting import HostedModel
+from server.hosting import HostedModel, public_name
 from server.pool import ConnectionPool
 from server.relay import Relay
 from server.scheduler import Stream
-from server.served_models import Served, ServedModels
+from server.served_models import Other, Served, ServedModels
 from server.settings import MAX_CONNECTIONS, Settings
 from server.slots import Slot
 
@@ -65,6 +67,7 @@ def load_engine(settings: Settings, recordings: Optional[Recordings] = None) -> 
         others=settings.also_models,
         load=lambda source: pronouncing(TTSModel.load(source)),
         memory_budget=None if settings.memory_budget is None else settings.memory_budget * 2**20,
+        adapters=[tuple(pair.split("=", 1)) for pair in settings.also_adapters],
     )
     engine.loudness = settings.loudness
     if settings.loudness is not None:
@@ -87,25 +90,42 @@ class ServerEngine:
         others: Sequence[str] = (),
         load: Callable[[str], TTSModel] = TTSModel.load,
         memory_budget: Optional[int] = None,
+        adapters: Sequence[Tuple[str, str]] = (),
     ):
         """`default_voice` is loaded now (server/engine_voices.py); `recordings` and `voices_dir`:
-        the voices' too. `others`: more models to serve (what `load` loads each from), within
-        `memory_budget` bytes (server/served_models.py)."""
+        the voices' too. `others`: more models to serve (what `load` loads each from), and
+        `adapters` (name, path): LoRA fine-tunes of the model served as models of those names,
+        each sharing the model's weights, checked now; all within `memory_budget` bytes
+        (server/served_models.py)."""
         self.model = model
         self.hosted = HostedModel(model)
         self.access = access if access is not None else Access()
         self.connections = ConnectionPool(max_connections)
         self.voices = EngineVoices(model, default_voice, recordings, voices_dir)
         self._default_voice = default_voice
-        self._load = load
-        self.models = ServedModels(Served(self.hosted, self.voices), others, self._served, memory_budget)
+        served: Dict[str, Other] = {}
+        for source in others:
+            served[public_name(source)] = Other(
+                normalize.language_of(public_name(source)), partial(self._served, load, source)
+            )
+        language = str(self.hosted.description["language"])
+        for name, path in adapters:
+            if name in served or name == self.hosted.name:
+                raise PocketTTSError(f"--also-adapter {name}: a model of this server has that name already")
+            served[name] = Other(language, partial(self._served, model.adapted, path))
+        self.models = ServedModels(Served(self.hosted, self.voices), served, memory_budget)
+        for name, _ in adapters:  # an adapter costs its pairs alone: a bad one fails at start
+            try:
+                self.models.get(name)
+            except ServiceError as e:
+                raise PocketTTSError(e.message) from None
         self.loudness: Optional[float] = None  # LUFS every request is brought to unless it asks otherwise
         self.generations = Generations(max_concurrent, self.access.guest_share(max_concurrent))
 
-    def _served(self, source: str) -> Served:
-        """Another model loaded, with its voices: the server's default voice where that model can
-        speak with it (a recording, a voice it has), else its own."""
-        model = self._load(source)
+    def _served(self, load: Callable[[str], TTSModel], source: str) -> Served:
+        """Another model, `load(source)`, with its voices: the server's default voice where that
+        model can speak with it (a recording, a voice it has), else its own."""
+        model = load(source)
         try:
             voices = EngineVoices(model, self._default_voice)
         except PocketTTSError:
@@ -145,17 +165,21 @@ class ServerEngine:
         ssml: bool = False,
         words: bool = False,
         model: Optional[str] = None,
+        pronunciations: Optional[Mapping[str, str]] = None,
     ) -> TextStream:
         """A session's text (SSML if `ssml`, its words timed if `words`) for the served model
         `model` picks (a name or a language; None: the default), loaded now if it is not: its voice
         (one `caller` may use, prepared now: blocking, call it in a worker thread), its options,
         its noise generator and its budget of `seconds` of audio; the server's loudness
-        (--loudness) where the request asks for none."""
+        (--loudness) where the request asks for none; the request's `pronunciations` over the
+        model's."""
         served = self.models.get(model)
         voice_state = served.voices.voice(voice, caller)
         if options.loudness is None and self.loudness is not None:
             options = dataclasses.replace(options, loudness=self.loudness)
-        return served.model.text_stream(voice_state, options, max_seconds=seconds, ssml=ssml, words=words)
+        return served.model.text_stream(
+            voice_state, options, max_seconds=seconds, ssml=ssml, words=words, pronunciations=pronunciations
+        )
 
     def open_stream(self, relay: Relay, release: Callable[[], None]) -> Stream:
         return self.generations.open_stream(relay, release)

@@ -26,7 +26,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, List, Literal, Optional
+from typing import Any, Dict, List, Literal, Optional
 
 import anyio
 
@@ -63,6 +63,7 @@ class Speaker:
         fmt: str,
         loudness: Optional[float] = None,
         language: Optional[str] = None,
+        pronunciations: Optional[Dict[str, str]] = None,
     ) -> bytes:
         """The whole speech of `text` as a file in `fmt`, by the served model that speaks
         `language` (None: the default; a ServiceError for any refusal)."""
@@ -72,7 +73,9 @@ class Speaker:
         whole = whole_text(text)
         options = GenerationOptions(speed=speed, loudness=loudness)
         model = self.engine.model_speaking(language)
-        session = await Session.open(self.engine, voice, options, caller=KEY_HOLDER, model=model)
+        session = await Session.open(
+            self.engine, voice, options, caller=KEY_HOLDER, model=model, pronunciations=pronunciations
+        )
         file = audio_formats.WholeFile(fmt, self.engine.sample_rate, loudness=session.loudness)
         try:
             await session.say(whole)
@@ -158,17 +161,19 @@ def build(speaker: Speaker, loudspeaker: Loudspeaker) -> Any:
         file: Optional[str] = None,
         loudness: Optional[float] = None,
         language: Optional[str] = None,
+        pronunciations: Optional[Dict[str, str]] = None,
     ) -> Any:
         """Speak `text` (up to 5000 characters; pause markup such as [pause:500ms] allowed) in
         `voice` (a name from list_voices; default: the server's) at `speed` (0.25-4). Returns the
         audio, or, with `file` (a file name), writes it to the server's output folder: under that
         name, or where a file has it already, the first free one like it (NAME-2.EXT, ...).
         `loudness` (LUFS, -40 to -5; -18 is usual) brings the voice to that level; `language`
-        (en, fr, ...) picks the served model that speaks it (list_models)."""
+        (en, fr, ...) picks the served model that speaks it (list_models); `pronunciations`
+        ({"GIF": "jif"}) says those words otherwise."""
 
         async def work() -> Any:
             name = speaker.target(file) if file is not None else None
-            data = await speaker.speak(text, voice, speed, format, loudness, language)
+            data = await speaker.speak(text, voice, speed, format, loudness, language, pronunciations)
             if name is None:
                 return Audio(data=data, format="mpeg" if format == "mp3" else format)
             path = await anyio.to_thread.run_sync(speaker.write, name, data)

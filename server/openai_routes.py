@@ -121,7 +121,14 @@ async def openai_speech(
         )
     text = whole_text(data.input, "input")
     voice = data.voice if isinstance(data.voice, str) else data.voice.id
-    session = await Session.open(engine, voice, data.options(), caller=caller, model=_picked(engine, data.model_name))
+    session = await Session.open(
+        engine,
+        voice,
+        data.options(),
+        caller=caller,
+        model=_picked(engine, data.model_name),
+        pronunciations=data.pronunciations,
+    )
     async with bodies.saying(session, text) as answer:
         rate = session.sample_rate
         if data.stream_format == "sse":

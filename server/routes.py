@@ -190,7 +190,15 @@ async def _opened(
 ) -> Tuple[WholeText, Session]:
     """A JSON request's text (checked) and its session (its words timed if `words`)."""
     text = whole_text(data.text)
-    session = await Session.open(engine, data.voice, data.options(), caller=caller, words=words, model=data.model_name)
+    session = await Session.open(
+        engine,
+        data.voice,
+        data.options(),
+        caller=caller,
+        words=words,
+        model=data.model_name,
+        pronunciations=data.pronunciations,
+    )
     return text, session
 
 

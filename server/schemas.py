@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Literal, Optional, Union
+from typing import Dict, List, Literal, Optional, Union
 
 import msgspec
 from msgspec import Meta
@@ -11,6 +11,7 @@ from typing_extensions import Annotated
 
 from core.portable.synthesis.options import LOUDNESS_RANGE, REQUEST_RANGES, SPEED_RANGE, GenerationOptions
 from core.portable.synthesis.options import names as option_names
+from core.portable.text import lexicon
 from server.session import MAX_TEXT
 
 
@@ -38,6 +39,13 @@ Speed = Annotated[float, Meta(ge=SPEED_RANGE[0], le=SPEED_RANGE[1], description=
 Normalize = Annotated[bool, Meta(description=_doc("normalize"))]
 Pauses = Annotated[bool, Meta(description=_doc("pauses"))]
 Loudness = Annotated[float, Meta(ge=LOUDNESS_RANGE[0], le=LOUDNESS_RANGE[1], description=_doc("loudness"))]
+Pronunciations = Annotated[
+    Dict[str, str],
+    Meta(
+        max_length=lexicon.MAX_ENTRIES,
+        description="words to say otherwise: word -> respelling (at most 1000, each at most 100 characters)",
+    ),
+]
 SampleRate = Annotated[
     Literal[8000, 16000, 22050, 24000, 44100, 48000],  # core.audio_formats.RATES
     Meta(description="the audio's sample rate (default: the model's, 24000), resampled with soxr"),
@@ -75,6 +83,7 @@ class GenerateRequest(OptionFields, kw_only=True):
     sample_rate: Optional[SampleRate] = None
     # `model`: a served model's name, or a language (fr, fr-FR, french); none: the default
     model_name: Optional[str] = msgspec.field(default=None, name="model")
+    pronunciations: Optional[Pronunciations] = None  # this request's words to say otherwise
 
 
 class StreamRequest(GenerateRequest, kw_only=True):
@@ -120,6 +129,7 @@ class SpeechRequest(msgspec.Struct):
     normalize: Normalize = True
     sample_rate: Optional[SampleRate] = None
     loudness: Optional[Loudness] = None  # not OpenAI's either: the voice brought to this loudness
+    pronunciations: Optional[Pronunciations] = None  # nor this: the request's words to say otherwise
 
     def options(self) -> GenerationOptions:
         return GenerationOptions(speed=self.speed, normalize=self.normalize, loudness=self.loudness)
@@ -241,6 +251,7 @@ class StreamStart(OptionFields, tag="start", tag_field="type"):
     format: Literal["pcm", "mulaw", "alaw"] = "pcm"
     # `model`: a served model's name, or a language (fr, fr-FR, french); none: the default
     model_name: Optional[str] = msgspec.field(default=None, name="model")
+    pronunciations: Optional[Pronunciations] = None  # this request's words to say otherwise
 
 
 class StreamText(msgspec.Struct, tag="text", tag_field="type", forbid_unknown_fields=True):

@@ -26,11 +26,12 @@ from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Se
 import numpy as np
 
 from core import PocketTTSError, TTSModel
+from core.portable.network.quantize import Int8Matrix, LowRank
 from core.portable.text import normalize
 from server import errors
 from server.engine_voices import EngineVoices
 from server.errors import ServiceError
-from server.hosting import HostedModel, public_name
+from server.hosting import HostedModel
 
 
 class Served(NamedTuple):
@@ -64,13 +65,18 @@ def language_name(tag: str) -> Optional[str]:
 
 
 def _leaves(tree: Any, path: str = "") -> Iterator[tuple]:
-    """(path, array or None) of a nested dict/list of arrays, in a fixed order."""
+    """(path, array or None) of nested params (dicts, lists, int8 matrices, adapted weights: each
+    by its arrays), in a fixed order."""
     if isinstance(tree, dict):
         for key in sorted(tree):
             yield from _leaves(tree[key], f"{path}/{key}")
     elif isinstance(tree, (list, tuple)):
         for i, item in enumerate(tree):
             yield from _leaves(item, f"{path}/{i}")
+    elif isinstance(tree, Int8Matrix):
+        yield from _leaves({"values": tree.values, "scales": tree.scales}, path)
+    elif isinstance(tree, LowRank):
+        yield from _leaves({"base": tree.base, "down": tree.down, "up": tree.up}, path)
     else:
         yield path, tree
 
@@ -96,22 +102,21 @@ def held_bytes(models: Sequence[TTSModel]) -> int:
     return sum(seen.values())
 
 
+class Other(NamedTuple):
+    """A model served beside the default: the language it speaks, and what loads it."""
+
+    language: str
+    load: Callable[[], Served]
+
+
 class ServedModels:
-    def __init__(
-        self,
-        default: Served,
-        others: Sequence[str],
-        load: Callable[[str], Served],
-        budget_bytes: Optional[int] = None,
-    ):
-        """`default`: loaded; `others`: what loads each other model (a catalog name, a config, a
-        bundle), by `load`; `budget_bytes`: what the loaded models may hold together (None: no
-        bound; the default and the model a request needs are always held)."""
+    def __init__(self, default: Served, others: Dict[str, Other], budget_bytes: Optional[int] = None):
+        """`default`: loaded; `others`: every other model by name; `budget_bytes`: what the loaded
+        models may hold together (None: no bound; the default and the model a request needs are
+        always held)."""
         self.default = default
         self.default_name = default.hosted.name
-        self._sources = {public_name(source): source for source in others}
-        self._sources.pop(self.default_name, None)
-        self._load = load
+        self._sources = {name: other for name, other in others.items() if name != self.default_name}
         self.budget_bytes = budget_bytes
         self._lock = threading.Lock()
         self._loading: Dict[str, threading.Lock] = {name: threading.Lock() for name in self._sources}
@@ -125,8 +130,9 @@ class ServedModels:
         return [self.default_name, *self._sources]
 
     def language_of(self, name: str) -> str:
-        """The language a served model speaks (from its name, as the catalog's say it)."""
-        return normalize.language_of(name)
+        """The language a served model speaks."""
+        other = self._sources.get(name)
+        return other.language if other is not None else str(self.default.hosted.description["language"])
 
     def loaded(self, name: str) -> Optional[Served]:
         """The served model `name` if it is loaded now (None: not, or no such model), unmarked."""
@@ -201,7 +207,7 @@ class ServedModels:
 
     def _loaded_now(self, name: str) -> Served:
         try:
-            served = self._load(self._sources[name])
+            served = self._sources[name].load()
         except PocketTTSError as e:
             raise ServiceError(errors.MODEL_UNAVAILABLE, f"the model {name} could not load: {e}", "model") from None
         default = self.default.hosted

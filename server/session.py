@@ -31,7 +31,7 @@ import asyncio
 import functools
 import math
 import time
-from typing import Any, AsyncIterator, Callable, List, NamedTuple, Optional, Protocol, Union
+from typing import Any, AsyncIterator, Callable, List, Mapping, NamedTuple, Optional, Protocol, Union
 
 import anyio
 import numpy as np
@@ -161,6 +161,7 @@ class Engine(Protocol):
         ssml: bool,
         words: bool,
         model: Optional[str],
+        pronunciations: Optional[Mapping[str, str]],
     ) -> TextStream: ...
 
     def open_stream(self, relay: Relay, release: Callable[[], None]) -> Stream: ...
@@ -201,13 +202,15 @@ class Session:
         ssml: bool = False,
         words: bool = False,
         model: Optional[str] = None,
+        pronunciations: Optional[Mapping[str, str]] = None,
     ) -> Session:
         """A session of `engine` (server.engine.ServerEngine) for `caller`, with `voice` and
         `options` (checked against the ranges a request may ask for), its text SSML if `ssml`, its
         words timed if `words`: its slot first (`busy` when there is none for `caller`; or `slot`,
         taken already: it is the session's now), then its voice (one `caller` may use, prepared off
         the event loop: it may need a download or a clone). `model`: the served model (a name or
-        a language; None: the server's default), loaded off the event loop if it is not."""
+        a language; None: the server's default), loaded off the event loop if it is not;
+        `pronunciations`: the request's words to say otherwise (checked off the event loop)."""
         try:
             options.check_request()
             engine.pick_model(model)
@@ -217,7 +220,9 @@ class Session:
             raise (e if isinstance(e, ServiceError) else errors.from_core(e)) from None
         slot = slot if slot is not None else engine.admit(caller)
         try:
-            prepare = functools.partial(engine.text_stream, voice, options, REQUEST_SECONDS, caller, ssml, words, model)
+            prepare = functools.partial(
+                engine.text_stream, voice, options, REQUEST_SECONDS, caller, ssml, words, model, pronunciations
+            )
             text = await anyio.to_thread.run_sync(prepare)
             return cls(engine, slot, text, clock)
         except PocketTTSError as e:

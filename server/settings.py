@@ -85,6 +85,13 @@ class Settings:
         flag="--also-model",
         metavar="MODEL",
     )
+    also_adapters: Tuple[str, ...] = setting(
+        (),
+        "a LoRA fine-tune of --model served beside it as the model NAME (repeatable): a request picks it by "
+        "`model`; it shares every weight of the model it adapts (its low-rank pairs alone are its own)",
+        flag="--also-adapter",
+        metavar="NAME=PATH",
+    )
     preload: bool = setting(False, "load every --also-model at start, not on its first request")
     memory_budget: Optional[int] = setting(
         None,
@@ -191,6 +198,10 @@ class Settings:
             raise SettingsError("--memory-budget must be at least 1 (MB)")
         if self.preload and not self.also_models:
             raise SettingsError("--preload goes with --also-model MODEL")
+        for pair in self.also_adapters:
+            name, _, path = pair.partition("=")
+            if not name or not path or not re.fullmatch(r"[\w.-]{1,64}", name):
+                raise SettingsError("--also-adapter takes NAME=PATH (NAME: letters, digits, . _ -, at most 64)")
         if not 1 <= self.port <= 65535:
             raise SettingsError("--port must be between 1 and 65535")
         if self.guest_slots is not None and not 0 <= self.guest_slots <= self.max_concurrent:

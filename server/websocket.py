@@ -109,6 +109,7 @@ class _Connection(FrameSocket):
                 caller=self.caller,
                 words=start.words,
                 model=start.model_name,
+                pronunciations=start.pronunciations,
             )
         except ServiceError as e:
             raise Fatal(e) from None

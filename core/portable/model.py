@@ -12,17 +12,18 @@ exists (so the first audio arrives after one frame).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 import os
 import weakref
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import config
 from .audio import loudness
-from .errors import ConfigError, PocketTTSError, VoiceError
+from .errors import ConfigError, PocketTTSError, VoiceError, WeightsError
 from .network import flow_lm, mimi, ops, quantize, transformer
 from .synthesis import planning
 from .synthesis.budget import Budget
@@ -31,7 +32,8 @@ from .synthesis.generation import Generation, alone
 from .synthesis.options import GenerationOptions
 from .synthesis.text_stream import TextStream
 from .synthesis.timestamps import shifted, timed_words
-from .text import lexicon, normalize
+from .text import lexicon as lexicons
+from .text import normalize
 from .text.prepare import TextOptions
 from .text.segmenter import Segmenter
 from .text.tokenizer import Tokenizer
@@ -117,8 +119,8 @@ class TTSModel:
         self._time_terms: Dict[int, List[np.ndarray]] = {}
         # The files it was loaded from (set by `from_files`): where `add_parts` reads more parts.
         self.files: Optional[sources.ModelFiles] = None
-        self.adapter: Optional[str] = None  # the LoRA adapter merged into its flow LM, where one was
-        self.lexicon = lexicon.EMPTY  # its pronunciations (`pronounce`)
+        self.adapter: Optional[str] = None  # the LoRA adapter kept beside its flow LM, where one is
+        self.lexicon = lexicons.EMPTY  # its pronunciations (`pronounce`)
         self._loudness: Dict[int, Tuple[Any, float]] = {}  # id of a voice -> (a weak reference to it, its LUFS)
 
     def _checked(self, tokenizer: Tokenizer) -> Tokenizer:
@@ -183,14 +185,12 @@ class TTSModel:
         """A model from resolved files; `tensors` when the caller has read the weights already,
         `in_memory` the bytes of weights files it holds in memory (see load_weights), `adapter` a
         LoRA adapter to merge into them (see `load`).
-        int8 weights stay int8 where the runtime's backend multiplies them (see quantize), except
-        those an adapter changes (float32, merged)."""
+        int8 weights stay int8 where the runtime's backend multiplies them (see quantize); an
+        adapter's updates are kept apart from the weights they change (quantize.LowRank)."""
         runtime = runtime or Runtime()
         if tensors is None:
             tensors = load_weights(files.weights, runtime.backend.keeps_int8, parts, in_memory)
         parts = params.PARTS if parts is None else parts
-        if adapter is not None and params.FLOW_LM in parts:
-            tensors = lora.merged(tensors, lora.read(adapter))
         model = cls(
             files.config,
             tensors,
@@ -204,8 +204,24 @@ class TTSModel:
             runtime,
         )
         model.files = files
-        model.adapter = adapter
-        return model
+        return model.adapted(adapter) if adapter is not None and params.FLOW_LM in parts else model
+
+    def adapted(self, adapter: str) -> TTSModel:
+        """This model with the LoRA adapter at `adapter` (a PEFT folder or a .safetensors file),
+        sharing every weight with it: each adapted weight's update is kept apart
+        (network.flow_lm.adapted), so several adapters of one model hold one copy of its weights.
+        Checked now: a key that names no layer, or a pair of another shape, is a WeightsError."""
+        self.require(params.FLOW_LM)
+        variant = copy.copy(self)
+        updates = lora.updates(lora.read(adapter))
+        try:
+            variant.params = dict(self.params, flow_lm=flow_lm.adapted(self.params["flow_lm"], updates))
+        except WeightsError as e:
+            raise WeightsError(f"{adapter}: {e}") from None
+        variant.adapter = adapter
+        variant._time_terms = {}  # the head's time conditioning, of weights an adapter may change
+        variant._loudness = {}  # a voice's level, which its adapter may change
+        return variant
 
     def add_parts(self, parts: Sequence[str]) -> None:
         """Load more parts of the checkpoint (params.PARTS) into this model, from the files it was
@@ -220,8 +236,6 @@ class TTSModel:
         if params.FLOW_LM in new:
             self._read_tokenizer()  # a bad tokenizer fails here, not at the first request
         tensors = load_weights(files.weights, self.runtime.backend.keeps_int8, new)
-        if self.adapter is not None and params.FLOW_LM in new:
-            tensors = lora.merged(tensors, lora.read(self.adapter))
         source = ", ".join(dict.fromkeys(path for part, path in files.weights.items() if part in new))
         has_encoder = params.check(tensors, self.config, source or self.name, new)
         added = params.nest(tensors)
@@ -282,6 +296,7 @@ class TTSModel:
         options: Optional[GenerationOptions] = None,
         words: bool = False,
         max_seconds: float = MAX_SECONDS,
+        pronunciations: Optional[Mapping[str, str]] = None,
         **overrides: Any,
     ) -> Iterator[Any]:
         """Yield float32 PCM chunks as the frames are decoded (`frame_size` samples each at speed 1).
@@ -295,14 +310,18 @@ class TTSModel:
         (synthesis.timestamps WordStart, WordEnd: sample offsets of the audio at `sample_rate`,
         a word's start before the audio that starts it; a NoTimestampsError now for a model
         without timestamp heads). All of it lasts at most `max_seconds` (after the speed change,
-        pauses included)."""
+        pauses included). `pronunciations` (word -> respelling, text.lexicon): this call's words
+        to say otherwise, over the model's (`pronounce`)."""
         if isinstance(text, str):
             first_word = 0 if words else None
+            lexicon = self.lexicon_with(pronunciations)
             generation = self.generation(
-                text, voice, options, max_seconds=max_seconds, first_word=first_word, **overrides
+                text, voice, options, max_seconds=max_seconds, first_word=first_word, lexicon=lexicon, **overrides
             )
             return self.runtime.runner(self, generation)
-        stream = self.text_stream(voice, options, max_seconds=max_seconds, words=words, **overrides)
+        stream = self.text_stream(
+            voice, options, max_seconds=max_seconds, words=words, pronunciations=pronunciations, **overrides
+        )
         return self._spoken(text, stream)
 
     def generate(
@@ -350,17 +369,20 @@ class TTSModel:
         budget: Optional[Budget] = None,
         ssml: bool = False,
         words: bool = False,
+        pronunciations: Optional[Mapping[str, str]] = None,
         **overrides: Any,
     ) -> TextStream:
         """Text arriving in pieces, as one generation per segment to run one after another (for
         callers that push: the server's sessions, the browser worker); see `stream`. All of them
         make at most `max_seconds` of audio (synthesis.budget), or draw on `budget`; `ssml`: the
         text is SSML (text.ssml); `words`: its words are timed (a NoTimestampsError now for a
-        model without timestamp heads)."""
+        model without timestamp heads); `pronunciations`: as `stream`'s, checked now."""
         options = _options(options, overrides)
         if words:
             planning.timed(self.config, self.name)
-        return TextStream(self, self.voice_state(voice), options, rng, max_seconds, budget, ssml, words)
+        lexicon = self.lexicon_with(pronunciations)
+        voice_state = self.voice_state(voice)
+        return TextStream(self, voice_state, options, rng, max_seconds, budget, ssml, words, lexicon)
 
     def generation(
         self,
@@ -371,6 +393,7 @@ class TTSModel:
         max_seconds: float = MAX_SECONDS,
         budget: Optional[Budget] = None,
         first_word: Optional[int] = None,
+        lexicon: Optional[lexicons.Lexicon] = None,
         **overrides: Any,
     ) -> Generation:
         """A generation of `text` to step frame by frame (synthesis.generation: `alone`, or
@@ -384,6 +407,7 @@ class TTSModel:
         pauses alone ask for more; speech that could run longer stops there. With `first_word`
         (the index of its first word), its words are timed: its frames carry their scores
         (synthesis.timestamps); a NoTimestampsError for a model without timestamp heads.
+        `lexicon`: the pronunciations it reads with (None: the model's; `lexicon_with`).
         """
         self.require(params.FLOW_LM)
         options = _options(options, overrides)
@@ -391,7 +415,8 @@ class TTSModel:
             budget = Budget(max_seconds, self.config.mimi.frame_rate, options.speed)
         voice_state = self.voice_state(voice)
         heads = planning.timed(self.config, self.name) if first_word is not None else None
-        items = planning.plan(self.reader, text, options.max_tokens, options.normalize, first_word, options.pauses)
+        reader = self.reader if lexicon is None else self.reader._replace(lexicon=lexicon)
+        items = planning.plan(reader, text, options.max_tokens, options.normalize, first_word, options.pauses)
         chosen = planning.settings(self.config, options)
         frames = planning.frame_cap(items, options, budget, self.frame_size)
         noise = planning.noise_source(
@@ -424,15 +449,21 @@ class TTSModel:
             self.tokenizer, self.text_options, self.language, self.sample_rate, frame_rate, self.lexicon
         )
 
-    def spoken(self, text: str, normalize_words: bool = True) -> str:
-        """`text` as the model reads it: its pronunciations respelled, normalized in its language
-        around its pause markup (unless `normalize_words` is false), before the official cleaning."""
-        return planning.spoken(text, self.language, normalize_words, self.lexicon)
+    def spoken(self, text: str, normalize_words: bool = True, lexicon: Optional[lexicons.Lexicon] = None) -> str:
+        """`text` as the model reads it: its pronunciations (`lexicon`'s, None: the model's)
+        respelled, normalized in its language around its pause markup (unless `normalize_words` is
+        false), before the official cleaning."""
+        return planning.spoken(text, self.language, normalize_words, self.lexicon if lexicon is None else lexicon)
 
     def pronounce(self, path: str) -> None:
         """Read the words of a pronunciation file (`word = respelling` lines: text.lexicon) as
         their respellings from now on, in every text this model reads."""
-        self.lexicon = lexicon.read(path)
+        self.lexicon = lexicons.read(path)
+
+    def lexicon_with(self, pronunciations: Optional[Mapping[str, str]]) -> Optional[lexicons.Lexicon]:
+        """The model's pronunciations with a request's over them (None where it brings none); a
+        TextError naming the first pair that is not one."""
+        return None if pronunciations is None else lexicons.added(self.lexicon, pronunciations)
 
     def decoder(self, speed: float = 1.0, gain_db: Optional[float] = None) -> FrameDecoder:
         """The Mimi half of `stream`: turns frames into audio at `speed` (and `gain_db`: a generation's

@@ -5,6 +5,7 @@ line's generate, export and batch, the server's settings and so its MCP server).
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 import yaml
 from safetensors.numpy import load_file, save_file
 
-from core import TTSModel, WeightsError
+from core import PocketTTSError, TTSModel, WeightsError
 from core.portable.model import load_weights
 from core.portable.weights import adapter as lora
 from tests.support.paths import ROOT, TINY_CONFIG
@@ -32,12 +33,29 @@ MODULES = [
     f"transformer.layers.{n}.{name}"
     for n in (0, 1)
     for name in ("self_attn.in_proj", "self_attn.out_proj", "linear1", "linear2")
-] + ["flow_net.input_proj", "flow_net.res_blocks.0.mlp.0", "flow_net.final_layer.linear", "out_eos"]
+] + [
+    "flow_net.input_proj",
+    "flow_net.res_blocks.0.mlp.0",
+    "flow_net.res_blocks.0.adaLN_modulation.1",  # stacked with the others at load: its rows of that matrix
+    "flow_net.final_layer.adaLN_modulation.1",
+    "flow_net.final_layer.linear",
+    "out_eos",
+]
 CONFIG = {
     "peft_type": "LORA",
     "r": 4,
     "lora_alpha": 8,
-    "target_modules": ["in_proj", "out_proj", "linear1", "linear2", "input_proj", "mlp.0", "linear", "out_eos"],
+    "target_modules": [
+        "in_proj",
+        "out_proj",
+        "linear1",
+        "linear2",
+        "input_proj",
+        "mlp.0",
+        "adaLN_modulation.1",
+        "linear",
+        "out_eos",
+    ],
     "rank_pattern": {"linear1": 2},
     "alpha_pattern": {"linear1": 6},
 }
@@ -272,6 +290,109 @@ def test_the_server_and_its_mcp_server_take_an_adapter(adapter) -> None:
         model = engine.hosted.model
         assert model.adapter == str(adapter)
         want = TTSModel.load(str(TINY_CONFIG), adapter=str(adapter)).params["flow_lm"]["out_eos"]["weight"]
-        np.testing.assert_array_equal(model.params["flow_lm"]["out_eos"]["weight"], want)
+        np.testing.assert_array_equal(model.params["flow_lm"]["out_eos"]["weight"].dequantize(), want.dequantize())
     finally:
         engine.close()
+
+
+def test_an_adapter_is_kept_apart_and_shares_every_weight(adapter, tmp_path) -> None:
+    """The adapted model holds no copy of the base's weights: an adapted layer is the base's own
+    array and the pair (quantize.LowRank), the others are the base's arrays; a second adapter on
+    the same base is a second model, the base unchanged; an int8 bundle keeps its int8 weights."""
+    from core.portable.network.quantize import Int8Matrix, LowRank
+
+    base = TTSModel.load(str(TINY_CONFIG))
+    first, second = base.adapted(str(adapter)), base.adapted(str(_write_peft(tmp_path / "other", _pairs(seed=1))))
+    layer = base.params["flow_lm"]["transformer"]["layers"][0]
+    for variant in (first, second):
+        adapted = variant.params["flow_lm"]["transformer"]["layers"][0]
+        assert (
+            isinstance(adapted["linear1"]["weight"], LowRank)
+            and adapted["linear1"]["weight"].base is layer["linear1"]["weight"]
+        )
+        assert adapted["norm1"]["weight"] is layer["norm1"]["weight"]
+        assert variant.params["mimi"] is base.params["mimi"]
+    said = [model.generate(TEXT, VOICE, **FORCED) for model in (base, first, second)]
+    assert _db(said[1], said[0]) > -20 and _db(said[2], said[1]) > -20
+    assert np.array_equal(said[0], TTSModel.load(str(TINY_CONFIG)).generate(TEXT, VOICE, **FORCED))
+    merged = TTSModel.from_files(base.files, tensors=lora.merged(_base(), lora.read(str(adapter))))
+    assert _db(said[1], merged.generate(TEXT, VOICE, **FORCED)) < -90  # kept apart is merged, to float rounding
+
+    from core.export import export
+
+    export(str(TINY_CONFIG), str(tmp_path / "bundle"), [VOICE])
+    bundle = TTSModel.load(str(tmp_path / "bundle"), adapter=str(adapter))
+    weight = bundle.params["flow_lm"]["transformer"]["layers"][0]["linear1"]["weight"]
+    if isinstance(
+        TTSModel.load(str(tmp_path / "bundle")).params["flow_lm"]["transformer"]["layers"][0]["linear1"]["weight"],
+        Int8Matrix,
+    ):
+        assert isinstance(weight.base, Int8Matrix)  # where the kernels multiply int8, the adapter keeps it
+    assert _db(bundle.generate(TEXT, VOICE, **FORCED), said[1]) < -20
+
+
+def test_a_kept_apart_product_is_the_merged_one_on_every_backend() -> None:
+    """ops.linear of a LowRank (its base float32 or int8, on NumPy and on the compiled kernels) is
+    the product of the merged matrix; stacked (quantize.concatenate), the updates keep their rows."""
+    from core import host
+    from core.portable.network import ops, quantize
+
+    rng = np.random.default_rng(3)
+    weight = rng.standard_normal((320, 256)).astype(np.float32)
+    q = quantize.quantize({"w": weight})
+    int8 = quantize.Int8Matrix(q["w"], q["w" + quantize.SCALE_SUFFIX])
+    down, up = rng.standard_normal((4, 256)).astype(np.float32), rng.standard_normal((320, 4)).astype(np.float32)
+    x = rng.standard_normal((5, 256)).astype(np.float32)
+    for backend in (ops.NUMPY, host.runtime().backend):
+        for base in (weight, int8):
+            low_rank = quantize.LowRank(base, down, up)
+            for rows in (x, x[0]):  # several rows, and one (a vector)
+                with ops.using(backend):
+                    got = ops.linear(rows, low_rank)
+                    want = ops.linear(rows, base) + rows @ (up @ down).T
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    stacked = quantize.concatenate([weight[:64], quantize.LowRank(weight[64:], down, up[64:])])
+    np.testing.assert_allclose(
+        stacked.dequantize(), np.concatenate([weight[:64], weight[64:] + up[64:] @ down]), atol=1e-5
+    )
+
+
+def test_a_server_serves_several_adapters_of_its_model_chosen_per_request(adapter, tmp_path) -> None:
+    """--also-adapter NAME=PATH: each fine-tune is a model of the server by that name, sharing the
+    model's weights (the server holds its pairs, not a copy), its audio the adapted model's."""
+    import httpx
+    import soundfile
+
+    from core.portable.audio.pcm import pcm16
+    from server.engine import load_engine
+    from server.served_models import held_bytes
+    from server.settings import Settings
+    from tests.support.serving import GUARD, serving
+
+    other = _write_peft(tmp_path / "other", _pairs(seed=1))
+    pairs = (f"mine={adapter}", f"theirs={other}")
+    engine = load_engine(Settings(model=str(TINY_CONFIG), voice=VOICE, also_adapters=pairs))
+    try:
+        listed = {m.name: (m.language, m.loaded) for m in engine.models.listed()}
+        assert listed == {"tiny_lsd": ("english", True), "mine": ("english", True), "theirs": ("english", True)}
+        models = [engine.model, engine.models.loaded("mine").model, engine.models.loaded("theirs").model]
+        assert held_bytes(models) < 1.1 * held_bytes(models[:1])
+        options = {"temperature": 0.0, "seed": 1}
+        with serving(engine) as url:
+            for name, path in (("mine", adapter), ("theirs", other), (None, None)):
+                answer = httpx.post(url + "/generate", json={"text": TEXT, "model": name, **options}, timeout=GUARD)
+                samples, _ = soundfile.read(io.BytesIO(answer.content), dtype="int16")
+                loaded = TTSModel.load(str(TINY_CONFIG), adapter=None if path is None else str(path))
+                want = np.frombuffer(pcm16(loaded.generate(TEXT, VOICE, **options)), "<i2")
+                assert np.array_equal(samples, want), name
+        assert engine.active == 0
+    finally:
+        engine.close()
+    with pytest.raises(PocketTTSError, match="no layer of this model") as caught:
+        broken = _write_peft(
+            tmp_path / "broken", {"transformer.layers.9.linear1": _pairs()["transformer.layers.0.linear1"]}
+        )
+        load_engine(Settings(model=str(TINY_CONFIG), voice=VOICE, also_adapters=(f"broken={broken}",)))
+    assert "\n" not in str(caught.value)
+    with pytest.raises(ValueError, match="NAME=PATH"):
+        Settings(model=str(TINY_CONFIG), also_adapters=("=x",)).check()

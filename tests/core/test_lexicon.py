@@ -131,3 +131,73 @@ def test_every_front_takes_the_file(names, tmp_path) -> None:
         assert engine.hosted.model.spoken("Kyutai") == "kyoo tie"
     finally:
         engine.close()
+
+
+def test_a_request_brings_its_own_pronunciations_over_the_models(names) -> None:
+    """`pronunciations=` on generate and stream (a whole text and one in pieces): the audio is the
+    respelled text's, a request's word over the model's file, the model's own kept for the next
+    request; a pair that is not one is a one-line TextError naming it."""
+    model = TTSModel.load(str(TINY_CONFIG))
+    model.pronounce(str(names))  # GIF = jif
+    voice = model.voice_state(str(VOICE_24K))
+    asked = {"GIF": "gift", "Pocket": "pokkit"}
+    said = model.generate("Pocket made a GIF.", voice, pronunciations=asked, **OPTIONS)
+    assert np.array_equal(said, model.generate("pokkit made a gift.", voice, **OPTIONS))
+    pieces = iter(["Pocket made ", "a GIF."])
+    assert np.array_equal(np.concatenate(list(model.stream(pieces, voice, pronunciations=asked, **OPTIONS))), said)
+    assert np.array_equal(model.generate("a GIF.", voice, **OPTIONS), model.generate("a jif.", voice, **OPTIONS))
+    for bad, message in (
+        ({"-x": "y"}, "does not begin and end with a letter or digit"),
+        ({"word": " "}, "non-blank text"),
+        ({"w" * 101: "y"}, "at most 100 characters"),
+        ({f"w{n}": "y" for n in range(1001)}, "at most 1000 pairs"),
+        ({"word": 5}, "non-blank text"),
+    ):
+        with pytest.raises(TextError, match=message) as caught:
+            model.generate("Hi.", voice, pronunciations=bad, **OPTIONS)
+        assert "\n" not in str(caught.value)
+
+
+def test_the_servers_fronts_take_a_requests_pronunciations() -> None:
+    """POST /generate and OpenAI's /v1/audio/speech (an extra field), the WebSocket's start: the
+    audio of the respelled text; a bad pair is a 400 naming it."""
+    import json
+
+    import httpx
+    from websockets.sync.client import connect
+
+    from core.portable.audio.pcm import pcm16
+    from server.engine import ServerEngine
+    from tests.support.serving import GUARD, serving
+
+    model = TTSModel.load(str(TINY_CONFIG))
+    engine = ServerEngine(model, str(VOICE_24K), 4)
+    asked = {"GIF": "jif"}
+    options = {"temperature": 0.0, "seed": 1}
+    want = pcm16(model.generate("a jif.", str(VOICE_24K), **options))
+    try:
+        with serving(engine) as url:
+            body = {"text": "a GIF.", "pronunciations": asked, "format": "pcm", **options}
+            assert httpx.post(url + "/stream", json=body, timeout=GUARD).content == want
+            speech = {"model": "tts-1", "input": "a GIF.", "voice": "alloy", "response_format": "pcm"}
+            spoken = httpx.post(url + "/v1/audio/speech", json={**speech, "pronunciations": asked}, timeout=GUARD)
+            plain = httpx.post(url + "/v1/audio/speech", json=speech, timeout=GUARD)
+            assert spoken.status_code == 200 and len(spoken.content) == len(want) and spoken.content != plain.content
+            with connect(url.replace("http", "ws") + "/v1/audio/speech/stream", open_timeout=GUARD) as socket:
+                socket.send(json.dumps({"type": "start", "pronunciations": asked, **options}))
+                assert json.loads(socket.recv(GUARD))["type"] == "started"
+                socket.send(json.dumps({"type": "text", "text": "a GIF."}))
+                socket.send(json.dumps({"type": "end"}))
+                audio = b""
+                while True:
+                    frame = socket.recv(GUARD)
+                    if isinstance(frame, bytes):
+                        audio += frame
+                    elif json.loads(frame)["type"] in ("done", "error"):
+                        break
+            assert audio == want
+            bad = httpx.post(url + "/generate", json={"text": "Hi.", "pronunciations": {"-x": "y"}}, timeout=GUARD)
+            assert bad.status_code == 400 and "'-x'" in bad.json()["error"]["message"]
+        assert engine.active == 0
+    finally:
+        engine.close()

@@ -32,7 +32,9 @@ def test_the_command_line_has_a_flag_per_option() -> None:
 
 def test_the_server_takes_every_option_by_name() -> None:
     assert [
-        f for f in GenerateRequest.__struct_fields__ if f not in ("text", "voice", "sample_rate", "model_name")
+        f
+        for f in GenerateRequest.__struct_fields__
+        if f not in ("text", "voice", "sample_rate", "model_name", "pronunciations")
     ] == names()
     request = msgspec.json.decode(b'{"text": "Hi.", "max_tokens": 7, "noise_clamp": 2.5}', type=GenerateRequest)
     assert request.options() == GenerationOptions(max_tokens=7, noise_clamp=2.5)

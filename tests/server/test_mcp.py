@@ -133,3 +133,14 @@ def test_speak_takes_a_loudness() -> None:
         peaks.append(abs(samples).max())
     assert peaks[1] > 4 * peaks[0] and peaks[1] <= 10 ** (-1 / 20) + 1e-4
     assert refused.is_error and "invalid_value: loudness must be between -40 and -5 LUFS" in refused.content[0].text
+
+
+def test_speak_takes_pronunciations_and_refuses_a_bad_pair() -> None:
+    async def work(session: Any) -> Any:
+        said = await session.call_tool("speak", {"text": "A GIF.", "pronunciations": {"GIF": "jif"}})
+        refused = await session.call_tool("speak", {"text": "Hi.", "pronunciations": {"-x": "y"}})
+        return said, refused
+
+    said, refused = run(work)
+    assert not said.is_error and said.content[0].type == "audio"
+    assert refused.is_error and "invalid_text: pronunciations, '-x'" in refused.content[0].text

@@ -24,6 +24,7 @@ VALUES = {
     "model": ("other", "other"),
     "also_models": (["french", "german"], "french,german"),
     "preload": (True, "true"),
+    "also_adapters": (["mine=voices/mine"], "mine=voices/mine"),
     "memory_budget": (2000, "2000"),
     "adapter": ("my-voice", "my-voice"),
     "pronunciations": ("names.txt", "names.txt"),
@@ -46,7 +47,12 @@ VALUES = {
     "zeroconf": ("kitchen", "kitchen"),
 }
 
-FLAGS = {"allow_origins": "--allow-origin", "allow_hosts": "--allow-host", "also_models": "--also-model"}  # repeated
+FLAGS = {
+    "allow_origins": "--allow-origin",
+    "allow_hosts": "--allow-host",
+    "also_models": "--also-model",
+    "also_adapters": "--also-adapter",
+}  # repeated
 # A key that looks like one, to be found in no message (the settings give it one way: api_key_file
 # is asked apart from VALUES, which give api_key).
 SECRET = "sk-live-7d1f0c9e5b3a"

@@ -9,11 +9,13 @@ output is the latent; pointwise: the noise plus the head's output). At temperatu
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+import re
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..config import Config
+from ..errors import WeightsError
 from . import nn, ops, quantize, transformer
 
 
@@ -58,6 +60,77 @@ def prepare(p: Dict[str, Any]) -> Dict[str, Any]:
     final = {k: v for k, v in net["final_layer"].items() if k != "adaLN_modulation"}
     modulation = {"weight": weight, "bias": bias}
     return dict(p, flow_net=dict(net, res_blocks=blocks, final_layer=final, modulation=modulation))
+
+
+# The head's modulation layers, which `prepare` stacks into one matrix (res_blocks first, in order).
+_MODULATION = re.compile(r"^flow_net\.(?:res_blocks\.(?P<block>\d+)|final_layer)\.adaLN_modulation\.1\.weight$")
+
+
+def adapted(p: Dict[str, Any], updates: Mapping[str, Tuple[np.ndarray, np.ndarray]]) -> Dict[str, Any]:
+    """The prepared params `p` with a LoRA adapter kept apart: each weight `updates` names (its key
+    under flow_lm: "transformer.layers.0.linear1.weight") a quantize.LowRank of it and its update
+    (down [r, in], up [out, r], scaled), the modulation layers' updates on their rows of the stacked
+    matrix. New dicts and lists along the paths changed, every array shared with `p`. A key that
+    names no linear layer, or an update of another shape: a WeightsError naming the key."""
+    out = p
+    modulation = []
+    for key, (down, up) in updates.items():
+        found = _MODULATION.match(key)
+        if found is not None:
+            modulation.append((found.group("block"), key, down, up))
+        else:
+            out = _replaced(out, key.split("."), key, lambda weight, d=down, u=up, k=key: _low_rank(k, weight, d, u))
+    if modulation:
+        net = out["flow_net"]
+        stacked = net["modulation"]["weight"]  # [3F per block + 2F, F]
+        width, blocks = stacked.shape[1], len(net["res_blocks"])
+        if stacked.shape[0] != (3 * blocks + 2) * width:  # each block's shift, scale and gate, the final layer's two
+            raise WeightsError(
+                f"flow_lm.{modulation[0][1]}: this model's modulation layers are not of the official shapes"
+            )
+        up_all = np.zeros((stacked.shape[0], sum(down.shape[0] for _, _, down, _ in modulation)), np.float32)
+        rank = 0
+        for block, key, down, up in modulation:
+            start, rows = (3 * width * int(block), 3 * width) if block is not None else (3 * width * blocks, 2 * width)
+            if block is not None and int(block) >= blocks:
+                raise WeightsError(f"flow_lm.{key[: -len('.weight')]} is no layer of this model")
+            if up.shape[0] != rows or down.shape[1] != width:
+                raise WeightsError(
+                    f"{key} is {[rows, width]} in this model, the update makes {[up.shape[0], down.shape[1]]}"
+                )
+            up_all[start : start + rows, rank : rank + down.shape[0]] = up
+            rank += down.shape[0]
+        downs = np.concatenate([down for _, _, down, _ in modulation])  # [r total, F]
+        stacked_update = quantize.LowRank(stacked, downs, up_all)
+        out = dict(out, flow_net=dict(net, modulation=dict(net["modulation"], weight=stacked_update)))
+    return out
+
+
+def _low_rank(key: str, weight: Any, down: np.ndarray, up: np.ndarray) -> quantize.LowRank:
+    if not isinstance(weight, (np.ndarray, quantize.Int8Matrix)) or len(weight.shape) != 2:
+        raise WeightsError(f"flow_lm.{key[: -len('.weight')]} is no linear layer of this model")
+    if tuple(weight.shape) != (up.shape[0], down.shape[1]):
+        raise WeightsError(
+            f"flow_lm.{key} is {list(weight.shape)} in this model, the adapter's pair makes "
+            f"{[up.shape[0], down.shape[1]]}: it was trained for another architecture"
+        )
+    return quantize.LowRank(weight, down, up)
+
+
+def _replaced(node: Any, path: List[str], key: str, make: Any) -> Any:
+    """`node` (nested dicts and lists) with the leaf at `path` replaced by make(leaf): new
+    containers along the path, the rest shared."""
+    part, rest = path[0], path[1:]
+    if isinstance(node, list) and part.isdigit() and int(part) < len(node) and node[int(part)] is not None:
+        index: Any = int(part)
+    elif isinstance(node, dict) and part in node:
+        index = part
+    else:
+        raise WeightsError(f"flow_lm.{key[: -len('.weight')]} is no layer of this model")
+    child = make(node[index]) if not rest else _replaced(node[index], rest, key, make)
+    copy = list(node) if isinstance(node, list) else dict(node)
+    copy[index] = child
+    return copy
 
 
 def text_embeddings(p: Dict[str, Any], tokens: List[int]) -> np.ndarray:

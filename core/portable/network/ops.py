@@ -25,7 +25,7 @@ from typing import Any, Iterator, Optional, Tuple
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .quantize import Int8Matrix, Weight
+from .quantize import Int8Matrix, LowRank, Weight
 
 # Largest im2col block, in float32 elements, so long inputs (voice prompts) stay in bounded memory.
 _IM2COL_BLOCK = 1 << 22
@@ -183,6 +183,9 @@ def using(backend: Any) -> Iterator[Any]:
 
 
 def linear(x: np.ndarray, weight: Weight, bias: Optional[np.ndarray] = None) -> np.ndarray:
+    if isinstance(weight, LowRank):  # an adapter kept apart: the base's product plus its rank-r one
+        y = _backend.get().linear(x, weight.base, bias)  # [T, out] or [out]
+        return y + (x @ weight.down.T) @ weight.up.T
     return _backend.get().linear(x, weight, bias)
 
 

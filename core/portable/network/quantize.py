@@ -64,11 +64,47 @@ class Int8Matrix:
         return _dequantized(self.values[ids], self.scales[ids])
 
 
-Weight = Union[np.ndarray, Int8Matrix]
+class LowRank:
+    """A linear layer's weight with a LoRA adapter's update kept apart: `base` as loaded (float32 or
+    Int8Matrix, shared with the model it adapts) plus `up @ down`, the adapter's scale in `up`. Its
+    product is the base's plus a rank-r one (core.portable.network.ops.linear), so adapting a model
+    copies none of its weights."""
+
+    __slots__ = ("base", "down", "up")
+
+    def __init__(self, base: Union[np.ndarray, Int8Matrix], down: np.ndarray, up: np.ndarray):
+        self.base = base
+        self.down = down  # float32 [r, in]
+        self.up = up  # float32 [out, r], scaled
+
+    @property
+    def shape(self) -> Tuple[int, int]:
+        return self.base.shape
+
+    def dequantize(self) -> np.ndarray:
+        """The merged matrix, float32 [out, in]."""
+        base = self.base.dequantize() if isinstance(self.base, Int8Matrix) else np.asarray(self.base, np.float32)
+        return base + self.up @ self.down
+
+
+Weight = Union[np.ndarray, Int8Matrix, LowRank]
 
 
 def concatenate(weights: Sequence[Weight]) -> Weight:
-    """Matrices stacked by rows: int8 when all are int8 with the same groups, else float32."""
+    """Matrices stacked by rows: int8 when all are int8 with the same groups, else float32; with a
+    LowRank among them, a LowRank of the bases stacked, its ranks side by side (each part's update
+    on its own rows)."""
+    adapted = [w for w in weights if isinstance(w, LowRank)]
+    if adapted:
+        base = concatenate([w.base if isinstance(w, LowRank) else w for w in weights])
+        up = np.zeros((base.shape[0], sum(w.down.shape[0] for w in adapted)), np.float32)  # [rows, r total]
+        row = rank = 0
+        for w in weights:
+            if isinstance(w, LowRank):
+                up[row : row + w.shape[0], rank : rank + w.down.shape[0]] = w.up
+                rank += w.down.shape[0]
+            row += w.shape[0]
+        return LowRank(base, np.concatenate([w.down for w in adapted]), up)
     if all(isinstance(w, Int8Matrix) and w.scales.shape[1] == weights[0].scales.shape[1] for w in weights):
         return Int8Matrix(np.concatenate([w.values for w in weights]), np.concatenate([w.scales for w in weights]))
     return np.concatenate([w.dequantize() if isinstance(w, Int8Matrix) else w for w in weights])

@@ -14,6 +14,7 @@ from typing import List, NamedTuple, Optional, Protocol
 import numpy as np
 
 from ..config import Config
+from ..text.lexicon import Lexicon
 from ..text.prepare import check_text
 from ..text.segmenter import Segmenter
 from ..text.ssml import SsmlStream, to_markup
@@ -48,9 +49,10 @@ class SpeakingModel(Protocol):
         rng: Optional[np.random.Generator] = None,
         budget: Optional[Budget] = None,
         first_word: Optional[int] = None,
+        lexicon: Optional[Lexicon] = None,
     ) -> Generation: ...
 
-    def spoken(self, text: str, normalize_words: bool = True) -> str: ...
+    def spoken(self, text: str, normalize_words: bool = True, lexicon: Optional[Lexicon] = None) -> str: ...
 
 
 class TextStream:
@@ -70,8 +72,10 @@ class TextStream:
         budget: Optional[Budget] = None,
         ssml: bool = False,
         words: bool = False,
+        lexicon: Optional[Lexicon] = None,
     ):
         self.model = model
+        self.lexicon = lexicon  # the request's pronunciations with the model's (None: the model's)
         self.ssml = ssml
         # Word timestamps: the index of the next segment's first word (None: not timed).
         self.next_word: Optional[int] = 0 if words else None
@@ -125,9 +129,15 @@ class TextStream:
         self.budget.refuse_more()
         self._saying = [generation for generation in self._saying if not generation.finished]
         generation = self.model.generation(
-            text, self.voice, self.options, rng=self.rng, budget=self.budget, first_word=self.next_word
+            text,
+            self.voice,
+            self.options,
+            rng=self.rng,
+            budget=self.budget,
+            first_word=self.next_word,
+            lexicon=self.lexicon,
         )
         if self.next_word is not None:
             self.next_word += word_count(generation.plan)
         self._saying.append(generation)
-        return Segment(text, self.model.spoken(text, self.options.normalize), generation)
+        return Segment(text, self.model.spoken(text, self.options.normalize, self.lexicon), generation)

@@ -9,13 +9,14 @@ a comment; blank lines are skipped):
 
 A text's words are replaced before the normalizer reads them (core.portable.text.normalize applies
 the lexicon as its first rule), whole words only, the case of the file's word ignored; word
-timestamps still report the word as written.
+timestamps still report the word as written. A request may bring its own (`added`): the same
+checks, its words over the model's.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, NamedTuple, Optional, Pattern, Tuple
+from typing import Callable, Dict, Mapping, NamedTuple, Optional, Pattern, Tuple
 
 from ..errors import TextError
 
@@ -61,20 +62,38 @@ def read(path: str) -> Lexicon:
 
 def parse(text: str, source: str) -> Lexicon:
     """The lexicon of a pronunciation file's text; a TextError naming the line that is not one."""
-    entries = {}
+    entries: Dict[str, Tuple[str, str]] = {}
     for number, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         word, equals, respelling = line.partition("=")
-        word, respelling = " ".join(word.split()), " ".join(respelling.split())
-        if not equals or not word or not respelling:
+        if not equals or not word.strip() or not respelling.strip():
             raise TextError(f"{source}, line {number}: expected `word = respelling`, got {line!r}")
-        if len(word) > MAX_LENGTH or len(respelling) > MAX_LENGTH:
-            raise TextError(f"{source}, line {number}: a word and its respelling have at most {MAX_LENGTH} characters")
-        if not re.match(r"^\w", word) or not re.search(r"\w$", word):
-            raise TextError(f"{source}, line {number}: {word!r} does not begin and end with a letter or digit")
-        entries[word.casefold()] = (word, respelling)
+        _add(entries, word, respelling, f"{source}, line {number}")
         if len(entries) > MAX_ENTRIES:
             raise TextError(f"{source}: more than {MAX_ENTRIES} pronunciations")
     return _lexicon(entries)
+
+
+def added(base: Lexicon, pronunciations: Mapping[str, str], source: str = "pronunciations") -> Lexicon:
+    """`base` with a request's `pronunciations` (word -> respelling; at most MAX_ENTRIES, each
+    checked as a file's line), its words over the base's; a TextError naming the first that is
+    not one."""
+    if not isinstance(pronunciations, Mapping) or len(pronunciations) > MAX_ENTRIES:
+        raise TextError(f"{source}: at most {MAX_ENTRIES} pairs of a word and its respelling")
+    entries = {word.casefold(): (word, respelling) for word, respelling in base.entries}
+    for word, respelling in pronunciations.items():
+        if not isinstance(word, str) or not isinstance(respelling, str) or not word.strip() or not respelling.strip():
+            raise TextError(f"{source}: each word and its respelling are non-blank text")
+        _add(entries, word, respelling, f"{source}, {word[:MAX_LENGTH]!r}")
+    return _lexicon(entries)
+
+
+def _add(entries: Dict[str, Tuple[str, str]], word: str, respelling: str, where: str) -> None:
+    word, respelling = " ".join(word.split()), " ".join(respelling.split())
+    if len(word) > MAX_LENGTH or len(respelling) > MAX_LENGTH:
+        raise TextError(f"{where}: a word and its respelling have at most {MAX_LENGTH} characters")
+    if not re.match(r"^\w", word) or not re.search(r"\w$", word):
+        raise TextError(f"{where}: {word!r} does not begin and end with a letter or digit")
+    entries[word.casefold()] = (word, respelling)

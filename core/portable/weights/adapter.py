@@ -1,7 +1,9 @@
-"""LoRA adapters (PEFT's format) merged into a checkpoint's weights at load: W + s * B @ A for each
-adapted Linear, s = lora_alpha / r (lora_alpha / sqrt(r) with `use_rslora`), r and lora_alpha per
-module where the config's `rank_pattern` / `alpha_pattern` name it. Generation then costs what it
-costs without the adapter.
+"""LoRA adapters (PEFT's format): W + s * B @ A for each adapted Linear, s = lora_alpha / r
+(lora_alpha / sqrt(r) with `use_rslora`), r and lora_alpha per module where the config's
+`rank_pattern` / `alpha_pattern` name it. A loaded model keeps each update apart from the weight
+it changes (network.quantize.LowRank: the base's product plus a rank-r one), so an adapter copies
+no weight, int8 ones stay int8, and several adapters share one base model; an export merges it
+(`merged`) before quantizing. Decided by measurement (docs/measurements.md#lora-adapters).
 
 An adapter is a PEFT folder (`adapter_config.json` and `adapter_model.safetensors`) or a single
 .safetensors file, whose config is the `adapter_config.json` beside it or its own metadata (the
@@ -22,7 +24,7 @@ from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
 import numpy as np
 
 from ..errors import WeightsError
-from ..network.quantize import Int8Matrix, Weight
+from ..network.quantize import LowRank, Weight
 from . import safetensors_file
 
 CONFIG = "adapter_config.json"
@@ -79,25 +81,30 @@ def read(path: str) -> Adapter:
     return Adapter(path, pairs)
 
 
+def updates(adapter: Adapter) -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
+    """The adapter's updates by weight, keyed under flow_lm ("transformer.layers.0.linear1.weight"):
+    (down [r, in], up [out, r] with the scale in it), as network.flow_lm.adapted keeps them apart."""
+    return {
+        key[len("flow_lm.") :]: (pair.down, pair.up * np.float32(pair.scale)) for key, pair in adapter.pairs.items()
+    }
+
+
 def merged(tensors: Mapping[str, Weight], adapter: Adapter) -> Dict[str, Weight]:
     """`tensors` with the adapter's deltas added (new arrays for the adapted weights, float32; an int8
     weight is dequantized first), checked against them: every adapted module is a Linear of the
-    checkpoint, of the shape its pair makes."""
+    checkpoint, of the shape its pair makes. What an int8 export quantizes."""
     out = dict(tensors)
-    for key, pair in adapter.pairs.items():
-        weight = tensors.get(key)
+    for key, (down, up) in updates(adapter).items():
+        weight = tensors.get("flow_lm." + key)
         if weight is None:
-            raise WeightsError(f"{adapter.source}: {key[: -len('.weight')]} is no layer of this model")
-        base = weight.dequantize() if isinstance(weight, Int8Matrix) else np.asarray(weight, dtype=np.float32)
-        wanted = (pair.up.shape[0], pair.down.shape[1])
-        if base.shape != wanted:
+            raise WeightsError(f"{adapter.source}: flow_lm.{key[: -len('.weight')]} is no layer of this model")
+        wanted = (up.shape[0], down.shape[1])
+        if tuple(weight.shape) != wanted:
             raise WeightsError(
-                f"{adapter.source}: {key} is {list(base.shape)} in this model, the adapter's pair makes "
+                f"{adapter.source}: flow_lm.{key} is {list(weight.shape)} in this model, the adapter's pair makes "
                 f"{list(wanted)}: it was trained for another architecture"
             )
-        delta = np.dot(pair.up * np.float32(pair.scale), pair.down)  # [out, in]
-        delta += base
-        out[key] = delta
+        out["flow_lm." + key] = LowRank(weight, down, up).dequantize()
     return out
 
 

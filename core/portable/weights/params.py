@@ -15,7 +15,7 @@ import numpy as np
 from ..config import TIME_CONDITIONS, Config, MimiTransformerConfig
 from ..errors import WeightsError
 from ..network import seanet
-from ..network.quantize import SCALE_SUFFIX, Int8Matrix, Weight
+from ..network.quantize import SCALE_SUFFIX, Int8Matrix, LowRank, Weight
 
 Shapes = Dict[str, Tuple[int, ...]]
 # A checkpoint's parts, which can be loaded apart (the browser runs the flow LM and the decoder in two
@@ -200,7 +200,7 @@ def check(tensors: Dict[str, Weight], cfg: Config, source: str, parts: Sequence[
         got = tuple(tensors[key].shape)
         if got != shape:
             raise WeightsError(f"{source}: tensor {key!r} has shape {list(got)}, the config implies {list(shape)}")
-        if not isinstance(tensors[key], Int8Matrix) and tensors[key].dtype != np.float32:
+        if not isinstance(tensors[key], (Int8Matrix, LowRank)) and tensors[key].dtype != np.float32:
             raise WeightsError(f"{source}: tensor {key!r} is {tensors[key].dtype}, expected float32")
     return can_clone
 
@@ -217,7 +217,7 @@ def nest(tensors: Dict[str, Weight]) -> Dict[str, Any]:
         parts = key.split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
-        node[parts[-1]] = value if isinstance(value, Int8Matrix) else value.view(np.ndarray)
+        node[parts[-1]] = value if isinstance(value, (Int8Matrix, LowRank)) else value.view(np.ndarray)
     return _lists(root)
 
 
