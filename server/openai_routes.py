@@ -13,13 +13,13 @@ from litestar.response import Stream
 
 import core
 from core import audio_formats
+from core.portable.text import normalize
 from server import bodies, errors, reading
 from server.access import Caller
 from server.engine import ServerEngine
 from server.errors import ServiceError
 from server.routes import MAX_JSON
 from server.schemas import ModelCard, ModelList, SpeechRequest, VoiceEntry, VoiceList
-from server.served_models import language_name
 from server.session import Session, whole_text
 
 # The names OpenAI clients send as `model` (POST /v1/audio/speech takes any): each is the loaded model.
@@ -78,7 +78,7 @@ def _model_cards(engine: ServerEngine) -> List[ModelCard]:
 def _picked(engine: ServerEngine, model: str) -> Optional[str]:
     """What OpenAI's `model` picks: a served model by its name or its language ("fr", "french");
     OpenAI's names and any other, the default (clients send their own names)."""
-    return model if model in engine.models.names or language_name(model) is not None else None
+    return model if model in engine.models.names or normalize.language_of_tag(model) is not None else None
 
 
 @get("/v1/models", summary="The loaded model under each name OpenAI clients send (OpenAI's list)")

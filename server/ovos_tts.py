@@ -38,15 +38,6 @@ from server.off_the_loop import each_on_a_thread
 NAME = "ovos-tts-plugin-pocket-tts-numpy"
 
 
-def language_name(lang: str) -> Optional[str]:
-    """The normalizer's name of a language tag ("fr-FR", "fr", "french"), None for one it has none for."""
-    tag = lang.lower().replace("_", "-").split("-")[0]
-    for name, code in normalize.LANGUAGE_CODES.items():
-        if tag in (code, name):
-            return name
-    return None
-
-
 class PocketTTSPlugin(StreamingTTS):
     def __init__(self, config: Optional[Dict[str, Any]] = None, *args: Any, **kwargs: Any):
         super().__init__(config, *args, audio_ext="wav", **kwargs)
@@ -100,14 +91,14 @@ class PocketTTSPlugin(StreamingTTS):
 
     def _model(self, lang: str) -> TTSModel:
         """The model of `lang`, loaded the first time it is asked for."""
-        name = language_name(lang)
+        name = normalize.language_of_tag(lang)
         if name is None:
             raise PocketTTSError(
                 f"{lang!r}: no model speaks it (languages: {', '.join(sorted(self.available_languages))})"
             )
         with self._lock:
             if name not in self._models:
-                main = language_name(self.lang) == name and self.config.get("model")
+                main = normalize.language_of_tag(self.lang) == name and self.config.get("model")
                 source = main or (name if catalog.is_model(name) else None)
                 if not source:
                     raise PocketTTSError(f"{lang!r}: the catalog has no {name} model: give one as `model`")

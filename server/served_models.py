@@ -55,15 +55,6 @@ class Listed(NamedTuple):
     default: bool
 
 
-def language_name(tag: str) -> Optional[str]:
-    """The normalizer's name of a language tag ("fr-FR", "fr", "french"), None for one it has none for."""
-    first = tag.lower().replace("_", "-").split("-")[0]
-    for name, code in normalize.LANGUAGE_CODES.items():
-        if first in (code, name):
-            return name
-    return None
-
-
 def _leaves(tree: Any, path: str = "") -> Iterator[tuple]:
     """(path, array or None) of nested params (dicts, lists, int8 matrices, adapted weights: each
     by its arrays), in a fixed order."""
@@ -161,7 +152,7 @@ class ServedModels:
             return self.default_name
         if selector in self.names:
             return selector
-        if language_name(selector) is not None:
+        if normalize.language_of_tag(selector) is not None:
             try:
                 return self.pick_language(selector)
             except ServiceError:
@@ -176,7 +167,7 @@ class ServedModels:
 
     def pick_language(self, tag: str) -> str:
         """The first served model that speaks the language `tag` names (a ServiceError for none)."""
-        language = language_name(tag)
+        language = normalize.language_of_tag(tag)
         for name in self.names:
             if language is not None and self.language_of(name) == language:
                 return name

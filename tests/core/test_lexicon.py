@@ -161,14 +161,12 @@ def test_a_request_brings_its_own_pronunciations_over_the_models(names) -> None:
 def test_the_servers_fronts_take_a_requests_pronunciations() -> None:
     """POST /generate and OpenAI's /v1/audio/speech (an extra field), the WebSocket's start: the
     audio of the respelled text; a bad pair is a 400 naming it."""
-    import json
-
     import httpx
-    from websockets.sync.client import connect
 
     from core.portable.audio.pcm import pcm16
     from server.engine import ServerEngine
     from tests.support.serving import GUARD, serving
+    from tests.support.speech_socket import said
 
     model = TTSModel.load(str(TINY_CONFIG))
     engine = ServerEngine(model, str(VOICE_24K), 4)
@@ -183,19 +181,7 @@ def test_the_servers_fronts_take_a_requests_pronunciations() -> None:
             spoken = httpx.post(url + "/v1/audio/speech", json={**speech, "pronunciations": asked}, timeout=GUARD)
             plain = httpx.post(url + "/v1/audio/speech", json=speech, timeout=GUARD)
             assert spoken.status_code == 200 and len(spoken.content) == len(want) and spoken.content != plain.content
-            with connect(url.replace("http", "ws") + "/v1/audio/speech/stream", open_timeout=GUARD) as socket:
-                socket.send(json.dumps({"type": "start", "pronunciations": asked, **options}))
-                assert json.loads(socket.recv(GUARD))["type"] == "started"
-                socket.send(json.dumps({"type": "text", "text": "a GIF."}))
-                socket.send(json.dumps({"type": "end"}))
-                audio = b""
-                while True:
-                    frame = socket.recv(GUARD)
-                    if isinstance(frame, bytes):
-                        audio += frame
-                    elif json.loads(frame)["type"] in ("done", "error"):
-                        break
-            assert audio == want
+            assert said(url, {"pronunciations": asked, **options}, "a GIF.") == want
             bad = httpx.post(url + "/generate", json={"text": "Hi.", "pronunciations": {"-x": "y"}}, timeout=GUARD)
             assert bad.status_code == 400 and "'-x'" in bad.json()["error"]["message"]
         assert engine.active == 0

@@ -53,17 +53,23 @@ def fastrtc_python(request):
     return FASTRTC_PYTHON
 
 
-def test_the_model_is_fastrtcs_protocol_and_speaks_as_the_api(fastrtc_python, tmp_path) -> None:
-    out = tmp_path / "audio.npz"
+def driven(fastrtc_python, driver: str, *more: str) -> dict:
+    """What `driver` prints last (JSON), run by fastrtc's Python with the tiny model, the test
+    voice, TEXT and `more`."""
     done = subprocess.run(
-        [str(fastrtc_python), "-c", DRIVER, str(TINY_CONFIG), str(VOICE_24K), TEXT, str(out)],
+        [str(fastrtc_python), "-W", "ignore", "-c", driver, str(TINY_CONFIG), str(VOICE_24K), TEXT, *more],
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    said = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_model_is_fastrtcs_protocol_and_speaks_as_the_api(fastrtc_python, tmp_path) -> None:
+    out = tmp_path / "audio.npz"
+    said = driven(fastrtc_python, DRIVER, str(out))
     for name, (theirs, ours) in said["shapes"].items():
         assert theirs == ours, name
     assert said["async"] and said["rates"] == [24000] and said["dtype"] == "float32"
@@ -135,14 +141,6 @@ def test_a_fastrtc_stream_answers_a_caller_with_the_apis_audio(fastrtc_python) -
     """FastRTC's own Stream, mounted on a FastAPI app, with ReplyOnPause over this model: a caller
     speaks a second then falls silent on the Stream's WebSocket, and hears the API's audio for the
     answer, chunk by chunk, byte for byte as fastrtc encodes it (mu-law at the model's rate)."""
-    done = subprocess.run(
-        [str(fastrtc_python), "-W", "ignore", "-c", STREAM_DRIVER, str(TINY_CONFIG), str(VOICE_24K), TEXT],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    said = json.loads(done.stdout.strip().splitlines()[-1])
+    said = driven(fastrtc_python, STREAM_DRIVER)
     assert said["heard"] and said["heard"][0] >= 8000  # the caller's speech reached the reply, at 8 kHz
     assert said["equal"] and said["bytes"] > 0 and said["media"] > 1

@@ -34,6 +34,7 @@ from server.settings import Settings
 from tests.support.checks import pcm_close
 from tests.support.paths import TINY_CONFIG, TINY_DIR, TOKENIZERS, VOICE_24K
 from tests.support.serving import GUARD, serving, wyoming_serving
+from tests.support.speech_socket import said
 
 TEXT = "Bonjour, a sentence in every language."
 OPTIONS = {"temperature": 0.0, "seed": 1}
@@ -209,20 +210,7 @@ def test_every_front_routes_by_its_own_field(sources) -> None:
             theirs = httpx.post(url + "/v1/audio/speech", json={**speech, "model": "tts-1"}, timeout=GUARD)
             assert theirs.status_code == 200
             ws = url.replace("http", "ws")
-            with connect(ws + "/v1/audio/speech/stream", open_timeout=GUARD) as socket:
-                socket.send(json.dumps({"type": "start", "model": "french", **OPTIONS}))
-                assert json.loads(socket.recv(GUARD))["type"] == "started"
-                socket.send(json.dumps({"type": "text", "text": TEXT}))
-                socket.send(json.dumps({"type": "end"}))
-                audio = b""
-                while True:
-                    frame = socket.recv(GUARD)
-                    if isinstance(frame, bytes):
-                        audio += frame
-                    elif json.loads(frame)["type"] in ("done", "error"):
-                        assert json.loads(frame)["type"] == "done", frame
-                        break
-            assert audio == french
+            assert said(url, {"model": "french", **OPTIONS}, TEXT) == french
             with connect(ws + "/tts/ws", open_timeout=GUARD) as socket:
                 socket.send(json.dumps({"type": "config", "data": {"language": "es"}}))
                 refused = json.loads(socket.recv(GUARD))

@@ -66,6 +66,16 @@ _TIME_END = r"(?!\w|:\d|[.,]\d)"
 _TLDS = "com|org|net|edu|gov|info|io|ai|dev|app|co|uk|eu|de|fr|es|it|nl|pt|be|ch|at"
 
 
+def language_of_tag(tag: str) -> Optional[str]:
+    """The language (one of LANGUAGES) a client's tag names ("fr-FR", "fr", "french"); None for one
+    no language here has."""
+    first = tag.lower().replace("_", "-").split("-")[0]
+    for name, code in LANGUAGE_CODES.items():
+        if first in (code, name):
+            return name
+    return None
+
+
 def same_language(asked: Optional[str], code: str) -> bool:
     """Whether a language a client asks for ("en", "en_US", "en-GB", "English") is the one whose
     code (LANGUAGE_CODES' values: "en", "fr", ...) is `code`."""
