@@ -152,11 +152,9 @@ class ServedModels:
             return self.default_name
         if selector in self.names:
             return selector
-        if normalize.language_of_tag(selector) is not None:
-            try:
-                return self.pick_language(selector)
-            except ServiceError:
-                pass
+        speaking = self._speaking(selector)
+        if speaking is not None:
+            return speaking
         spoken = ", ".join(sorted({self.language_of(name) for name in self.names}))
         served = ", ".join(self.names)
         raise ServiceError(
@@ -167,11 +165,14 @@ class ServedModels:
 
     def pick_language(self, tag: str) -> str:
         """The first served model that speaks the language `tag` names (a ServiceError for none)."""
+        speaking = self._speaking(tag)
+        if speaking is None:
+            raise ServiceError(errors.UNKNOWN_MODEL, f"no model here speaks {tag[:40]!r}", "language")
+        return speaking
+
+    def _speaking(self, tag: str) -> Optional[str]:
         language = normalize.language_of_tag(tag)
-        for name in self.names:
-            if language is not None and self.language_of(name) == language:
-                return name
-        raise ServiceError(errors.UNKNOWN_MODEL, f"no model here speaks {tag[:40]!r}", "language")
+        return next((name for name in self.names if language is not None and self.language_of(name) == language), None)
 
     def language_codes(self) -> List[str]:
         """The languages of the served models, as codes ("en", "fr"), each once, the default's first."""
@@ -216,7 +217,12 @@ class ServedModels:
         return served
 
     def _share_codec(self, name: str, model: TTSModel) -> None:
-        """`model` takes a loaded model's Mimi arrays where its own are the same."""
+        """`model` takes a loaded model's Mimi arrays where its own are the same (an adapter's
+        model shares its base's already)."""
+        with self._lock:
+            holders = [self.default, *self._loaded.values()]
+        if any(served.model.params["mimi"] is model.params["mimi"] for served in holders):
+            return
         digest = codec_digest(model)
         if self.default_name not in self._codecs:  # the default's too, now that a second model is here
             self._codecs[self.default_name] = codec_digest(self.default.model)
