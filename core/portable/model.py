@@ -120,6 +120,7 @@ class TTSModel:
         # The files it was loaded from (set by `from_files`): where `add_parts` reads more parts.
         self.files: Optional[sources.ModelFiles] = None
         self.adapter: Optional[str] = None  # the LoRA adapter kept beside its flow LM, where one is
+        self._unadapted: Optional[Dict[str, Any]] = None  # its flow LM's params without it (shared arrays)
         self.lexicon = lexicons.EMPTY  # its pronunciations (`pronounce`)
         self._loudness: Dict[int, Tuple[Any, float]] = {}  # id of a voice -> (a weak reference to it, its LUFS)
 
@@ -207,18 +208,21 @@ class TTSModel:
         return model.adapted(adapter) if adapter is not None and params.FLOW_LM in parts else model
 
     def adapted(self, adapter: str) -> TTSModel:
-        """This model with the LoRA adapter at `adapter` (a PEFT folder or a .safetensors file),
-        sharing every weight with it: each adapted weight's update is kept apart
-        (network.flow_lm.adapted), so several adapters of one model hold one copy of its weights.
-        Checked now: a key that names no layer, or a pair of another shape, is a WeightsError."""
+        """This model with the LoRA adapter at `adapter` (a PEFT folder or a .safetensors file) in
+        place of any it has, sharing every weight with it: each adapted weight's update is kept
+        apart (network.flow_lm.adapted), so several adapters of one model hold one copy of its
+        weights. Checked now: a key that names no layer, or a pair of another shape, is a
+        WeightsError."""
         self.require(params.FLOW_LM)
         variant = copy.copy(self)
         updates = lora.updates(lora.read(adapter))
+        base = self._unadapted if self._unadapted is not None else self.params["flow_lm"]
         try:
-            variant.params = dict(self.params, flow_lm=flow_lm.adapted(self.params["flow_lm"], updates))
+            variant.params = dict(self.params, flow_lm=flow_lm.adapted(base, updates))
         except WeightsError as e:
             raise WeightsError(f"{adapter}: {e}") from None
         variant.adapter = adapter
+        variant._unadapted = base
         variant._time_terms = {}  # the head's time conditioning, of weights an adapter may change
         variant._loudness = {}  # a voice's level, which its adapter may change
         return variant

@@ -396,3 +396,13 @@ def test_a_server_serves_several_adapters_of_its_model_chosen_per_request(adapte
     assert "\n" not in str(caught.value)
     with pytest.raises(ValueError, match="NAME=PATH"):
         Settings(model=str(TINY_CONFIG), also_adapters=("=x",)).check()
+
+
+def test_an_adapter_replaces_the_one_a_model_has(adapter, tmp_path) -> None:
+    """adapted() on an adapted model adapts its base: the server's --also-adapter fine-tunes of an
+    --adapter model are each the base's with theirs, never two stacked."""
+    other = str(_write_peft(tmp_path / "other", _pairs(seed=1)))
+    base = TTSModel.load(str(TINY_CONFIG))
+    twice = TTSModel.load(str(TINY_CONFIG), adapter=str(adapter)).adapted(other)
+    assert twice.adapter == other
+    assert np.array_equal(twice.generate(TEXT, VOICE, **FORCED), base.adapted(other).generate(TEXT, VOICE, **FORCED))
