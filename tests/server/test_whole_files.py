@@ -160,6 +160,7 @@ class Saying:
 
     def __init__(self, chunks: list, sample_rate: int):
         self.sample_rate = sample_rate
+        self.loudness = None  # the model's own level
         self._chunks = collections.deque(chunks)
 
     async def audio(self):
