@@ -22,8 +22,6 @@ from __future__ import annotations
 
 __version__ = "0.1.0"  # the package's (pyproject.toml reads it here)
 
-from typing import Optional, Sequence
-
 from . import host
 from .portable import model as portable_model
 from .portable.errors import (
@@ -47,14 +45,8 @@ class TTSModel(portable_model.TTSModel):
     another (Runtime(): NumPy on the caller's thread, no downloads)."""
 
     @classmethod
-    def load(
-        cls,
-        source: str,
-        parts: Optional[Sequence[str]] = None,
-        runtime: Optional[Runtime] = None,
-        adapter: Optional[str] = None,
-    ) -> TTSModel:
-        return super().load(source, parts, runtime or host.runtime(), adapter)
+    def default_runtime(cls) -> Runtime:
+        return host.runtime()
 
 
 def backend() -> str:

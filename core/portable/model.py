@@ -154,6 +154,12 @@ class TTSModel:
         return self.config.mimi.frame_size
 
     @classmethod
+    def default_runtime(cls) -> Runtime:
+        """What runs a model loaded without a runtime: the portable defaults (core.TTSModel, the
+        CPython host's, gives that host's)."""
+        return Runtime()
+
+    @classmethod
     def load(
         cls,
         source: str,
@@ -165,11 +171,11 @@ class TTSModel:
         config file (.yaml or .json; local or hf:// paths), or a bundle folder (`core.cli export`).
 
         `parts` (of params.PARTS) loads only those parts, each tensor read into memory of its own;
-        by default the whole weights file is memory-mapped. `runtime`: what runs it (Runtime; the
-        portable defaults where none is given: core.TTSModel.load gives CPython's). `adapter`: a
-        LoRA adapter (a PEFT folder or a .safetensors file) merged into its weights (weights.adapter).
+        by default the whole weights file is memory-mapped. `runtime`: what runs it (Runtime; where
+        none is given, `default_runtime`'s). `adapter`: a LoRA adapter (a PEFT folder or a
+        .safetensors file) kept beside its weights (`adapted`).
         """
-        runtime = runtime or Runtime()
+        runtime = runtime or cls.default_runtime()
         files = sources.resolve(os.fspath(source), runtime.fetch)
         return cls.from_files(files, parts=parts, runtime=runtime, adapter=adapter)
 
