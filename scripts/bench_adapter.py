@@ -26,6 +26,7 @@ import numpy as np
 from e2e import measured
 from scripts.bench import TEXTS
 from scripts.bundles import OUT, REFERENCE, int8_bundle
+from server.served_models import held_bytes
 
 RANK, ALPHA = 8, 16.0
 LINEARS = ("transformer.layers.", "flow_net.", "input_linear", "out_eos")
@@ -33,7 +34,7 @@ LINEARS = ("transformer.layers.", "flow_net.", "input_linear", "out_eos")
 
 def make_adapter(model: str) -> Path:
     """build/bench/MODEL-lora: a PEFT adapter on every Linear of the flow LM (made once)."""
-    from core.files import save_tensors
+    from core.files import save_tensors, write_atomically
     from core.portable.weights import safetensors_file
 
     folder = OUT / f"{model}-lora"
@@ -54,7 +55,7 @@ def make_adapter(model: str) -> Path:
         pairs[f"base_model.model.{module}.lora_B.weight"] = (0.02 * rng.standard_normal((out, RANK))).astype(np.float32)
     save_tensors(str(folder / "adapter_model.safetensors"), pairs)
     config = {"peft_type": "LORA", "r": RANK, "lora_alpha": ALPHA, "target_modules": "all-linear"}
-    (folder / "adapter_config.json").write_text(json.dumps(config))
+    write_atomically(str(folder / "adapter_config.json"), json.dumps(config).encode())
     print(f"  made {folder}: {len(pairs) // 2} modules", file=sys.stderr)
     return folder
 
@@ -76,30 +77,6 @@ def loaders(source: str, adapter: str) -> Dict[str, Callable[[], object]]:
         "merged": merged,
         "kept apart": lambda: TTSModel.load(source, adapter=adapter),
     }
-
-
-def held_mb(model) -> float:
-    """MB of the arrays the model's params hold (memory-mapped ones too), each once."""
-    from core.portable.network.quantize import Int8Matrix, LowRank
-
-    seen: Dict[int, int] = {}
-
-    def walk(node) -> None:
-        if isinstance(node, dict):
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, (list, tuple)):
-            for value in node:
-                walk(value)
-        elif isinstance(node, LowRank):
-            walk([node.base, node.down, node.up])
-        elif isinstance(node, Int8Matrix):
-            walk([node.values, node.scales])
-        elif isinstance(node, np.ndarray):
-            seen[id(node)] = node.nbytes
-
-    walk(model.params)
-    return sum(seen.values()) / 1e6
 
 
 def measure(source: str, adapter: str, voice: str, text: str, repeats: int) -> Dict[str, Dict[str, List[float]]]:
@@ -125,7 +102,7 @@ def measure(source: str, adapter: str, voice: str, text: str, repeats: int) -> D
             results[name]["load"].append(loaded)
             results[name]["first"].append(loaded + first)
             results[name]["rtf"].append(whole / (pcm.shape[0] / model.sample_rate))
-            results[name]["held"] = [held_mb(model)]
+            results[name]["held"] = [held_bytes([model]) / 1e6]
             audio[name] = pcm
         print(f"  round {round_ + 1}/{repeats}", file=sys.stderr)
     merged, apart = audio["merged"], audio["kept apart"]

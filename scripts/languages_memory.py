@@ -22,6 +22,7 @@ from typing import List
 
 import httpx
 
+from core.files import write_atomically
 from e2e import measured
 from e2e.harness import free_port
 from scripts.bundles import OUT, REFERENCE
@@ -41,7 +42,7 @@ def models() -> List[str]:
             if not target.exists():
                 target.symlink_to((REFERENCE / "english" / name).resolve())
         config = (REFERENCE / "english" / "config.yaml").read_text()  # its relative paths made absolute
-        (folder / "config.yaml").write_text(re.sub(r"(tokenizer_path: )(\S+)", _absolute, config))
+        write_atomically(str(folder / "config.yaml"), re.sub(r"(tokenizer_path: )(\S+)", _absolute, config).encode())
         paths.append(str(folder / "config.yaml"))
     return paths
 
