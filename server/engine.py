@@ -147,11 +147,11 @@ class ServerEngine:
         default), refused as `kind` where none does."""
         if not language:
             return None
-        try:
-            return self.models.pick_language(language)
-        except ServiceError:
+        speaking = self.models.speaking(language)
+        if speaking is None:
             spoken = ", ".join(self.models.language_codes())
-            raise ServiceError(kind, f"language {language[:40]!r}: this server speaks {spoken}", "language") from None
+            raise ServiceError(kind, f"language {language[:40]!r}: this server speaks {spoken}", "language")
+        return speaking
 
     def admit(self, caller: Caller = KEY_HOLDER) -> Slot:
         return self.generations.admit(caller)

@@ -152,7 +152,7 @@ class ServedModels:
             return self.default_name
         if selector in self.names:
             return selector
-        speaking = self._speaking(selector)
+        speaking = self.speaking(selector)
         if speaking is not None:
             return speaking
         spoken = ", ".join(sorted({self.language_of(name) for name in self.names}))
@@ -163,14 +163,9 @@ class ServedModels:
             "model",
         )
 
-    def pick_language(self, tag: str) -> str:
-        """The first served model that speaks the language `tag` names (a ServiceError for none)."""
-        speaking = self._speaking(tag)
-        if speaking is None:
-            raise ServiceError(errors.UNKNOWN_MODEL, f"no model here speaks {tag[:40]!r}", "language")
-        return speaking
-
-    def _speaking(self, tag: str) -> Optional[str]:
+    def speaking(self, tag: str) -> Optional[str]:
+        """The first served model that speaks the language `tag` names ("fr", "fr-FR", "french"),
+        None for none."""
         language = normalize.language_of_tag(tag)
         return next((name for name in self.names if language is not None and self.language_of(name) == language), None)
 

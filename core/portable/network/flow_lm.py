@@ -9,6 +9,7 @@ output is the latent; pointwise: the noise plus the head's output). At temperatu
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -79,7 +80,7 @@ def adapted(p: Dict[str, Any], updates: Mapping[str, Tuple[np.ndarray, np.ndarra
         if found is not None:
             modulation.append((found.group("block"), key, down, up))
         else:
-            out = _replaced(out, key.split("."), key, lambda weight, d=down, u=up, k=key: _low_rank(k, weight, d, u))
+            out = _replaced(out, key.split("."), key, functools.partial(_low_rank, key, down=down, up=up))
     if modulation:
         net = out["flow_net"]
         stacked = net["modulation"]["weight"]  # [3F per block + 2F, F]
