@@ -24,11 +24,6 @@ OPTIONS = {"temperature": 0.7, "seed": 5}
 
 
 @pytest.fixture(scope="module")
-def model():
-    return TTSModel.load(str(TINY_CONFIG))
-
-
-@pytest.fixture(scope="module")
 def voice(model):
     return model.voice_state(str(VOICE_24K))
 

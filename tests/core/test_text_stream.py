@@ -8,23 +8,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core import LimitError, PocketTTSError, TTSModel
+from core import LimitError, PocketTTSError
 from core.portable.model import one_thread
 from core.portable.synthesis import planning
 from core.portable.synthesis.generation import alone
 from core.portable.synthesis.options import GenerationOptions
 from core.portable.text.prepare import split_into_chunks
-from tests.support.paths import TINY_CONFIG, VOICE_24K
+from tests.support.paths import VOICE_24K
 
 # Sentences of 9 to 12 tokens with max_tokens 12: no two fit in one chunk, so the whole text's
 # chunks are its sentences, which is what the segmenter gives out as the pieces arrive.
 TEXT = "The first sentence has a few words. Then a second one follows it. And the third ends here."
 OPTIONS = {"temperature": 0.7, "seed": 11, "max_tokens": 12, "eos_threshold": 1e9, "normalize": False}
-
-
-@pytest.fixture(scope="module")
-def model():
-    return TTSModel.load(str(TINY_CONFIG))
 
 
 @pytest.fixture(scope="module")
