@@ -267,3 +267,40 @@ def test_a_model_that_cannot_load_is_one_line_and_the_others_still_speak(sources
         assert engine.active == 0
     finally:
         engine.close()
+
+
+def test_hostile_picks_leave_no_slot_connection_or_model_behind(sources) -> None:
+    """A WebSocket start naming no served model, or too many pronunciations, is refused and closed;
+    eight requests at once for models the budget cannot hold together all speak; afterwards no
+    slot or connection is held, and the budget holds."""
+    engine = engine_of(sources)
+    pairs = [held_bytes([engine.model, engine.models.get(language).model]) for language in ("fr", "de")]
+    engine.close()
+    engine = engine_of(sources, memory_budget=max(pairs) + 1)
+    try:
+        with serving(engine) as url:
+            ws = url.replace("http", "ws") + "/v1/audio/speech/stream"
+            for start, code in (
+                ({"model": "klingon"}, "unknown_model"),
+                ({"pronunciations": {f"w{n}": "x" for n in range(1001)}}, "invalid_value"),
+            ):
+                with connect(ws, open_timeout=GUARD) as socket:
+                    socket.send(json.dumps({"type": "start", **start}))
+                    refused = json.loads(socket.recv(GUARD))
+                    assert refused["type"] == "error" and refused["error"]["code"] == code, refused
+            answers: List[int] = []
+
+            def ask(model: str) -> None:
+                body = {"text": "Hi.", "model": model, **OPTIONS}
+                answers.append(httpx.post(url + "/generate", json=body, timeout=GUARD).status_code)
+
+            threads = [threading.Thread(target=ask, args=(m,)) for m in ("fr", "de") * 4]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(GUARD)
+            assert len(answers) == 8 and set(answers) <= {200, 503} and 200 in answers  # busy past 4 slots, no fault
+        assert engine.active == 0 and engine.connections.open == 0
+        assert engine.models.held_bytes() <= max(pairs) + 1
+    finally:
+        engine.close()
