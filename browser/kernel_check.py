@@ -77,6 +77,14 @@ def run(backend: CompiledKernels, seed: int = 7) -> Dict[str, Any]:
     matrix = Int8Matrix(rng.integers(-127, 128, (3, 64), dtype=np.int8), np.ones((3, 1), np.float32))
     want, magnitude, slack = int8_product(x, matrix, None)
     compare("linear_i8 of zero rows", backend.linear(x, matrix, None), want, magnitude, 4, slack)
+    # Sums past int32's range, where a set adds 16-bit products (AVX2's blocks add int32 runs of 512
+    # columns, then doubles): rows of one sign, each value at the top of its range, against rows of
+    # 127s and -128s, 1200 columns in one group; 9 rows, a block and one alone.
+    x = np.ones((9, 1200), np.float32) * np.arange(1, 10, dtype=np.float32)[:, None]
+    values = np.repeat(np.array([[127], [-128], [127], [-128], [127]], np.int8), 1200, axis=1)
+    matrix = Int8Matrix(values, np.ones((5, 1), np.float32))
+    want, magnitude, slack = int8_product(x, matrix, None)
+    compare("linear_i8 past int32", backend.linear(x, matrix, None), want, magnitude, 1200, slack)
     stored = quantize({"w": randn(600, 128)})
     matrix = Int8Matrix(stored["w"], stored["w.int8_scale"])
     x = randn(3, 128)

@@ -34,6 +34,7 @@
 // Vectors of LANES floats, loaded and stored at any 4-byte alignment.
 typedef float vf __attribute__((vector_size(LANES * 4), aligned(4), may_alias));
 typedef int32_t vi __attribute__((vector_size(LANES * 4), aligned(4), may_alias));
+typedef double vd __attribute__((vector_size(LANES * 8)));
 
 #define LOAD(p) (*(const vf *)(p))
 #define STORE(p, v) (*(vf *)(p) = (v))
@@ -201,10 +202,15 @@ void pk_linear_f32(const float *X, const float *W, const float *bias, float *Y, 
 //   u[k] = clamp(r + zero, 0, 127), f[k] = rint((v - r) * 126) + 63 (0..126),
 // so x[k] ~ scale * (u[k] - zero + (f[k] - 63) / 126), within scale / 252. (125 levels and the
 // zero point's + 1 keep r + zero inside 0..127 whatever the rounding at the ends.) Then
-//   Y[m, n] = scale * sum over g of S[n, g] * ((U - zero * sums) + (F - 63 * sums) / 126) + bias[n],
+//   Y[m, n] = scale / 126 * sum over g of S[n, g] * V[g] + bias[n], where
+//   V[g] = 126 (U - zero * sums) + (F - 63 * sums) = sum over the group of Q[n, k] a[k],
+//   a[k] = 126 (u[k] - zero) + f[k] - 63 (|a| <= 16065: an int16),
 // with U = u . Q[n, group g], F = f . Q[n, group g] and sums[n, g] the group's sum of Q (pk_i8_sums).
 // U and F are exact int32 sums: 0..127 times -128..127 never overflows the 16-bit pairwise sums
-// that the relaxed dot product and x86's pmaddubsw make, so only the float32 scaling rounds.
+// that the relaxed dot product and x86's pmaddubsw make. V is exact as a double and rounded to
+// float32 once (i8_value), so that every way of making it gives the same float: the two parts'
+// sums, or AVX2's 16-bit blocks, which multiply a itself (one pmaddwd where the parts took four
+// instructions). Only the float32 scaling after it rounds.
 // One relaxed dot product per 16 weights and part, where widening int8 to float took 10 operations.
 
 #if defined(__wasm__)
@@ -275,6 +281,12 @@ static inline int32x4_t i8_dot_neon(int32x4_t acc, int32x4_t a, int32x4_t w) {
 #endif
 #define I8_SUM(acc) vaddvq_s32(acc)
 #endif
+// A group's V (above) from its two parts' sums, rounded once: every term is exact as a double
+// (|V| < 2^53 for any K that fits an int).
+static inline float i8_value(int whole, int parts, int zero, int sum) {
+  return (float)(126.0 * ((double)whole - (double)zero * sum) + ((double)parts - 63.0 * sum));
+}
+
 // Natively with a vector instruction set: a chunk loaded (I8_LOAD), and the products of a loaded
 // chunk of a part with loaded weights added to an accumulator (I8_DOTW), of which the chunk-at-a-time
 // forms above are made.
@@ -383,7 +395,6 @@ static inline __attribute__((always_inline)) void linear_i8_rows(const uint8_t *
   int groups = K / G;
   const uint8_t *u0 = U, *u1 = U + K, *u2 = U + 2 * K, *u3 = U + 3 * K;
   const uint8_t *f0 = F, *f1 = F + K, *f2 = F + 2 * K, *f3 = F + 3 * K;
-  const float fine = 1.0f / 126.0f;
   for (int n = 0; n < N; n++) {
     const int8_t *q = Q + (long)n * K;
     const float *s = S + (long)n * groups;
@@ -411,11 +422,10 @@ static inline __attribute__((always_inline)) void linear_i8_rows(const uint8_t *
         if (R > 2) c2 += u2[k] * q[k], d2 += f2[k] * q[k];
         if (R > 3) c3 += u3[k] * q[k], d3 += f3[k] * q[k];
       }
-      int middle = 63 * sum[g];
-      t0 += s[g] * ((float)(c0 - z0 * sum[g]) + (float)(d0 - middle) * fine);
-      if (R > 1) t1 += s[g] * ((float)(c1 - z1 * sum[g]) + (float)(d1 - middle) * fine);
-      if (R > 2) t2 += s[g] * ((float)(c2 - z2 * sum[g]) + (float)(d2 - middle) * fine);
-      if (R > 3) t3 += s[g] * ((float)(c3 - z3 * sum[g]) + (float)(d3 - middle) * fine);
+      t0 += s[g] * i8_value(c0, d0, z0, sum[g]);
+      if (R > 1) t1 += s[g] * i8_value(c1, d1, z1, sum[g]);
+      if (R > 2) t2 += s[g] * i8_value(c2, d2, z2, sum[g]);
+      if (R > 3) t3 += s[g] * i8_value(c3, d3, z3, sum[g]);
     }
     Y[n] = x0 * t0;
     if (R > 1) Y[ldy + n] = x1 * t1;
@@ -434,7 +444,6 @@ static inline __attribute__((always_inline)) void linear_i8_rows(const uint8_t *
 static void linear_i8_vector(const uint8_t *u, const uint8_t *f, const int8_t *Q, const float *S, const int32_t *sums,
                              float *Y, int N, int K, int G, float x0, int z0) {
   int groups = K / G;
-  const float fine = 1.0f / 126.0f;
   int n = 0;
   for (; n + 4 <= N; n += 4) {
     const int8_t *q0 = Q + (long)n * K, *q1 = q0 + K, *q2 = q1 + K, *q3 = q2 + K;
@@ -464,10 +473,10 @@ static void linear_i8_vector(const uint8_t *u, const uint8_t *f, const int8_t *Q
         c2 += u[k] * q2[k], d2 += f[k] * q2[k];
         c3 += u[k] * q3[k], d3 += f[k] * q3[k];
       }
-      t0 += s0[g] * ((float)(c0 - z0 * m0[g]) + (float)(d0 - 63 * m0[g]) * fine);
-      t1 += s1[g] * ((float)(c1 - z0 * m1[g]) + (float)(d1 - 63 * m1[g]) * fine);
-      t2 += s2[g] * ((float)(c2 - z0 * m2[g]) + (float)(d2 - 63 * m2[g]) * fine);
-      t3 += s3[g] * ((float)(c3 - z0 * m3[g]) + (float)(d3 - 63 * m3[g]) * fine);
+      t0 += s0[g] * i8_value(c0, d0, z0, m0[g]);
+      t1 += s1[g] * i8_value(c1, d1, z0, m1[g]);
+      t2 += s2[g] * i8_value(c2, d2, z0, m2[g]);
+      t3 += s3[g] * i8_value(c3, d3, z0, m3[g]);
     }
     Y[n] = x0 * t0;
     Y[n + 1] = x0 * t1;
@@ -481,7 +490,167 @@ static void linear_i8_vector(const uint8_t *u, const uint8_t *f, const int8_t *Q
 #define I8_VECTOR 1
 #endif
 
-#if defined(__AVX512VNNI__) || defined(__AVX2__)
+#if defined(__AVX2__) && !defined(__AVXVNNI__) && !defined(__AVX512VNNI__) && !defined(__wasm__)
+// AVX2 without a byte dot product into int32: blocks of 8 rows of X packed as their int16 values a
+// (above: one part, where the byte products need two), against I8_TILE rows of Q widened to int16,
+// one pmaddwd and an add per 2 columns, a row of the block per lane: where the two parts took
+// pmaddubsw, pmaddwd and an add per 4 columns and part (twice the multiplies). The sums are V
+// itself, exact (int32 for I8_RUN columns at a time, then doubles), so each row's result is still
+// linear_i8_rows's: the same V, then the same float32 operations. The tile (I8_TILE rows of Q
+// widened, in the scratch) passes every block before the next is widened. One thread, this Zen 4
+// held to AVX2, best of 40: 40 rows by 4096x1024 2.4 ms where the two parts took 3.1 (AVX-512
+// VNNI's blocks: 2.5), by 1024x4096 2.6 against 3.3; the decoder's 16 rows by 2048x512 0.30
+// against 0.35.
+#define I8_WIDE 1
+#define I8_BLOCK 8
+#define I8_TILE 8
+#define I8_BLOCK_FROM 6
+// Columns whose int32 sums cannot overflow: a pmaddwd lane is at most 2 x 128 x 16065, and 256 of
+// them stay under 2^31.
+#define I8_RUN 512
+
+// 8 vectors of 8 int32 each (a row's 8 pairs of int16 values), stored as 8 vectors of 8 pairs, a
+// row each, pair j of the rows at out + 16 j: an 8 x 8 transpose of int32.
+static inline void store_pairs(const __m256i *r, int16_t *out) {
+  __m256i h[8], v[8];
+  for (int c = 0; c < 8; c += 2) {
+    h[c] = _mm256_unpacklo_epi32(r[c], r[c + 1]);
+    h[c + 1] = _mm256_unpackhi_epi32(r[c], r[c + 1]);
+  }
+  for (int c = 0; c < 8; c += 4)
+    for (int j = 0; j < 2; j++) {
+      v[c + j] = _mm256_unpacklo_epi64(h[c + j], h[c + j + 2]);
+      v[c + j + 2] = _mm256_unpackhi_epi64(h[c + j], h[c + j + 2]);
+    }
+  // v[0] holds pairs 0 and 4 of rows 0-3 and v[4] of rows 4-7; v[2] pairs 1 and 5, v[1] 2 and 6,
+  // v[3] 3 and 7.
+  for (int j = 0; j < 4; j++) {
+    int at = j == 1 ? 2 : j == 2 ? 1 : j;
+    __m256i lo = v[at], hi = v[at + 4];
+    _mm256_storeu_si256((__m256i *)(out + 16 * j), _mm256_permute2x128_si256(lo, hi, 0x20));
+    _mm256_storeu_si256((__m256i *)(out + 16 * (j + 4)), _mm256_permute2x128_si256(lo, hi, 0x31));
+  }
+}
+
+// R (<= I8_BLOCK) rows (parts U and F, row stride K; zero points zs) packed as their values a,
+// zeros after them: P[k / 2][r][k % 2] = a[r][k]. 16 columns at a time, then one by one.
+static void pack_wide(const uint8_t *U, const uint8_t *F, const uint8_t *zs, int R, int K, int16_t *P) {
+  int k = 0;
+  for (; k + 16 <= K; k += 16) {
+    __m256i a[8];
+    for (int r = 0; r < I8_BLOCK; r++) {
+      if (r >= R) {
+        a[r] = _mm256_setzero_si256();
+        continue;
+      }
+      __m256i u = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(U + (long)r * K + k)));
+      __m256i f = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(F + (long)r * K + k)));
+      __m256i whole = _mm256_mullo_epi16(_mm256_sub_epi16(u, _mm256_set1_epi16(zs[r])), _mm256_set1_epi16(126));
+      a[r] = _mm256_add_epi16(whole, _mm256_sub_epi16(f, _mm256_set1_epi16(63)));
+    }
+    store_pairs(a, P + (long)k * I8_BLOCK);
+  }
+  for (; k < K; k++)
+    for (int r = 0; r < I8_BLOCK; r++) {
+      long at = (long)r * K + k;
+      P[(long)(k - k % 2) * I8_BLOCK + 2 * r + k % 2] = r < R ? (int16_t)(126 * (U[at] - zs[r]) + F[at] - 63) : 0;
+    }
+}
+
+// C (<= I8_TILE) rows of Q (row stride K) widened to int16 and packed as the blocks are, a row of Q
+// per pair of values: W[k / 2][c][k % 2] = Q[c][k] (each 2 columns' weights in one 32-byte line:
+// rows of Q apart by K bytes each, 4 KB at english's largest, met in the same L1 cache set and
+// took turns evicting each other, 1.4x slower). 16 columns of a whole tile at a time.
+static void widen_tile(const int8_t *Q, int C, int K, int16_t *W) {
+  int k = 0;
+  if (C == I8_TILE)
+    for (; k + 16 <= K; k += 16) {
+      __m256i r[8];
+      for (int c = 0; c < 8; c++) r[c] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(Q + (long)c * K + k)));
+      store_pairs(r, W + (long)k * I8_TILE);
+    }
+  for (; k < K; k++)
+    for (int c = 0; c < C; c++) W[(long)(k - k % 2) * I8_TILE + 2 * c + k % 2] = Q[(long)c * K + k];
+}
+
+// The int32 sums of columns [k, end) (at most I8_RUN) of a packed block against C (I8_TILE or 1)
+// rows of a widened tile (from W's row 0): sums[c], a row of the block per lane. Nothing else is
+// live. (Two blocks by half a tile, 6 loads for 8 pmaddwd where this takes 9: no faster.)
+static inline __attribute__((always_inline)) void wide_sums(const int16_t *P, const int16_t *W, int C, int k, int end,
+                                                            __m256i *sums) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  const int16_t *w = W + (long)k * I8_TILE, *p = P + (long)k * I8_BLOCK;
+#define I8_WIDE_DOT(c, a)                                                  \
+  do {                                                                     \
+    int32_t w2_;                                                           \
+    __builtin_memcpy(&w2_, w + i * I8_TILE + 2 * (c), 4);                  \
+    a = _mm256_add_epi32(a, _mm256_madd_epi16(x, _mm256_set1_epi32(w2_))); \
+  } while (0)
+#pragma GCC unroll 2
+  for (long i = 0; i < end - k; i += 2) {
+    __m256i x = _mm256_loadu_si256((const __m256i *)(p + i * I8_BLOCK));
+    I8_WIDE_DOT(0, a0);
+    if (C > 1) I8_WIDE_DOT(1, a1);
+    if (C > 2) I8_WIDE_DOT(2, a2);
+    if (C > 3) I8_WIDE_DOT(3, a3);
+    if (C > 4) I8_WIDE_DOT(4, a4);
+    if (C > 5) I8_WIDE_DOT(5, a5);
+    if (C > 6) I8_WIDE_DOT(6, a6);
+    if (C > 7) I8_WIDE_DOT(7, a7);
+  }
+#undef I8_WIDE_DOT
+  sums[0] = a0;
+  if (C > 1) sums[1] = a1;
+  if (C > 2) sums[2] = a2;
+  if (C > 3) sums[3] = a3;
+  if (C > 4) sums[4] = a4;
+  if (C > 5) sums[5] = a5;
+  if (C > 6) sums[6] = a6;
+  if (C > 7) sums[7] = a7;
+}
+
+static __attribute__((noinline)) void wide_sums_tile(const int16_t *P, const int16_t *W, int k, int end,
+                                                     __m256i *sums) {
+  wide_sums(P, W, I8_TILE, k, end, sums);
+}
+
+// R packed rows (blocks of I8_BLOCK, the last one partial; scales xs of the rows) against N rows of
+// Q, into Y (row stride ldy). W: room for I8_TILE rows of Q widened.
+static void linear_wide(const int16_t *P, int R, const int8_t *Q, const float *S, float *Y, int N, int ldy, int K,
+                        int G, const float *xs, int16_t *W) {
+  int groups = K / G;
+  for (int n = 0; n < N; n += I8_TILE) {
+    int C = N - n < I8_TILE ? N - n : I8_TILE;
+    widen_tile(Q + (long)n * K, C, K, W);
+    for (int m = 0; m < R; m += I8_BLOCK) {
+      const int16_t *p = P + (long)m * K;
+      int rows = R - m < I8_BLOCK ? R - m : I8_BLOCK;
+      vf t[I8_TILE];
+      for (int c = 0; c < C; c++) t[c] = splat(0);
+      for (int g = 0; g < groups; g++) {
+        vd v[I8_TILE];
+        for (int c = 0; c < C; c++) v[c] = (vd){0};
+        for (int k = g * G, end = k + G; k < end; k += I8_RUN) {
+          int stop = end - k < I8_RUN ? end : k + I8_RUN;
+          __m256i dots[I8_TILE];
+          if (C == I8_TILE)
+            wide_sums_tile(p, W, k, stop, dots);
+          else
+            for (int c = 0; c < C; c++) wide_sums(p, W + 2 * c, 1, k, stop, dots + c);
+          for (int c = 0; c < C; c++) v[c] += __builtin_convertvector((vi)dots[c], vd);
+        }
+        for (int c = 0; c < C; c++) t[c] += S[(long)(n + c) * groups + g] * __builtin_convertvector(v[c], vf);
+      }
+      vf scales = splat(0);
+      for (int r = 0; r < rows; r++) scales[r] = xs[m + r];
+      for (int c = 0; c < C; c++) {
+        vf y = scales * t[c];
+        for (int r = 0; r < rows; r++) Y[(long)(m + r) * ldy + n + c] = y[r];
+      }
+    }
+  }
+}
+#elif defined(__AVX512VNNI__) || defined(__AVX2__)
 // Blocks of I8_BLOCK rows of X (a text prompt's) against I8_TILE rows of Q at a time, with no sum
 // across a vector's lanes: the block's parts are packed so that a vector holds 4 consecutive
 // columns of each of its rows (an int32 lane per row, vpdpbusd's layout), and each 4 values of a
@@ -577,7 +746,6 @@ static inline __attribute__((always_inline)) void linear_i8_tile(const uint8_t *
                                                                  const float *S, const int32_t *sums, float *Y, int C,
                                                                  int R, int ldy, int K, int G, vf xs, vi zs) {
   int groups = K / G;
-  const float fine = 1.0f / 126.0f;
   vf t[I8_TILE];
   iacc dots[2 * I8_TILE];
   for (int c = 0; c < C; c++) t[c] = splat(0);
@@ -587,9 +755,10 @@ static inline __attribute__((always_inline)) void linear_i8_tile(const uint8_t *
     else
       i8_block_sums(PU, PF, Q, 1, K, g * G, (g + 1) * G, dots);
     for (int c = 0; c < C; c++) {
-      int sum = sums[(long)c * groups + g];
-      vi whole = (vi)dots[2 * c] - zs * sum, parts = (vi)dots[2 * c + 1] - 63 * sum;
-      t[c] += S[(long)c * groups + g] * (__builtin_convertvector(whole, vf) + __builtin_convertvector(parts, vf) * fine);
+      double sum = sums[(long)c * groups + g];
+      vd whole = __builtin_convertvector((vi)dots[2 * c], vd), parts = __builtin_convertvector((vi)dots[2 * c + 1], vd);
+      vd value = 126.0 * (whole - __builtin_convertvector(zs, vd) * sum) + (parts - 63.0 * sum);  // i8_value's, a row per lane
+      t[c] += S[(long)c * groups + g] * __builtin_convertvector(value, vf);
     }
   }
   for (int c = 0; c < C; c++) {
@@ -626,6 +795,7 @@ static void linear_i8_block(const uint8_t *PU, const uint8_t *PF, const int8_t *
 #define I8_BLOCK 8
 #define I8_TILE 4
 #define I8_BLOCK_FROM 6  // as AVX2's blocks of 8 (kernels.py's I8_BLOCKS sizes the scratch for both)
+typedef double vd4 __attribute__((vector_size(32)));
 
 // R (<= I8_BLOCK) rows of a part (row stride K, K % 4 == 0) packed, zeros after them. Where K % 8
 // is 4, the last 4 columns are a half chunk after the whole ones, P[K / 8][r][0..4): the block
@@ -713,7 +883,6 @@ static __attribute__((noinline)) void i8mm_sums(const uint8_t *PU, const uint8_t
 static void linear_i8_block(const uint8_t *PU, const uint8_t *PF, const int8_t *Q, const float *S, const int32_t *sums,
                             float *Y, int R, int N, int ldy, int K, int G, const float *xs, const uint8_t *zs) {
   int groups = K / G;
-  const float fine = 1.0f / 126.0f;
   int32x4_t zero_points[I8_BLOCK / 2];  // lanes: the pair's first row twice, then its second twice
   for (int p = 0; p < I8_BLOCK / 2; p++) {
     int z0 = 2 * p < R ? zs[2 * p] : 0, z1 = 2 * p + 1 < R ? zs[2 * p + 1] : 0;
@@ -734,11 +903,12 @@ static void linear_i8_block(const uint8_t *PU, const uint8_t *PF, const int8_t *
       for (int j = 0; j < 2; j++) {
         int32_t s0 = sums[(long)rows[2 * j] * groups + g], s1 = sums[(long)rows[2 * j + 1] * groups + g];
         float w0 = S[(long)rows[2 * j] * groups + g], w1 = S[(long)rows[2 * j + 1] * groups + g];
-        int32x4_t sum = {s0, s1, s0, s1};
+        vd4 sum = {s0, s1, s0, s1};
         float32x4_t scale = {w0, w1, w0, w1};
         for (int p = 0; p < I8_BLOCK / 2; p++) {
-          int32x4_t whole = a[4 * p + 2 * j] - zero_points[p] * sum, parts = a[4 * p + 2 * j + 1] - 63 * sum;
-          t[2 * p + j] += scale * (vcvtq_f32_s32(whole) + vcvtq_f32_s32(parts) * fine);
+          vd4 whole = __builtin_convertvector(a[4 * p + 2 * j], vd4), parts = __builtin_convertvector(a[4 * p + 2 * j + 1], vd4);
+          vd4 value = 126.0 * (whole - __builtin_convertvector(zero_points[p], vd4) * sum) + (parts - 63.0 * sum);
+          t[2 * p + j] += scale * __builtin_convertvector(value, float32x4_t);  // i8_value's, a pair of rows per lane
         }
       }
     }
@@ -758,7 +928,7 @@ static void linear_i8_block(const uint8_t *PU, const uint8_t *PF, const int8_t *
 #define I8_PANEL_BYTES (128 * 1024)
 
 // scratch: uint8 [i8_scratch(M, K)], the caller's: every row's part u, then every row's part f,
-// their zero points, then (4-byte aligned) their float32 scales.
+// their zero points, then (4-byte aligned) their float32 scales, divided by 126 (V's unit, above).
 EXPORT(pk_linear_i8)
 void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const int32_t *sums, const float *bias, float *Y,
                   int M, int N, int K, int G, uint8_t *scratch) {
@@ -766,7 +936,8 @@ void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const int32_t
   long parts = (long)M * K;
   uint8_t *U = scratch, *F = scratch + parts, *zeros = scratch + 2 * parts;
   float *scales = (float *)(scratch + ((2 * parts + M + 3) & ~3L));
-  for (int m = 0; m < M; m++) scales[m] = quantize_row(X + (long)m * K, U + (long)m * K, F + (long)m * K, zeros + m, K);
+  for (int m = 0; m < M; m++)
+    scales[m] = quantize_row(X + (long)m * K, U + (long)m * K, F + (long)m * K, zeros + m, K) / 126.0f;
   int groups = K / G, panel = I8_PANEL_BYTES / K;
   panel = panel < 4 ? 4 : panel - panel % 4;
 #if defined(I8_BLOCK)
@@ -783,8 +954,12 @@ void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const int32_t
   for (int m = 0; m < blocked; m += I8_BLOCK) {
     uint8_t *p = packed + 2 * (m / I8_BLOCK) * block_bytes;
     int rows = blocked - m < I8_BLOCK ? blocked - m : I8_BLOCK;
+#if defined(I8_WIDE)
+    pack_wide(U + (long)m * K, F + (long)m * K, zeros + m, rows, K, (int16_t *)p);
+#else
     pack_block(U + (long)m * K, rows, K, p);
     pack_block(F + (long)m * K, rows, K, p + block_bytes);
+#endif
   }
 #endif
   for (int n = 0; n < N; n += panel) {
@@ -793,7 +968,12 @@ void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const int32_t
     const float *s = S + (long)n * groups;
     const int32_t *sum = sums + (long)n * groups;
     int m = 0;
-#if defined(I8_BLOCK)
+#if defined(I8_WIDE)
+    if (blocked)  // the rows widened after the blocks: I8_TILE rows of Q
+      linear_wide((const int16_t *)packed, blocked, q, s, Y + n, count, N, K, G, scales,
+                  (int16_t *)(packed + 2 * (long)blocked * K));
+    m = blocked;
+#elif defined(I8_BLOCK)
     for (; m < blocked; m += I8_BLOCK) {
       const uint8_t *p = packed + 2 * (m / I8_BLOCK) * block_bytes;
       int rows = blocked - m < I8_BLOCK ? blocked - m : I8_BLOCK;

@@ -100,12 +100,18 @@ def _head_layout_problem(array: np.ndarray, head_stride: int) -> Optional[str]:
 I8_BLOCKS = ((16, 6), (8, 6))
 
 
+# Rows of the weight that AVX2's blocks hold widened to int16 (kernels.c's I8_TILE there).
+I8_WIDE_ROWS = 8
+
+
 def i8_scratch(rows: int, columns: int) -> int:
     """The int8 kernel's scratch in bytes for `rows` rows of `columns`: every row's two parts, a zero
     point each, then (4-byte aligned) a float32 scale each, then room for the rows packed again in
-    blocks (I8_BLOCKS: the most any set packs), from a 64-byte boundary."""
+    blocks (I8_BLOCKS: the most any set packs), from a 64-byte boundary, and after them for
+    I8_WIDE_ROWS rows of the weight as int16."""
     packed = max(-(-rows // block) * block if rows >= start else 0 for block, start in I8_BLOCKS)
-    return (2 * rows * columns + rows + 3) // 4 * 4 + 4 * rows + (2 * packed * columns + 64 if packed else 0)
+    blocks = 2 * packed * columns + 64 + 2 * I8_WIDE_ROWS * columns if packed else 0
+    return (2 * rows * columns + rows + 3) // 4 * 4 + 4 * rows + blocks
 
 
 def _length(array: np.ndarray, minimum: int) -> int:
