@@ -622,6 +622,12 @@ static void linear_wide(const int16_t *P, int R, const int8_t *Q, const float *S
   for (int n = 0; n < N; n += I8_TILE) {
     int C = N - n < I8_TILE ? N - n : I8_TILE;
     widen_tile(Q + (long)n * K, C, K, W);
+    // The next tile's rows of Q, on their way while this one is multiplied: a decoder frame's
+    // weights come from memory (the flow LM's step streams its own through the caches beside it).
+    // Decoder frame, one thread, alternating builds: 9.2-9.4 ms against 9.4-9.9 (AVX2), 7.2-8.0
+    // against 7.9-8.8 (AVX-512 VNNI's tiles, below).
+    for (long i = (long)(n + C) * K; i < (long)(n + C + I8_TILE) * K && i < (long)N * K; i += 64)
+      __builtin_prefetch(Q + i);
     for (int m = 0; m < R; m += I8_BLOCK) {
       const int16_t *p = P + (long)m * K;
       int rows = R - m < I8_BLOCK ? R - m : I8_BLOCK;
@@ -776,9 +782,13 @@ static void linear_i8_block(const uint8_t *PU, const uint8_t *PF, const int8_t *
   vi zero_points = scales < 0;
   for (int r = 0; r < R; r++) scales[r] = xs[r], zero_points[r] = zs[r];
   int n = 0;
-  for (; n + I8_TILE <= N; n += I8_TILE)
+  for (; n + I8_TILE <= N; n += I8_TILE) {
+    // The next tile's rows of Q, fetched while this one is multiplied (as linear_wide's).
+    for (long i = (long)(n + I8_TILE) * K; i < (long)(n + 2 * I8_TILE) * K && i < (long)N * K; i += 64)
+      __builtin_prefetch(Q + i);
     linear_i8_tile(PU, PF, Q + (long)n * K, S + (long)n * groups, sums + (long)n * groups, Y + n, I8_TILE, R, ldy, K, G,
                    scales, zero_points);
+  }
   for (; n < N; n++)
     linear_i8_tile(PU, PF, Q + (long)n * K, S + (long)n * groups, sums + (long)n * groups, Y + n, 1, R, ldy, K, G,
                    scales, zero_points);
