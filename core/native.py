@@ -56,8 +56,13 @@ CONV_CHANNELS = 128
 CONV_STEPS = 480
 FEW_STEPS = 32
 # Rows from which a product (a text prompt, read before any frame exists) runs on two threads, each
-# on half of the weight's rows: the other core (the decoder's, in a stream) waits for it then.
-SPLIT_ROWS = 16
+# on half of the weight's rows: the other core (the decoder's, in a stream) waits for it then. From
+# a block's worth of rows (a short text's ~11 tokens split too): first chunk of a short text, the
+# API's stream, english int8, alternating in one process, medians of 9, 41.5 ms against 47.0 at 16
+# rows (AVX2), 36.7 against 38.4 (AVX-512 VNNI); the server's int8 streams at 6, 10 and 14 (worst
+# real-time factor, two runs each) 0.68-0.86, 0.83-0.93, 1.03-1.15 against 0.61-0.73, 0.80-0.89,
+# 1.02-1.25: within this machine's noise.
+SPLIT_ROWS = 6
 # ...and from this many weights: handing a small matrix to the other thread costs more than it saves
 # (first chunk, medium text, int8, this 2-core machine: english 72 ms split from 1M weights, 100
 # unsplit; english_2m 6.9 ms unsplit, 7.5 split from 256K, 12.3 split at any size). Above the Mimi
