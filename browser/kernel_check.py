@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List
 import numpy as np
 
 from core.portable.network import ops
-from core.portable.network.kernels import CompiledKernels, KernelArgumentError, i8_scratch
+from core.portable.network.kernels import CompiledKernels, KernelArgumentError, attention_scratch, i8_scratch
 from core.portable.network.quantize import Int8Matrix, quantize
 
 # Allowed error: this many float32 epsilons times sqrt(terms), relative to the sum of |terms|.
@@ -135,6 +135,8 @@ def run(backend: CompiledKernels, seed: int = 7) -> Dict[str, Any]:
         (1, 4, 2, 8, 37, 40, None),  # a flow-LM step with grouped-query attention, in a bigger cache
         (5, 4, 4, 12, 20, 20, None),  # a prompt: the last 5 positions
         (16, 8, 8, 64, 40, 40, 25),  # the decoder's window
+        (41, 16, 16, 64, 103, 110, None),  # a prompt after a voice
+        (9, 4, 2, 8, 30, 30, 6),  # grouped queries in lanes, a window
         (3, 2, 1, 5, 3, 3, 2),
     ]:
         q = randn(t, h, d) * 0.5
@@ -206,7 +208,7 @@ def _refusals(binding: Any, randn: Callable[..., np.ndarray]):
             4,
             0,
             np.empty((1, 4, 8), np.float32),
-            np.empty(5, np.float32),
+            np.empty(attention_scratch(5, 8), np.float32),
         ),
         lambda: binding.attention(
             randn(1, 4, 8),
@@ -215,7 +217,7 @@ def _refusals(binding: Any, randn: Callable[..., np.ndarray]):
             4,
             0,
             np.empty((1, 4, 8), np.float32),
-            np.empty(5, np.float32),
+            np.empty(attention_scratch(5, 8), np.float32),
         ),
         lambda: binding.attention(
             randn(1, 4, 8),
@@ -224,7 +226,7 @@ def _refusals(binding: Any, randn: Callable[..., np.ndarray]):
             4,
             0,
             np.empty((1, 4, 8), np.float32),
-            np.empty(4, np.float32),
+            np.empty(attention_scratch(5, 8) - 1, np.float32),
         ),
         lambda: binding.attention(
             randn(1, 4, 8),
@@ -233,7 +235,7 @@ def _refusals(binding: Any, randn: Callable[..., np.ndarray]):
             4,
             0,
             np.empty((1, 4, 8), np.float32),
-            np.empty(5, np.float32),
+            np.empty(attention_scratch(5, 8), np.float32),
         ),
         lambda: binding.attention(
             randn(1, 4, 8),
@@ -242,7 +244,7 @@ def _refusals(binding: Any, randn: Callable[..., np.ndarray]):
             4,
             0,
             np.empty((1, 4, 8), np.float32),
-            np.empty(5, np.float32),
+            np.empty(attention_scratch(5, 8), np.float32),
         ),
         lambda: binding.attention(
             randn(1, 4, 8),
@@ -251,7 +253,7 @@ def _refusals(binding: Any, randn: Callable[..., np.ndarray]):
             -1,
             0,
             np.empty((1, 4, 8), np.float32),
-            np.empty(5, np.float32),
+            np.empty(attention_scratch(5, 8), np.float32),
         ),
     ]
     refused = 0

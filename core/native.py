@@ -73,11 +73,12 @@ SPLIT_ROWS = 6
 # 1024x1024 products stay whole).
 SPLIT_WEIGHTS = 1 << 21
 # Queries from which attention is NumPy's (OpenBLAS's products of each head's queries by its keys),
-# not the kernels' (a dot product per query and key, summed across a vector's lanes): one thread,
-# english's Mimi decoder frame (16 queries, 8 heads, 265 keys) 0.22 ms against the kernels' 0.37, a
-# text prompt (41 queries, 16 heads, 103 keys) 0.36 against 0.65; one query (a step), 0.053 against
-# 0.046, stays on the kernels, which let go of the GIL for the whole call. First chunk, medium text:
-# 38.4 ms against 41.7 with every attention on the kernels.
+# not the kernels' (from 4 queries a key head, its queries a vector's lanes at a time). Alone, one
+# thread, AVX2: english's Mimi decoder frame (16 queries, 8 heads, 265 keys) 0.23 ms against the
+# kernels' 0.17-0.20, a text prompt (41 queries, 16 heads, 103 keys) 0.39 against 0.33; in their
+# places, the same (a decoder frame 9.33 ms against 9.41, the prompt 41.2 against 42.1, medians of
+# 8, one BLAS thread). One query (a step), 0.035 against 0.033, stays on the kernels, which let go
+# of the GIL for the whole call.
 NUMPY_QUERIES = 16
 # Rows of x from which an int8 product's two halves are halves of x's rows rather than of the
 # weight's (NativeKernels._on_two_threads): four blocks of the kernels' 16 rows.

@@ -1225,18 +1225,139 @@ void pk_layer_norm(const float *X, const float *weight, const float *bias, float
   RESTORE_DENORMALS();
 }
 
+// The weighted sum of L value rows (v, D floats each, from row lo) into o: o = sum of p[j * step] v[j].
+static inline void weighted_rows(const float *v, const float *p, int step, int lo, int hi, int D, float *o) {
+  int dv = D - D % LANES, j = lo;
+  for (int i = 0; i < D; i++) o[i] = 0;
+  for (; j + 4 <= hi; j += 4) {  // four values at a time into the output row
+    const float *v0 = v + (long)j * D, *v1 = v0 + D, *v2 = v1 + D, *v3 = v2 + D;
+    float w0 = p[(long)j * step], w1 = p[(long)(j + 1) * step], w2 = p[(long)(j + 2) * step], w3 = p[(long)(j + 3) * step];
+    vf p0 = splat(w0), p1 = splat(w1), p2 = splat(w2), p3 = splat(w3);
+    for (int i = 0; i < dv; i += LANES)
+      STORE(o + i, LOAD(o + i) + ((p0 * LOAD(v0 + i) + p1 * LOAD(v1 + i)) + (p2 * LOAD(v2 + i) + p3 * LOAD(v3 + i))));
+    for (int i = dv; i < D; i++) o[i] += (w0 * v0[i] + w1 * v1[i]) + (w2 * v2[i] + w3 * v3[i]);
+  }
+  for (; j < hi; j++) {
+    const float *v0 = v + (long)j * D;
+    float w0 = p[(long)j * step];
+    vf p0 = splat(w0);
+    for (int i = 0; i < dv; i += LANES) STORE(o + i, LOAD(o + i) + p0 * LOAD(v0 + i));
+    for (int i = dv; i < D; i++) o[i] += w0 * v0[i];
+  }
+}
+
+// Key head g's queries (T of each of its `group` query heads) LANES at a time, a query per lane:
+// their scaled values transposed (qt[d], a lane each), each key's scores for all of them in D
+// multiply-adds with the key's values broadcast, and the softmax across keys a lane at a time (no
+// sum across a vector's lanes, where a query alone took a dot product and a sum across lanes per
+// key). The lanes' scores, key by key (s[j], [L] vectors), stay in the scratch for the weighted
+// sums of the values. Query t of head h sees the keys [lo, hi) as in pk_attention.
+static void attention_lanes(const float *Q, const float *k, const float *v, float *out, float *scratch, int T, int H,
+                            int group, int g, int D, int L, int lead, int context, float scale) {
+  // The scratch: each lane's first and last + 1 key (int32), the queries transposed, the scores
+  // (lanes written through memory: a vector's lane at a variable index would put the vector on
+  // WebAssembly's stack, which the module may not have).
+  int32_t *bounds = (int32_t *)scratch;
+  float *columns = scratch + 2 * LANES;
+  vf *qt = (vf *)columns, *s = qt + D;
+  for (int first = 0; first < T * group; first += LANES) {
+    int n = T * group - first < LANES ? T * group - first : LANES;
+    int from = L, to = 0;
+    for (int l = 0; l < LANES; l++) {
+      int t = (first + l) / group, bottom = 0, top = 0;
+      if (l < n) {
+        top = lead + t + 1 < L ? lead + t + 1 : L;
+        bottom = context > 0 && lead + t - context + 1 > 0 ? lead + t - context + 1 : 0;
+        top = top > bottom ? top : bottom;
+        from = bottom < from ? bottom : from;
+        to = top > to ? top : to;
+      }
+      bounds[l] = bottom, bounds[LANES + l] = top;
+    }
+    vi lo = *(const vi *)bounds, hi = *(const vi *)(bounds + LANES);
+    for (int l = 0; l < LANES; l++) {
+      int i = first + l, h = g * group + i % group;
+      const float *q = Q + ((long)(i / group) * H + h) * D;
+      for (int d = 0; d < D; d++) columns[(long)d * LANES + l] = l < n ? q[d] * scale : 0;
+    }
+    vf top = splat(-3.402823466e38f), total = splat(0);
+    int j = from;
+    for (; j + 4 <= to; j += 4) {  // four keys at a time: eight independent multiply-add chains
+      const float *k0 = k + (long)j * D, *k1 = k0 + D, *k2 = k1 + D, *k3 = k2 + D;
+      vf a0 = splat(0), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+      int d = 0;
+      for (; d + 2 <= D; d += 2) {
+        vf c = qt[d], e = qt[d + 1];
+        a0 += splat(k0[d]) * c, b0 += splat(k0[d + 1]) * e;
+        a1 += splat(k1[d]) * c, b1 += splat(k1[d + 1]) * e;
+        a2 += splat(k2[d]) * c, b2 += splat(k2[d + 1]) * e;
+        a3 += splat(k3[d]) * c, b3 += splat(k3[d + 1]) * e;
+      }
+      if (d < D) {
+        vf c = qt[d];
+        a0 += splat(k0[d]) * c, a1 += splat(k1[d]) * c, a2 += splat(k2[d]) * c, a3 += splat(k3[d]) * c;
+      }
+#define ATTENTION_SCORE(i, sum)                                      \
+  do {                                                               \
+    vi at_ = (vi){0} + (j + (i)), seen_ = (at_ >= lo) & (at_ < hi);  \
+    vf score_ = blend(seen_, sum, splat(-3.402823466e38f));          \
+    s[j + (i)] = score_;                                             \
+    top = blend(score_ > top, score_, top);                          \
+  } while (0)
+      ATTENTION_SCORE(0, a0 + b0);
+      ATTENTION_SCORE(1, a1 + b1);
+      ATTENTION_SCORE(2, a2 + b2);
+      ATTENTION_SCORE(3, a3 + b3);
+    }
+    for (; j < to; j++) {
+      const float *key = k + (long)j * D;
+      vf a0 = splat(0), b0 = a0;
+      int d = 0;
+      for (; d + 2 <= D; d += 2) {
+        a0 += splat(key[d]) * qt[d];
+        b0 += splat(key[d + 1]) * qt[d + 1];
+      }
+      if (d < D) a0 += splat(key[d]) * qt[d];
+      ATTENTION_SCORE(0, a0 + b0);
+    }
+#undef ATTENTION_SCORE
+    for (int j = from; j < to; j++) {
+      vi at = (vi){0} + j, seen = (at >= lo) & (at < hi);
+      vf e = blend(seen, vexp(s[j] - top), splat(0));
+      s[j] = e;
+      total += e;
+    }
+    vf none = splat(0);
+    vf divisor = blend(total > none, total, splat(1));
+    for (int j = from; j < to; j++) s[j] = s[j] / divisor;
+    for (int l = 0; l < n; l++) {
+      int i = first + l, h = g * group + i % group;
+      weighted_rows(v, (const float *)s + l, LANES, bounds[l], bounds[LANES + l], D, out + ((long)(i / group) * H + h) * D);
+    }
+  }
+}
+
 // Causal attention of T queries (Q, out: [T, H, D]) over L keys and values ([H_kv, L, D] each,
 // a key head every `kv_stride` floats; query head h reads key head h / (H / H_kv)). Query t sees
 // the keys j with 0 <= lead + t - j (< context, when context > 0); `lead` is how far the first
 // query is past the first key. Softmax in float32 as NumPy computes it: scores scaled, their
 // maximum subtracted, exponentials divided by their sum, then the weighted sum of the values.
-// scores: the caller's float32 [L].
+// Where a key head has ATTENTION_LANES queries or more (a prompt's, a decoder frame's), they go a
+// vector's lanes at a time (attention_lanes), the scale applied to the queries first. scratch: the
+// caller's float32 [(D + L + 2) * 16] (kernels.py's attention_scratch: 16 lanes at most).
+#define ATTENTION_LANES 4
 EXPORT(pk_attention)
 void pk_attention(const float *Q, const float *K, const float *V, float *out, float *scores, int T, int H, int Hkv,
                   int D, int L, int kv_stride, int lead, int context, float scale) {
   FLUSH_DENORMALS();
   int group = H / Hkv;
-  int dv = D - D % LANES;
+  if (T * group >= ATTENTION_LANES) {
+    for (int g = 0; g < Hkv; g++)
+      attention_lanes(Q, K + (long)g * kv_stride, V + (long)g * kv_stride, out, scores, T, H, group, g, D, L, lead,
+                      context, scale);
+    RESTORE_DENORMALS();
+    return;
+  }
   for (int t = 0; t < T; t++) {
     int hi = lead + t + 1 < L ? lead + t + 1 : L;
     int lo = context > 0 && lead + t - context + 1 > 0 ? lead + t - context + 1 : 0;
@@ -1267,20 +1388,7 @@ void pk_attention(const float *Q, const float *K, const float *V, float *out, fl
         sum += e;
       }
       for (j = lo; j < hi; j++) scores[j] /= sum;
-      for (j = lo; j + 4 <= hi; j += 4) {  // four values at a time into the output row
-        const float *v0 = v + (long)j * D, *v1 = v0 + D, *v2 = v1 + D, *v3 = v2 + D;
-        vf p0 = splat(scores[j]), p1 = splat(scores[j + 1]), p2 = splat(scores[j + 2]), p3 = splat(scores[j + 3]);
-        for (int i = 0; i < dv; i += LANES)
-          STORE(o + i, LOAD(o + i) + ((p0 * LOAD(v0 + i) + p1 * LOAD(v1 + i)) + (p2 * LOAD(v2 + i) + p3 * LOAD(v3 + i))));
-        for (int i = dv; i < D; i++)
-          o[i] += (scores[j] * v0[i] + scores[j + 1] * v1[i]) + (scores[j + 2] * v2[i] + scores[j + 3] * v3[i]);
-      }
-      for (; j < hi; j++) {
-        const float *v0 = v + (long)j * D;
-        vf p0 = splat(scores[j]);
-        for (int i = 0; i < dv; i += LANES) STORE(o + i, LOAD(o + i) + p0 * LOAD(v0 + i));
-        for (int i = dv; i < D; i++) o[i] += scores[j] * v0[i];
-      }
+      weighted_rows(v, scores, 1, lo, hi, D, o);
     }
   }
   RESTORE_DENORMALS();

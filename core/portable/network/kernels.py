@@ -114,6 +114,13 @@ def i8_scratch(rows: int, columns: int) -> int:
     return (2 * rows * columns + rows + 3) // 4 * 4 + 4 * rows + blocks
 
 
+def attention_scratch(keys: int, head_size: int) -> int:
+    """pk_attention's scratch in float32 values for `keys` keys of `head_size`: a vector's lanes
+    (16 at most, AVX-512's) for each key's scores, each of the query's values and the lanes'
+    bounds (kernels.c's attention_lanes)."""
+    return (head_size + keys + 2) * 16
+
+
 def _length(array: np.ndarray, minimum: int) -> int:
     """The length of a 1-D scratch array, if it holds at least `minimum` values."""
     if not (isinstance(array, np.ndarray) and array.ndim == 1 and array.shape[0] >= minimum):
@@ -278,7 +285,8 @@ class KernelBinding:
         scores: np.ndarray,
     ) -> None:
         """out [T, H, D] = causal softmax attention of q [T, H, D] over keys and values [H_kv, L, D]
-        (each head's rows contiguous, the same layout for both); scores: float32 [>= L]."""
+        (each head's rows contiguous, the same layout for both); scores: the kernel's scratch,
+        float32 [>= attention_scratch(L, D)]."""
         if not all(isinstance(a, np.ndarray) and a.ndim == 3 for a in (q, keys, values)):
             raise KernelArgumentError("attention: q, keys and values must be 3-D arrays")
         (t, h, d), (h_kv, n_keys, _) = q.shape, keys.shape
@@ -294,7 +302,7 @@ class KernelBinding:
             _head_rows("keys", keys, keys.strides[0]),
             _head_rows("values", values, keys.strides[0]),
             self._arg("out", out, np.float32, (t, h, d), writable=True),
-            self._arg("scores", scores, np.float32, (_length(scores, n_keys),), True),
+            self._arg("scores", scores, np.float32, (_length(scores, attention_scratch(n_keys, d)),), True),
             t,
             h,
             h_kv,
@@ -391,7 +399,7 @@ class CompiledKernels:
     ) -> np.ndarray:
         t, h, d = q.shape
         out = np.empty((t, h, d), np.float32)
-        scores = np.empty(keys.shape[1], np.float32)  # the call's own, as the int8 scratch
+        scores = np.empty(attention_scratch(keys.shape[1], d), np.float32)  # the call's own, as the int8 scratch
         q = np.ascontiguousarray(q, dtype=np.float32)
         stride = keys.strides[0]
         if _head_layout_problem(keys, stride) is not None or _head_layout_problem(values, stride) is not None:
