@@ -624,8 +624,8 @@ static void linear_wide(const int16_t *P, int R, const int8_t *Q, const float *S
     widen_tile(Q + (long)n * K, C, K, W);
     // The next tile's rows of Q, on their way while this one is multiplied: a decoder frame's
     // weights come from memory (the flow LM's step streams its own through the caches beside it).
-    // Decoder frame, one thread, alternating builds: 9.2-9.4 ms against 9.4-9.9 (AVX2), 7.2-8.0
-    // against 7.9-8.8 (AVX-512 VNNI's tiles, below).
+    // Decoder frame, one thread, alternating builds, two runs: 9.2-9.5 ms against 9.3-10.6 (AVX2),
+    // 7.2-8.2 against 7.9-8.8 (AVX-512 VNNI's tiles, below): a few percent, at this machine's noise.
     for (long i = (long)(n + C) * K; i < (long)(n + C + I8_TILE) * K && i < (long)N * K; i += 64)
       __builtin_prefetch(Q + i);
     for (int m = 0; m < R; m += I8_BLOCK) {
