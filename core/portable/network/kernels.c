@@ -281,10 +281,13 @@ static inline int32x4_t i8_dot_neon(int32x4_t acc, int32x4_t a, int32x4_t w) {
 #endif
 #define I8_SUM(acc) vaddvq_s32(acc)
 #endif
-// A group's V (above) from its two parts' sums, rounded once: every term is exact as a double
-// (|V| < 2^53 for any K that fits an int).
+// A group's V (above) from its two parts' sums, its zero point and its sum of Q, all as doubles
+// (scalars, or vectors of a row per lane): every term is exact (|V| < 2^53 for any K that fits an
+// int), so every path that rounds it to float32 once gets the same float.
+#define I8_VALUE(whole, parts, zero, sum) (126.0 * ((whole) - (zero) * (sum)) + ((parts) - 63.0 * (sum)))
+
 static inline float i8_value(int whole, int parts, int zero, int sum) {
-  return (float)(126.0 * ((double)whole - (double)zero * sum) + ((double)parts - 63.0 * sum));
+  return (float)I8_VALUE((double)whole, (double)parts, (double)zero, (double)sum);
 }
 
 // Natively with a vector instruction set: a chunk loaded (I8_LOAD), and the products of a loaded
@@ -763,7 +766,7 @@ static inline __attribute__((always_inline)) void linear_i8_tile(const uint8_t *
     for (int c = 0; c < C; c++) {
       double sum = sums[(long)c * groups + g];
       vd whole = __builtin_convertvector((vi)dots[2 * c], vd), parts = __builtin_convertvector((vi)dots[2 * c + 1], vd);
-      vd value = 126.0 * (whole - __builtin_convertvector(zs, vd) * sum) + (parts - 63.0 * sum);  // i8_value's, a row per lane
+      vd value = I8_VALUE(whole, parts, __builtin_convertvector(zs, vd), sum);  // a row per lane
       t[c] += S[(long)c * groups + g] * __builtin_convertvector(value, vf);
     }
   }
@@ -917,8 +920,8 @@ static void linear_i8_block(const uint8_t *PU, const uint8_t *PF, const int8_t *
         float32x4_t scale = {w0, w1, w0, w1};
         for (int p = 0; p < I8_BLOCK / 2; p++) {
           vd4 whole = __builtin_convertvector(a[4 * p + 2 * j], vd4), parts = __builtin_convertvector(a[4 * p + 2 * j + 1], vd4);
-          vd4 value = 126.0 * (whole - __builtin_convertvector(zero_points[p], vd4) * sum) + (parts - 63.0 * sum);
-          t[2 * p + j] += scale * __builtin_convertvector(value, float32x4_t);  // i8_value's, a pair of rows per lane
+          vd4 value = I8_VALUE(whole, parts, __builtin_convertvector(zero_points[p], vd4), sum);
+          t[2 * p + j] += scale * __builtin_convertvector(value, float32x4_t);  // a pair of rows per lane
         }
       }
     }
