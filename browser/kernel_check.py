@@ -93,7 +93,7 @@ def run(backend: CompiledKernels, seed: int = 7) -> Dict[str, Any]:
 
     for (taps, dilation, stride), (m, c, n) in itertools.product(
         [(1, 1, 1), (3, 1, 1), (3, 9, 1), (7, 1, 1), (8, 1, 4), (4, 1, 2)],
-        [(1, 1, 1), (5, 2, 9), (9, 7, 33), (16, 32, 16)],
+        [(1, 1, 1), (5, 2, 9), (9, 7, 33), (16, 32, 16), (13, 5, 500)],
     ):
         x = randn(c, (taps - 1) * dilation + 1 - stride + n * stride)
         w, b = randn(m, c, taps), randn(m)

@@ -1049,17 +1049,28 @@ void pk_i8_sums(const int8_t *Q, int32_t *sums, int N, int K, int G) {
 //
 // Output columns are computed in tiles of `rows` weight rows by `vecs` vectors: rows * vecs
 // accumulators, the vecs vectors of X read once per tap for all the rows, and one weight splat.
-// With 16 vector registers (V8's XMM registers on x86-64 for WebAssembly; AVX2) the tile is 2 rows
-// by 4 vectors: 13 live vectors, none spilled. 4 by 4, 21 vectors, spilled accumulators to the
-// stack on every tap: 0.7-0.85x the speed in Chromium (and fusing its multiply-adds gained at most
-// 1.1x), 0.7-0.8x natively with AVX2. Its 8 accumulators are 8 independent multiply-add chains,
-// enough to cover the latency of 2 a cycle. With AVX-512's 32 registers 4 by 4 fits, and needs
-// fewer loads per multiply-add (GCC: 1.2-1.35x faster than 2 by 4). The last vectors of columns
-// go 4 rows by 2 and 8 by 1, and rows left over one at a time.
+// With 16 vector registers (V8's XMM registers on x86-64 for WebAssembly) the tile is 2 rows by 4
+// vectors: 13 live vectors, none spilled. 4 by 4, 21 vectors, spilled accumulators to the stack on
+// every tap: 0.7-0.85x the speed in Chromium (and fusing its multiply-adds gained at most 1.1x),
+// 0.7-0.8x natively with AVX2. Natively with AVX2 (GCC, 16 YMM registers) 4 rows by 3 vectors
+// fills them exactly, unspilled, with 12 chains and 7 loads for 12 multiply-adds where 2 by 4 had
+// 6 for 8: the Mimi decoder's convolutions over 480 and 1920 steps 0.54-0.57x the time (k = 3) and
+// 0.74-0.75x (k = 1), 52 billion multiply-adds a second on this Zen 4; and 6 rows by 2 vectors (its
+// first layers' 16 steps) 0.8-0.9x. With AVX-512's 32 registers 4 by 4 fits, and needs fewer
+// loads per multiply-add (GCC: 1.2-1.35x faster than 2 by 4). The columns left go CONV_PAIR_ROWS
+// rows by 2 vectors and 8 by 1, and rows left over one at a time.
 #if defined(__AVX512F__)
 #define CONV_ROWS 4
+#define CONV_VECS 4
+#define CONV_PAIR_ROWS 4
+#elif defined(__AVX2__)
+#define CONV_ROWS 4
+#define CONV_VECS 3
+#define CONV_PAIR_ROWS 6
 #else
 #define CONV_ROWS 2
+#define CONV_VECS 4
+#define CONV_PAIR_ROWS 4
 #endif
 
 // splat(*p): in WebAssembly one v128.load32_splat (a scalar load and splat cost more, with the +0
@@ -1118,8 +1129,9 @@ void pk_conv_f32(const float *W, const float *X, const float *bias, float *Y, in
                  int dilation) {
   FLUSH_DENORMALS();
   int n = 0;
-  for (; n + 4 * LANES <= N; n += 4 * LANES) conv_cols(W, X, Y, M, C, T, N, ldx, dilation, n, CONV_ROWS, 4);
-  for (; n + 2 * LANES <= N; n += 2 * LANES) conv_cols(W, X, Y, M, C, T, N, ldx, dilation, n, 4, 2);
+  for (; n + CONV_VECS * LANES <= N; n += CONV_VECS * LANES)
+    conv_cols(W, X, Y, M, C, T, N, ldx, dilation, n, CONV_ROWS, CONV_VECS);
+  for (; n + 2 * LANES <= N; n += 2 * LANES) conv_cols(W, X, Y, M, C, T, N, ldx, dilation, n, CONV_PAIR_ROWS, 2);
   for (; n + LANES <= N; n += LANES) conv_cols(W, X, Y, M, C, T, N, ldx, dilation, n, 8, 1);
   for (; n < N; n++) {
     for (int m = 0; m < M; m++) {
