@@ -506,6 +506,16 @@ static void linear_i8_vector(const uint8_t *u, const uint8_t *f, const int8_t *Q
 #define I8_VECTOR 1
 #endif
 
+#if defined(__AVX2__) || defined(__AVX512VNNI__)
+// Rows [from, to) of Q (K columns, N rows in all) on their way into the caches while others are
+// multiplied: a decoder frame's weights come from memory (the flow LM's step streams its own
+// through the caches beside it).
+static inline void prefetch_rows(const int8_t *Q, int from, int to, int N, int K) {
+  long end = (long)(to < N ? to : N) * K;
+  for (long i = (long)from * K; i < end; i += 64) __builtin_prefetch(Q + i);
+}
+#endif
+
 #if defined(__AVX2__) && !defined(__AVXVNNI__) && !defined(__AVX512VNNI__) && !defined(__wasm__)
 // AVX2 without a byte dot product into int32: blocks of 8 rows of X packed as their int16 values a
 // (above: one part, where the byte products need two), against I8_TILE rows of Q widened to int16,
@@ -638,12 +648,10 @@ static void linear_wide(const int16_t *P, int R, const int8_t *Q, const float *S
   for (int n = 0; n < N; n += I8_TILE) {
     int C = N - n < I8_TILE ? N - n : I8_TILE;
     widen_tile(Q + (long)n * K, C, K, W);
-    // The next tile's rows of Q, on their way while this one is multiplied: a decoder frame's
-    // weights come from memory (the flow LM's step streams its own through the caches beside it).
-    // Decoder frame, one thread, alternating builds, two runs: 9.2-9.5 ms against 9.3-10.6 (AVX2),
-    // 7.2-8.2 against 7.9-8.8 (AVX-512 VNNI's tiles, below): a few percent, at this machine's noise.
-    for (long i = (long)(n + C) * K; i < (long)(n + C + I8_TILE) * K && i < (long)N * K; i += 64)
-      __builtin_prefetch(Q + i);
+    // The next tile's rows of Q. Decoder frame, one thread, alternating builds, two runs: 9.2-9.5
+    // ms against 9.3-10.6 (AVX2), 7.2-8.2 against 7.9-8.8 (AVX-512 VNNI's tiles, below): a few
+    // percent, at this machine's noise.
+    prefetch_rows(Q, n + C, n + C + I8_TILE, N, K);
     for (int m = 0; m < R; m += I8_BLOCK) {
       const int16_t *p = P + (long)m * K;
       int rows = R - m < I8_BLOCK ? R - m : I8_BLOCK;
@@ -799,9 +807,7 @@ static void linear_i8_block(const uint8_t *PU, const uint8_t *PF, const int8_t *
   for (int r = 0; r < R; r++) scales[r] = xs[r], zero_points[r] = zs[r];
   int n = 0;
   for (; n + I8_TILE <= N; n += I8_TILE) {
-    // The next tile's rows of Q, fetched while this one is multiplied (as linear_wide's).
-    for (long i = (long)(n + I8_TILE) * K; i < (long)(n + 2 * I8_TILE) * K && i < (long)N * K; i += 64)
-      __builtin_prefetch(Q + i);
+    prefetch_rows(Q, n + I8_TILE, n + 2 * I8_TILE, N, K);  // the next tile's rows, as linear_wide's
     linear_i8_tile(PU, PF, Q + (long)n * K, S + (long)n * groups, sums + (long)n * groups, Y + n, I8_TILE, R, ldy, K, G,
                    scales, zero_points);
   }
@@ -1253,6 +1259,13 @@ void pk_layer_norm(const float *X, const float *weight, const float *bias, float
   RESTORE_DENORMALS();
 }
 
+// The keys query t sees are [keys_from, keys_to): 0 <= lead + t - j, and < context where context > 0.
+static inline int keys_from(int t, int lead, int context) {
+  return context > 0 && lead + t - context + 1 > 0 ? lead + t - context + 1 : 0;
+}
+
+static inline int keys_to(int t, int lead, int L) { return lead + t + 1 < L ? lead + t + 1 : L; }
+
 // The weighted sum of L value rows (v, D floats each, from row lo) into o: o = sum of p[j * step] v[j].
 static inline void weighted_rows(const float *v, const float *p, int step, int lo, int hi, int D, float *o) {
   int dv = D - D % LANES, j = lo;
@@ -1294,8 +1307,8 @@ static void attention_lanes(const float *Q, const float *k, const float *v, floa
     for (int l = 0; l < LANES; l++) {
       int t = (first + l) / group, bottom = 0, top = 0;
       if (l < n) {
-        top = lead + t + 1 < L ? lead + t + 1 : L;
-        bottom = context > 0 && lead + t - context + 1 > 0 ? lead + t - context + 1 : 0;
+        top = keys_to(t, lead, L);
+        bottom = keys_from(t, lead, context);
         top = top > bottom ? top : bottom;
         from = bottom < from ? bottom : from;
         to = top > to ? top : to;
@@ -1387,8 +1400,7 @@ void pk_attention(const float *Q, const float *K, const float *V, float *out, fl
     return;
   }
   for (int t = 0; t < T; t++) {
-    int hi = lead + t + 1 < L ? lead + t + 1 : L;
-    int lo = context > 0 && lead + t - context + 1 > 0 ? lead + t - context + 1 : 0;
+    int hi = keys_to(t, lead, L), lo = keys_from(t, lead, context);
     for (int h = 0; h < H; h++) {
       const float *q = Q + ((long)t * H + h) * D;
       const float *k = K + (long)(h / group) * kv_stride;
