@@ -76,44 +76,30 @@ static PyObject *address(PyObject *module, PyObject *array) {
   return PyLong_FromVoidPtr(start);
 }
 
-// Two int8 products at once, one on the caller's thread and one on a helper thread of this library's:
-// the two halves of a text prompt's product (core/native.py), handed over in microseconds where a
-// Python thread pool took 0.1-0.4 ms a product (its wake-up, the GIL, the Python around the call).
-// `fn` is the chosen instruction set's pk_linear_i8; each half's arguments are its own, checked by
-// core/portable/network/kernels.py's binding. The helper is started at the first call; after each half it
-// waits for the next for HELPER_SPIN_NS, giving the core to any other thread that wants it, then
-// sleeps until woken. A prompt's split products come up to about 1.5 ms apart (attention and the
-// 1024x1024 product, which stays whole, between them); waking a sleeping helper costs more than
-// that wait on a virtual machine, whose idle second core must be scheduled again. english int8,
-// AVX2, the API's streams alternating in two processes (12 rounds, medians), waiting 2 ms against
-// 0.3: first chunk of a short text 34.7 ms against 41.6, of a medium one 70.0 against 71.3 (0.91
-// paired), the real-time factor the same. One caller at a time has the helper: a second caller,
-// or one where no thread could be started, runs both halves itself, one after the other.
-typedef void (*linear_i8_fn)(const float *, const int8_t *, const float *, const int32_t *, const float *, float *,
-                             int, int, int, int, uint8_t *);
-
-struct linear_i8_call {
-  linear_i8_fn fn;
-  const float *X, *S, *bias;
-  const int8_t *Q;
-  const int32_t *sums;
-  float *Y;
-  int M, N, K, G;
-  uint8_t *scratch;
-};
+// Work on two threads at once, the caller's and a helper of this library's: an int8 product shared
+// by both (a text prompt's, core/native.py), or two products, one each (halves of many rows), handed
+// over in microseconds where a Python thread pool took 0.1-0.4 ms a product (its wake-up, the GIL,
+// the Python around the call). The helper is started at the first call; after each job it waits for
+// the next for HELPER_SPIN_NS, giving the core to any other thread that wants it, then sleeps until
+// woken. A prompt's split products come up to about 1.5 ms apart (attention and the 1024x1024
+// product, which stays whole, between them); waking a sleeping helper costs more than that wait on a
+// virtual machine, whose idle second core must be scheduled again. english int8, AVX2, the API's
+// streams alternating in two processes (12 rounds, medians), waiting 2 ms against 0.3: first chunk
+// of a short text 34.7 ms against 41.6, of a medium one 70.0 against 71.3 (0.91 paired), the
+// real-time factor the same. One caller at a time has the helper: a second caller, or one where no
+// thread could be started, runs the whole job itself.
+typedef void (*job_fn)(void *, int);  // a job's part for thread 0 (the caller's) or 1 (the helper's)
 
 #define HELPER_SPIN_NS 2000000
+enum { JOB_NONE, JOB_POSTED, JOB_TAKEN };
 
-static struct linear_i8_call helper_call;
-static atomic_int helper_posted;  // 1 from a half's posting until the helper has made it
-static atomic_int helper_taken;   // 1 while a caller has the helper
+static job_fn helper_job;
+static void *helper_arg;
+static atomic_int helper_state;  // JOB_POSTED from a job's posting until the helper takes it (or the caller takes it back)
+static atomic_int helper_taken;  // 1 while a caller has the helper
 static int helper_started, helper_sleeping, forks_watched;
 static pthread_mutex_t helper_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t helper_wake = PTHREAD_COND_INITIALIZER;
-
-static void run_call(const struct linear_i8_call *c) {
-  c->fn(c->X, c->Q, c->S, c->sums, c->bias, c->Y, c->M, c->N, c->K, c->G, c->scratch);
-}
 
 static long long now_ns(void) {
   struct timespec t;
@@ -125,14 +111,18 @@ static void *helper(void *unused) {
   (void)unused;
   for (;;) {
     long long until = now_ns() + HELPER_SPIN_NS;
-    while (!atomic_load_explicit(&helper_posted, memory_order_acquire) && now_ns() < until) sched_yield();
+    while (atomic_load_explicit(&helper_state, memory_order_acquire) != JOB_POSTED && now_ns() < until) sched_yield();
     pthread_mutex_lock(&helper_mutex);
     helper_sleeping = 1;
-    while (!atomic_load_explicit(&helper_posted, memory_order_acquire)) pthread_cond_wait(&helper_wake, &helper_mutex);
+    while (atomic_load_explicit(&helper_state, memory_order_acquire) != JOB_POSTED)
+      pthread_cond_wait(&helper_wake, &helper_mutex);
     helper_sleeping = 0;
     pthread_mutex_unlock(&helper_mutex);
-    run_call(&helper_call);
-    atomic_store_explicit(&helper_posted, 0, memory_order_release);
+    int posted = JOB_POSTED;
+    if (atomic_compare_exchange_strong(&helper_state, &posted, JOB_TAKEN)) {
+      helper_job(helper_arg, 1);
+      atomic_store_explicit(&helper_state, JOB_NONE, memory_order_release);
+    }
   }
   return NULL;
 }
@@ -140,7 +130,7 @@ static void *helper(void *unused) {
 // A child of fork() has none of its parent's threads: it starts its own helper when it needs one.
 static void helper_forgotten(void) {
   helper_started = helper_sleeping = 0;
-  atomic_store(&helper_posted, 0);
+  atomic_store(&helper_state, JOB_NONE);
   atomic_store(&helper_taken, 0);
   pthread_mutex_init(&helper_mutex, NULL);
   pthread_cond_init(&helper_wake, NULL);
@@ -158,29 +148,107 @@ static int start_helper(void) {
   return helper_started;
 }
 
-EXPORT void pk_linear_i8_two(linear_i8_fn fn, const float *X0, const int8_t *Q0, const float *S0, const int32_t *sums0,
-                             const float *bias0, float *Y0, int M0, int N0, int K0, int G0, uint8_t *scratch0,
-                             const float *X1, const int8_t *Q1, const float *S1, const int32_t *sums1,
-                             const float *bias1, float *Y1, int M1, int N1, int K1, int G1, uint8_t *scratch1) {
-  struct linear_i8_call first = {fn, X0, S0, bias0, Q0, sums0, Y0, M0, N0, K0, G0, scratch0};
-  struct linear_i8_call second = {fn, X1, S1, bias1, Q1, sums1, Y1, M1, N1, K1, G1, scratch1};
+// job(arg, 0) on the caller's thread and job(arg, 1) on the helper's; where the helper has not taken
+// its part by the time the caller is done with its own (asleep, its core elsewhere), the caller takes
+// it back and runs it too.
+static void on_two_threads(job_fn job, void *arg) {
   int free_ = 0;
   if (atomic_compare_exchange_strong(&helper_taken, &free_, 1)) {
     if (helper_started || start_helper()) {
-      helper_call = second;
-      atomic_store_explicit(&helper_posted, 1, memory_order_release);
+      helper_job = job;
+      helper_arg = arg;
+      atomic_store_explicit(&helper_state, JOB_POSTED, memory_order_release);
       pthread_mutex_lock(&helper_mutex);
       if (helper_sleeping) pthread_cond_signal(&helper_wake);
       pthread_mutex_unlock(&helper_mutex);
-      run_call(&first);
-      while (atomic_load_explicit(&helper_posted, memory_order_acquire)) sched_yield();
+      job(arg, 0);
+      int posted = JOB_POSTED;
+      if (atomic_compare_exchange_strong(&helper_state, &posted, JOB_NONE))
+        job(arg, 1);
+      else
+        while (atomic_load_explicit(&helper_state, memory_order_acquire) != JOB_NONE) sched_yield();
       atomic_store(&helper_taken, 0);
       return;
     }
     atomic_store(&helper_taken, 0);
   }
-  run_call(&first);
-  run_call(&second);
+  job(arg, 0);
+  job(arg, 1);
+}
+
+// An int8 product shared by the two threads: each takes the next unit of rows to quantize and pack
+// (pk_i8_rows) until none is left, waits for the other's last, then takes the next panel of the
+// weight's rows (pk_i8_panel) until none is left. Every output is made as the whole product makes it
+// (the same integers, then the same float32 operations), whichever thread makes it; a thread that
+// starts late, or is descheduled, leaves more of the work to the other, where fixed halves made the
+// product wait for it.
+typedef int (*i8_rows_fn)(const float *, int, int, int, uint8_t *, int);
+typedef int (*i8_panel_fn)(const int8_t *, const float *, const int32_t *, const float *, float *, int, int, int, int,
+                           uint8_t *, int, int);
+
+struct shared_i8 {
+  i8_rows_fn rows;
+  i8_panel_fn panel;
+  const float *X, *S, *bias;
+  const int8_t *Q;
+  const int32_t *sums;
+  float *Y;
+  int M, N, K, G;
+  uint8_t *scratch;
+  int units, panels;
+  atomic_int next_unit, units_made, next_panel;
+};
+
+static void share_i8(void *arg, int thread) {
+  struct shared_i8 *s = arg;
+  for (int u; (u = atomic_fetch_add(&s->next_unit, 1)) < s->units;) {
+    s->rows(s->X, s->M, s->K, s->G, s->scratch, u);
+    atomic_fetch_add_explicit(&s->units_made, 1, memory_order_release);
+  }
+  while (atomic_load_explicit(&s->units_made, memory_order_acquire) < s->units) sched_yield();
+  for (int p; (p = atomic_fetch_add(&s->next_panel, 1)) < s->panels;)
+    s->panel(s->Q, s->S, s->sums, s->bias, s->Y, s->M, s->N, s->K, s->G, s->scratch, p, thread);
+}
+
+// pk_linear_i8 of the chosen instruction set, on two threads: `rows` and `panel` are that set's
+// pk_i8_rows and pk_i8_panel, the other arguments pk_linear_i8's, checked by
+// core/portable/network/kernels.py's binding.
+EXPORT void pk_linear_i8_shared(i8_rows_fn rows, i8_panel_fn panel, const float *X, const int8_t *Q, const float *S,
+                                const int32_t *sums, const float *bias, float *Y, int M, int N, int K, int G,
+                                uint8_t *scratch) {
+  struct shared_i8 s = {rows, panel, X, S, bias, Q, sums, Y, M, N, K, G, scratch, 0, 0, 0, 0, 0};
+  s.units = rows(X, M, K, G, scratch, -1);
+  s.panels = panel(Q, S, sums, bias, Y, M, N, K, G, scratch, -1, 0);
+  on_two_threads(share_i8, &s);
+}
+
+// Two int8 products, one on each thread: `fn` is the chosen instruction set's pk_linear_i8, each
+// product's arguments its own, checked by core/portable/network/kernels.py's binding.
+typedef void (*linear_i8_fn)(const float *, const int8_t *, const float *, const int32_t *, const float *, float *,
+                             int, int, int, int, uint8_t *);
+
+struct linear_i8_call {
+  linear_i8_fn fn;
+  const float *X, *S, *bias;
+  const int8_t *Q;
+  const int32_t *sums;
+  float *Y;
+  int M, N, K, G;
+  uint8_t *scratch;
+};
+
+static void run_call(void *arg, int thread) {
+  const struct linear_i8_call *c = (const struct linear_i8_call *)arg + thread;
+  c->fn(c->X, c->Q, c->S, c->sums, c->bias, c->Y, c->M, c->N, c->K, c->G, c->scratch);
+}
+
+EXPORT void pk_linear_i8_two(linear_i8_fn fn, const float *X0, const int8_t *Q0, const float *S0, const int32_t *sums0,
+                             const float *bias0, float *Y0, int M0, int N0, int K0, int G0, uint8_t *scratch0,
+                             const float *X1, const int8_t *Q1, const float *S1, const int32_t *sums1,
+                             const float *bias1, float *Y1, int M1, int N1, int K1, int G1, uint8_t *scratch1) {
+  struct linear_i8_call calls[2] = {{fn, X0, S0, bias0, Q0, sums0, Y0, M0, N0, K0, G0, scratch0},
+                                    {fn, X1, S1, bias1, Q1, sums1, Y1, M1, N1, K1, G1, scratch1}};
+  on_two_threads(run_call, calls);
 }
 
 static PyMethodDef kernels_methods[] = {

@@ -55,23 +55,29 @@ TRANSPOSED_ROWS = (16, 32)
 CONV_CHANNELS = 128
 CONV_STEPS = 480
 FEW_STEPS = 32
-# Rows from which a product (a text prompt, read before any frame exists) runs on two threads, each
-# on half of the weight's rows: the other core (the decoder's, in a stream) waits for it then. From
+# Rows from which a product (a text prompt, read before any frame exists) runs on two threads
+# (NativeKernels._on_two_threads): the other core (the decoder's, in a stream) waits for it then. From
 # a block's worth of rows (a short text's ~11 tokens split too): first chunk of a short text, the
 # API's stream, english int8, alternating in one process, medians of 9, 41.5 ms against 47.0 at 16
 # rows (AVX2), 36.7 against 38.4 (AVX-512 VNNI); the server's int8 streams at 6, 10 and 14 (worst
 # real-time factor, two runs each) 0.68-0.86, 0.83-0.93, 1.03-1.15 against 0.61-0.73, 0.80-0.89,
 # 1.02-1.25: within this machine's noise.
 SPLIT_ROWS = 6
-# ...and from this many weights: handing a small matrix to the other thread costs more than it saves
-# (first chunk, medium text, int8, this 2-core machine: english 72 ms split from 1M weights, 100
-# unsplit; english_2m 6.9 ms unsplit, 7.5 split from 256K, 12.3 split at any size). Above the Mimi
-# decoder's matrices (1M weights at most), whose products of a frame's rows (16 a stream) run beside
-# the flow LM's thread, where a third thread only competes for the two cores. english int8, same
-# runs, against splitting from 1M weights: the pipeline's real-time factor 0.115 against 0.121, the
-# server's worst stream at 12 streams 0.94 against 1.02, the text prompt 53.1 ms against 52.4 (its
-# 1024x1024 products stay whole).
-SPLIT_WEIGHTS = 1 << 21
+# ...and from this many weights, with both sides at least SPLIT_SIDE: handing a small matrix to the
+# other thread costs more than it saves (first chunk, medium text, int8, this 2-core machine: english
+# 72 ms split from 1M weights, 100 unsplit; english_2m 6.9 ms unsplit, 7.5 split from 256K, 12.3
+# split at any size). The Mimi decoder's matrices (a side of 512, 1M weights at most) stay whole:
+# their products of a frame's rows (16 a stream) run beside the flow LM's thread, where a third
+# thread only competes for the two cores (english int8, against splitting them too: the pipeline's
+# real-time factor 0.115 against 0.121, the server's worst stream at 12 streams 0.94 against 1.02).
+# The flow LM's 1024x1024 products split since its products are shared panel by panel (they stayed
+# whole when each thread quantized every row for half of the weight): english int8, AVX2, the API's
+# streams alternating (12 rounds, paired medians), first chunk 0.966x (medium text), 0.963x (short),
+# the real-time factor the same.
+SPLIT_WEIGHTS = 1 << 20
+SPLIT_SIDE = 1024
+# A float32 product's halves are handed to a Python thread (0.1-0.4 ms a product): from this many.
+SPLIT_FLOAT_WEIGHTS = 1 << 21
 # Queries from which attention is NumPy's (OpenBLAS's products of each head's queries by its keys),
 # not the kernels' (from 4 queries a key head, its queries a vector's lanes at a time). Alone, one
 # thread, AVX2: english's Mimi decoder frame (16 queries, 8 heads, 265 keys) 0.23 ms against the
@@ -113,14 +119,18 @@ class NativeKernels(CompiledKernels):
         description: str,
         address: Callable[[np.ndarray], int],
         pair: Callable[..., None],
+        shared: Callable[..., None],
         instruction_set: str,
     ):
         super().__init__(functions, name, description, address)
         self._pair = pair
+        self._shared = shared
         self.instruction_set = instruction_set
 
     def linear(self, x: np.ndarray, weight: Weight, bias: Optional[np.ndarray]) -> np.ndarray:
-        if x.size // x.shape[-1] >= SPLIT_ROWS and weight.shape[0] * weight.shape[1] >= SPLIT_WEIGHTS:
+        rows, (n, k) = x.size // x.shape[-1], weight.shape
+        least = SPLIT_WEIGHTS if isinstance(weight, Int8Matrix) else SPLIT_FLOAT_WEIGHTS
+        if rows >= SPLIT_ROWS and n * k >= least and min(n, k) >= SPLIT_SIDE:
             return self._on_two_threads(x, weight, bias)
         return self._linear(x, weight, bias)
 
@@ -159,19 +169,17 @@ class NativeKernels(CompiledKernels):
             cut = m // 32 * 16  # [0, cut) and [cut, M): whole blocks of 16 but the last
             out = np.empty((m, weight.shape[0]), np.float32)  # [M, N], each half written in place
             self._int8_pair([(rows[:cut], weight, bias, out[:cut]), (rows[cut:], weight, bias, out[cut:])])
+        elif isinstance(weight, Int8Matrix):
+            out = np.empty((m, weight.shape[0]), np.float32)  # [M, N]
+            scratch = np.empty(i8_scratch(*rows.shape), np.uint8)  # kept until the call returns
+            values, scales, sums = weight.values, weight.scales, self._sums(weight)
+            self._shared(*self.binding.linear_i8_arguments(rows, values, scales, sums, bias, out, scratch))
         else:
             half = weight.shape[0] // 2
-            parts = [
-                (self._weight_rows(weight, kept), None if bias is None else bias[kept])
-                for kept in (slice(0, half), slice(half, None))
-            ]
-            if isinstance(weight, Int8Matrix):
-                outs = [np.empty((m, part.shape[0]), np.float32) for part, _ in parts]  # [M, N / 2] each
-                self._int8_pair([(rows, part, part_bias, y) for (part, part_bias), y in zip(parts, outs)])
-            else:
-                second = second_thread().submit(self._linear, rows, *parts[1])
-                outs = [self._linear(rows, *parts[0]), second.result()]
-            out = np.concatenate(outs, axis=1)
+            halves = (slice(0, half), slice(half, None))
+            parts = [(weight[kept], None if bias is None else bias[kept]) for kept in halves]
+            second = second_thread().submit(self._linear, rows, *parts[1])
+            out = np.concatenate([self._linear(rows, *parts[0]), second.result()], axis=1)
         return out.reshape(x.shape[:-1] + (weight.shape[0],))
 
     def _int8_pair(self, calls: List[Any]) -> None:
@@ -182,14 +190,6 @@ class NativeKernels(CompiledKernels):
             for (x, w, b, y), scratch in zip(calls, scratches)
         ]
         self._pair(*arguments[0], *arguments[1])
-
-    def _weight_rows(self, weight: Weight, kept: slice) -> Weight:
-        """Rows `kept` of a weight (views), an int8 one with its group sums."""
-        if not isinstance(weight, Int8Matrix):
-            return weight[kept]
-        part = Int8Matrix(weight.values[kept], weight.scales[kept])
-        part.sums = self._sums(weight)[kept]
-        return part
 
     def attention(
         self, q: np.ndarray, keys: np.ndarray, values: np.ndarray, lead: int, context: Optional[int]
@@ -237,8 +237,14 @@ def backend(instruction_set: Optional[str] = None) -> Any:
     import ctypes
 
     bound = functions(chosen)
-    pair = functools.partial(library.pk_linear_i8_two, ctypes.cast(bound["pk_linear_i8"], ctypes.c_void_p).value)
-    return NativeKernels(bound, "native", description, importlib.import_module(EXTENSION).address, pair, chosen)
+
+    def pointer(name: str) -> int:
+        return ctypes.cast(bound[name], ctypes.c_void_p).value
+
+    pair = functools.partial(library.pk_linear_i8_two, pointer("pk_linear_i8"))
+    shared = functools.partial(library.pk_linear_i8_shared, pointer("pk_i8_rows"), pointer("pk_i8_panel"))
+    address = importlib.import_module(EXTENSION).address
+    return NativeKernels(bound, "native", description, address, pair, shared, chosen)
 
 
 def functions(instruction_set: str) -> Dict[str, Any]:
@@ -275,6 +281,8 @@ def _library() -> Any:
     linear_i8 = _argtypes(SIGNATURES["pk_linear_i8"])
     library.pk_linear_i8_two.argtypes = [ctypes.c_void_p, *linear_i8, *linear_i8]
     library.pk_linear_i8_two.restype = None
+    library.pk_linear_i8_shared.argtypes = [ctypes.c_void_p, ctypes.c_void_p, *linear_i8]
+    library.pk_linear_i8_shared.restype = None
     library.pk_sets.restype = ctypes.c_char_p
     library.pk_supports.argtypes, library.pk_supports.restype = [ctypes.c_char_p], ctypes.c_int
     return library

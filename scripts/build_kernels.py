@@ -138,7 +138,7 @@ def signatures(source: str) -> Dict[str, str]:
     """Each exported kernel's arguments as core/portable/network/kernels.py's SIGNATURES writes them ("p" a
     pointer, "i" an int, "f" a float), read from the C prototypes after EXPORT(name)."""
     found = {}
-    for name, arguments in re.findall(r"EXPORT\((\w+)\)\s*void\s+\1\s*\(([^)]*)\)", source):
+    for name, arguments in re.findall(r"EXPORT\((\w+)\)\s*(?:void|int)\s+\1\s*\(([^)]*)\)", source):
         codes = []
         for argument in arguments.split(","):
             kind = argument.rsplit(None, 1)[0].strip()

@@ -229,34 +229,38 @@ def test_the_backend_is_safe_on_two_threads(backend) -> None:
 
 
 def test_a_product_of_many_rows_runs_on_two_threads_with_the_same_result(backend, monkeypatch) -> None:
-    """A text prompt's products: two halves of the weight's rows on two threads (int8: the library's
-    pair, one half on its own thread; float32: a Python thread), each output as the whole product
-    computes it (int8: the same integers; float32: OpenBLAS's rounding), the bias's halves with
-    them."""
+    """A text prompt's products on two threads (int8: shared by the library's two, panel by panel
+    of the weight's rows; float32: halves of the weight's rows, one on a Python thread), each output
+    as the whole product computes it (int8: the same integers; float32: OpenBLAS's rounding), the
+    bias's halves with them; from ROW_HALVES_FROM rows, int8 halves of x's rows (the library's
+    pair)."""
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((native.SPLIT_ROWS + 3, 64)).astype(np.float32)
-    values = rng.integers(-127, 128, (96, 64), dtype=np.int8)
+    x = rng.standard_normal((native.SPLIT_ROWS + 3, 4096)).astype(np.float32)
+    values = rng.integers(-127, 128, (96, 4096), dtype=np.int8)  # 3 panels of 32 rows (kernels.c's I8_PANEL_BYTES)
     matrix = Int8Matrix(values, rng.random((96, 1), dtype=np.float32))
-    floats = rng.standard_normal((96, 64)).astype(np.float32)
+    floats = rng.standard_normal((96, 4096)).astype(np.float32)
     bias = rng.standard_normal(96).astype(np.float32)
-    pairs, threads = [], []
-    pair = backend._pair
+    pairs, shares, threads = [], [], []
+    pair, share = backend._pair, backend._shared
     monkeypatch.setattr(backend, "_pair", lambda *a: pairs.append(1) or pair(*a))
+    monkeypatch.setattr(backend, "_shared", lambda *a: shares.append(1) or share(*a))
     executor = native.second_thread()  # made at its first use, once
     assert native.second_thread() is executor
     submit = executor.submit
     monkeypatch.setattr(executor, "submit", lambda *a: threads.append(1) or submit(*a))
     backend.linear(x, matrix, bias)
-    assert pairs == threads == []  # a small matrix stays on the caller's thread
+    assert pairs == shares == threads == []  # a small matrix stays on the caller's thread
     decoder = Int8Matrix(np.ones((2048, 512), np.int8), np.ones((2048, 1), np.float32))  # the Mimi decoder's largest
     backend.linear(np.ones((48, 512), np.float32), decoder, None)
-    assert pairs == threads == []  # a decoder's products stay on its thread, beside the flow LM's, whatever their rows
+    assert pairs == shares == threads == []  # a decoder's products stay on its thread, beside the flow LM's
     monkeypatch.setattr(native, "SPLIT_WEIGHTS", values.size)
+    monkeypatch.setattr(native, "SPLIT_FLOAT_WEIGHTS", values.size)
+    monkeypatch.setattr(native, "SPLIT_SIDE", 96)
     split_int8, split_float = backend.linear(x, matrix, bias), backend.linear(x, floats, bias)
-    assert pairs == threads == [1]
-    many = rng.standard_normal((native.ROW_HALVES_FROM + 21, 64)).astype(np.float32)  # halves of x's rows
+    assert shares == threads == [1] and pairs == []
+    many = rng.standard_normal((native.ROW_HALVES_FROM + 21, 4096)).astype(np.float32)  # halves of x's rows
     split_many = backend.linear(many, matrix, bias)
-    assert pairs == [1, 1]
+    assert pairs == shares == [1]
     monkeypatch.setattr(native, "SPLIT_ROWS", 10**9)
     assert np.array_equal(split_int8, backend.linear(x, matrix, bias))
     assert np.array_equal(split_many, backend.linear(many, matrix, bias))
@@ -266,18 +270,20 @@ def test_a_product_of_many_rows_runs_on_two_threads_with_the_same_result(backend
 
 def test_callers_of_the_pair_at_once_each_get_their_own_products(backend, monkeypatch) -> None:
     """The library's helper thread serves one caller at a time; another at the same moment runs its
-    two halves itself: every product is the whole product, however the calls meet (halves of the
-    weight's rows and of x's)."""
+    whole product itself: every product is the whole product, however the calls meet (shared panel
+    by panel, or halves of x's rows), and whether or not the helper comes before the caller is done."""
     rng = np.random.default_rng(5)
-    matrix = Int8Matrix(rng.integers(-127, 128, (160, 96), dtype=np.int8), rng.random((160, 1), dtype=np.float32))
+    values = rng.integers(-127, 128, (160, 2048), dtype=np.int8)  # 3 panels of 64 rows (kernels.c's I8_PANEL_BYTES)
+    matrix = Int8Matrix(values, rng.random((160, 1), dtype=np.float32))
     bias = rng.standard_normal(160).astype(np.float32)
     sizes = [native.ROW_HALVES_FROM, native.SPLIT_ROWS + 1, native.ROW_HALVES_FROM + 10]
-    xs = [rng.standard_normal((rows, 96)).astype(np.float32) for rows in sizes]
+    xs = [rng.standard_normal((rows, 2048)).astype(np.float32) for rows in sizes]
     split_rows = native.SPLIT_ROWS
     monkeypatch.setattr(native, "SPLIT_ROWS", 10**9)
     wanted = [backend.linear(x, matrix, bias) for x in xs]
     monkeypatch.setattr(native, "SPLIT_ROWS", split_rows)
     monkeypatch.setattr(native, "SPLIT_WEIGHTS", 0)
+    monkeypatch.setattr(native, "SPLIT_SIDE", 0)
     failures = []
 
     def work(i: int) -> None:
@@ -311,7 +317,7 @@ import numpy as np
 from core import native
 from core.portable.network.quantize import Int8Matrix
 backend = native.backend()
-native.SPLIT_WEIGHTS = 0
+native.SPLIT_WEIGHTS = native.SPLIT_SIDE = 0
 rng = np.random.default_rng(5)
 matrix = Int8Matrix(rng.integers(-127, 128, (160, 96), dtype=np.int8), rng.random((160, 1), dtype=np.float32))
 x = rng.standard_normal((20, 96)).astype(np.float32)

@@ -958,32 +958,58 @@ static void linear_i8_block(const uint8_t *PU, const uint8_t *PF, const int8_t *
 // X's blocks of rows go by, so that a product of many rows (a text prompt) reads Q from memory once,
 // not once per block of rows, and every row is quantized once.
 #define I8_PANEL_BYTES (128 * 1024)
+// Rows of X per unit of pk_i8_rows: a block of AVX-512's, two of AVX2's and aarch64's.
+#define I8_UNIT 16
 
-// scratch: uint8 [i8_scratch(M, K)], the caller's: every row's part u, then every row's part f,
-// their zero points, then (4-byte aligned) their float32 scales, divided by 126 (V's unit, above).
-EXPORT(pk_linear_i8)
-void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const int32_t *sums, const float *bias, float *Y,
-                  int M, int N, int K, int G, uint8_t *scratch) {
+// The scratch, the caller's: uint8 [i8_scratch(M, K)]: every row's part u, then every row's part f,
+// their zero points, then (4-byte aligned) their float32 scales, divided by 126 (V's unit, above),
+// then (from a 64-byte boundary) the rows packed in blocks and the widening room of two threads.
+static inline float *i8_scales(uint8_t *scratch, int M, int K) {
+  return (float *)(scratch + ((2 * (long)M * K + M + 3) & ~3L));
+}
+
+static inline int i8_panel_rows(int K) {
+  int panel = I8_PANEL_BYTES / K;
+  return panel < 4 ? 4 : panel - panel % 4;
+}
+
+#if defined(I8_BLOCK)
+// Rows [0, i8_blocked) go by blocks, the last one partial where I8_BLOCK_FROM rows or more are left:
+// on english's 24 flow-LM matrices, one thread, AVX-512, a block costs what 6 rows cost on
+// linear_i8_rows. By block, 40 rows take 27-32 ms where 8 rows at a time on the dot-product form
+// took 64, 16 rows 10-13 where they took 29; AVX2, 4096x1024: 40 rows 3.3-3.7 ms where they took
+// 4.4-4.8. Each block is packed as its part u, then its part f (AVX2's: its values a).
+static inline int i8_blocked(int M, int K, int G) {
+  if (K % 4 || G % 4) return 0;
+  return M % I8_BLOCK >= I8_BLOCK_FROM ? M : M - M % I8_BLOCK;
+}
+
+static inline uint8_t *i8_packed(uint8_t *scratch, int M, int K) {
+  return (uint8_t *)(((uintptr_t)(i8_scales(scratch, M, K) + M) + 63) & ~(uintptr_t)63);
+}
+#endif
+
+// pk_linear_i8 in parts that two threads can share (core/_kernels.c takes them one at a time from
+// both): pk_i8_rows quantizes (and packs) unit u of X's rows, pk_i8_panel multiplies every row by
+// panel p of Q's rows into Y, with the widening room of `thread` (0 or 1). Each part writes only its
+// own rows of the scratch or columns of Y, and pk_i8_panel needs every unit made; each returns how
+// many units or panels the product has, and does nothing where u or p is not one of them.
+EXPORT(pk_i8_rows)
+int pk_i8_rows(const float *X, int M, int K, int G, uint8_t *scratch, int u) {
+  int units = (M + I8_UNIT - 1) / I8_UNIT;
+  if (u < 0 || u >= units) return units;
   FLUSH_DENORMALS();
   long parts = (long)M * K;
   uint8_t *U = scratch, *F = scratch + parts, *zeros = scratch + 2 * parts;
-  float *scales = (float *)(scratch + ((2 * parts + M + 3) & ~3L));
-  for (int m = 0; m < M; m++)
+  float *scales = i8_scales(scratch, M, K);
+  int from = u * I8_UNIT, to = M - from < I8_UNIT ? M : from + I8_UNIT;
+  for (int m = from; m < to; m++)
     scales[m] = quantize_row(X + (long)m * K, U + (long)m * K, F + (long)m * K, zeros + m, K) / 126.0f;
-  int groups = K / G, panel = I8_PANEL_BYTES / K;
-  panel = panel < 4 ? 4 : panel - panel % 4;
 #if defined(I8_BLOCK)
-  // Rows [0, blocked) go by blocks, the last one partial where I8_BLOCK_FROM rows or more are left:
-  // on english's 24 flow-LM matrices, one thread, AVX-512, a block costs what 6 rows cost on
-  // linear_i8_rows. By block, 40 rows take 27-32 ms where 8 rows at a time on the dot-product form
-  // took 64, 16 rows 10-13 where they took 29; AVX2, 4096x1024: 40 rows 3.3-3.7 ms where they took
-  // 4.4-4.8. The blocks are packed after the scales, from a 64-byte boundary: each block's part u,
-  // then its part f.
-  uint8_t *packed = (uint8_t *)(((uintptr_t)(scales + M) + 63) & ~(uintptr_t)63);
+  int blocked = i8_blocked(M, K, G);
+  uint8_t *packed = i8_packed(scratch, M, K);
   long block_bytes = (long)I8_BLOCK * K;
-  int blocked = 0;
-  if (K % 4 == 0 && G % 4 == 0) blocked = M % I8_BLOCK >= I8_BLOCK_FROM ? M : M - M % I8_BLOCK;
-  for (int m = 0; m < blocked; m += I8_BLOCK) {
+  for (int m = from; m < to && m < blocked; m += I8_BLOCK) {
     uint8_t *p = packed + 2 * (m / I8_BLOCK) * block_bytes;
     int rows = blocked - m < I8_BLOCK ? blocked - m : I8_BLOCK;
 #if defined(I8_WIDE)
@@ -993,47 +1019,81 @@ void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const int32_t
     pack_block(F + (long)m * K, rows, K, p + block_bytes);
 #endif
   }
-#endif
-  for (int n = 0; n < N; n += panel) {
-    int count = N - n < panel ? N - n : panel;
-    const int8_t *q = Q + (long)n * K;
-    const float *s = S + (long)n * groups;
-    const int32_t *sum = sums + (long)n * groups;
-    int m = 0;
-#if defined(I8_WIDE)
-    if (blocked)  // the rows widened after the blocks: I8_TILE rows of Q
-      linear_wide((const int16_t *)packed, blocked, q, s, Y + n, count, N, K, G, scales,
-                  (int16_t *)(packed + 2 * (long)blocked * K));
-    m = blocked;
-#elif defined(I8_BLOCK)
-    for (; m < blocked; m += I8_BLOCK) {
-      const uint8_t *p = packed + 2 * (m / I8_BLOCK) * block_bytes;
-      int rows = blocked - m < I8_BLOCK ? blocked - m : I8_BLOCK;
-      linear_i8_block(p, p + block_bytes, q, s, sum, Y + (long)m * N + n, rows, count, N, K, G, scales + m, zeros + m);
-    }
-#endif
-    for (; m < M; m += 4) {
-      const uint8_t *u = U + (long)m * K, *f = F + (long)m * K, *z = zeros + m;
-      const float *x = scales + m;
-      float *y = Y + (long)m * N + n;
-      switch (M - m < 4 ? M - m : 4) {
-        case 1:
-#if defined(I8_VECTOR)
-          linear_i8_vector(u, f, q, s, sum, y, count, K, G, x[0], z[0]);
 #else
-          linear_i8_rows(u, f, q, s, sum, y, 1, count, N, K, G, x[0], 0, 0, 0, z[0], 0, 0, 0);
+  (void)G;
 #endif
-          break;
-        case 2: linear_i8_rows(u, f, q, s, sum, y, 2, count, N, K, G, x[0], x[1], 0, 0, z[0], z[1], 0, 0); break;
-        case 3: linear_i8_rows(u, f, q, s, sum, y, 3, count, N, K, G, x[0], x[1], x[2], 0, z[0], z[1], z[2], 0); break;
-        default:
-          linear_i8_rows(u, f, q, s, sum, y, 4, count, N, K, G, x[0], x[1], x[2], x[3], z[0], z[1], z[2], z[3]);
-          break;
-      }
+  RESTORE_DENORMALS();
+  return units;
+}
+
+EXPORT(pk_i8_panel)
+int pk_i8_panel(const int8_t *Q, const float *S, const int32_t *sums, const float *bias, float *Y, int M, int N, int K,
+                int G, uint8_t *scratch, int p, int thread) {
+  int rows_per_panel = i8_panel_rows(K), panels = (N + rows_per_panel - 1) / rows_per_panel;
+  if (p < 0 || p >= panels) return panels;
+  FLUSH_DENORMALS();
+  long parts = (long)M * K;
+  const uint8_t *U = scratch, *F = scratch + parts, *zeros = scratch + 2 * parts;
+  const float *scales = i8_scales(scratch, M, K);
+  int groups = K / G, n = p * rows_per_panel, count = N - n < rows_per_panel ? N - n : rows_per_panel;
+  const int8_t *q = Q + (long)n * K;
+  const float *s = S + (long)n * groups;
+  const int32_t *sum = sums + (long)n * groups;
+  int m = 0;
+#if defined(I8_BLOCK)
+  int blocked = i8_blocked(M, K, G);
+  const uint8_t *packed = i8_packed(scratch, M, K);
+#if defined(I8_WIDE)
+  if (blocked) {
+    // The widening rooms come after the blocks, the last one's rows of zeros included.
+    long packed_rows = (blocked + I8_BLOCK - 1) / I8_BLOCK * I8_BLOCK;
+    int16_t *widened = (int16_t *)(packed + 2 * packed_rows * K) + (long)thread * I8_TILE * K;
+    linear_wide((const int16_t *)packed, blocked, q, s, Y + n, count, N, K, G, scales, widened);
+  }
+  m = blocked;
+#else
+  long block_bytes = (long)I8_BLOCK * K;
+  for (; m < blocked; m += I8_BLOCK) {
+    const uint8_t *b = packed + 2 * (m / I8_BLOCK) * block_bytes;
+    int rows = blocked - m < I8_BLOCK ? blocked - m : I8_BLOCK;
+    linear_i8_block(b, b + block_bytes, q, s, sum, Y + (long)m * N + n, rows, count, N, K, G, scales + m, zeros + m);
+  }
+#endif
+#endif
+#if !defined(I8_WIDE)
+  (void)thread;
+#endif
+  for (; m < M; m += 4) {
+    const uint8_t *u = U + (long)m * K, *f = F + (long)m * K, *z = zeros + m;
+    const float *x = scales + m;
+    float *y = Y + (long)m * N + n;
+    switch (M - m < 4 ? M - m : 4) {
+      case 1:
+#if defined(I8_VECTOR)
+        linear_i8_vector(u, f, q, s, sum, y, count, K, G, x[0], z[0]);
+#else
+        linear_i8_rows(u, f, q, s, sum, y, 1, count, N, K, G, x[0], 0, 0, 0, z[0], 0, 0, 0);
+#endif
+        break;
+      case 2: linear_i8_rows(u, f, q, s, sum, y, 2, count, N, K, G, x[0], x[1], 0, 0, z[0], z[1], 0, 0); break;
+      case 3: linear_i8_rows(u, f, q, s, sum, y, 3, count, N, K, G, x[0], x[1], x[2], 0, z[0], z[1], z[2], 0); break;
+      default:
+        linear_i8_rows(u, f, q, s, sum, y, 4, count, N, K, G, x[0], x[1], x[2], x[3], z[0], z[1], z[2], z[3]);
+        break;
     }
   }
-  add_bias(Y, bias, M, N);
+  if (bias)
+    for (int r = 0; r < M; r++) add_bias(Y + (long)r * N + n, bias + n, 1, count);
   RESTORE_DENORMALS();
+  return panels;
+}
+
+EXPORT(pk_linear_i8)
+void pk_linear_i8(const float *X, const int8_t *Q, const float *S, const int32_t *sums, const float *bias, float *Y,
+                  int M, int N, int K, int G, uint8_t *scratch) {
+  for (int u = 0, units = pk_i8_rows(X, M, K, G, scratch, -1); u < units; u++) pk_i8_rows(X, M, K, G, scratch, u);
+  for (int p = 0, panels = pk_i8_panel(Q, S, sums, bias, Y, M, N, K, G, scratch, -1, 0); p < panels; p++)
+    pk_i8_panel(Q, S, sums, bias, Y, M, N, K, G, scratch, p, 0);
 }
 
 // sums[n, g] = the sum of group g (G columns) of row n of Q [N, K]: computed once per matrix.

@@ -27,6 +27,8 @@ from .quantize import Int8Matrix, Weight
 SIGNATURES = {
     "pk_linear_f32": "ppppiii",
     "pk_linear_i8": "ppppppiiiip",
+    "pk_i8_rows": "piiipi",
+    "pk_i8_panel": "pppppiiiipii",
     "pk_i8_sums": "ppiii",
     "pk_conv_f32": "ppppiiiiii",
     "pk_elu": "ppi",
@@ -108,9 +110,10 @@ def i8_scratch(rows: int, columns: int) -> int:
     """The int8 kernel's scratch in bytes for `rows` rows of `columns`: every row's two parts, a zero
     point each, then (4-byte aligned) a float32 scale each, then room for the rows packed again in
     blocks (I8_BLOCKS: the most any set packs), from a 64-byte boundary, and after them for
-    I8_WIDE_ROWS rows of the weight as int16."""
+    I8_WIDE_ROWS rows of the weight as int16 for each of two threads (core/_kernels.c shares a
+    product between two)."""
     packed = max(-(-rows // block) * block if rows >= start else 0 for block, start in I8_BLOCKS)
-    blocks = 2 * packed * columns + 64 + 2 * I8_WIDE_ROWS * columns if packed else 0
+    blocks = 2 * packed * columns + 64 + 2 * 2 * I8_WIDE_ROWS * columns if packed else 0
     return (2 * rows * columns + rows + 3) // 4 * 4 + 4 * rows + blocks
 
 
