@@ -93,15 +93,16 @@ def _two_threads_with(model: TTSModel, generation: Generation, decoder: FrameDec
     frames = alone(model, generation)
     handoff: queue.Queue = queue.Queue(AHEAD)
     stop = threading.Event()
-    # The first frame decodes alone where it decodes on this process: the flow thread waits until
-    # the decoder asks for the second. Beside a flow LM making the next frames, the two threads'
-    # handovers of the GIL slow it by a third (docs/measurements.md#against-the-machines-limits);
-    # the flow LM, several times faster than real time, has the first chunk's whole duration to
-    # catch up. english int8, this machine, same run: first chunk of a short text 38 ms against 41
-    # with a flow thread that does not wait, the same real-time factor.
+    # The first frame decodes alone: the flow thread waits until the decoder asks for the second.
+    # Beside a flow LM making the next frames, the two threads' handovers of the GIL slow it by a
+    # third (docs/measurements.md#against-the-machines-limits), and in the decoder's process the
+    # flow LM's step, which streams its weights through the shared cache, slows it too; the flow LM,
+    # several times faster than real time, has the first chunk's whole duration to catch up.
+    # english int8, this machine, same run: first chunk of a short text 38 ms against 41 with a flow
+    # thread that does not wait, the same real-time factor; in the decoder's process, AVX2, the API's
+    # streams alternating (paired medians of 14-16), 0.93-0.96x (medium text), 0.97x (short), the
+    # real-time factor 0.97-1.03x.
     first_decoded = threading.Event()
-    if isinstance(decoder, decoder_process.HandingDecoder) and decoder.process.ready.is_set():
-        first_decoded.set()
 
     def make() -> None:
         try:
