@@ -186,28 +186,34 @@ typedef int (*i8_rows_fn)(const float *, int, int, int, uint8_t *, int);
 typedef int (*i8_panel_fn)(const int8_t *, const float *, const int32_t *, const float *, float *, int, int, int, int,
                            uint8_t *, int, int);
 
-struct shared_i8 {
-  i8_rows_fn rows;
-  i8_panel_fn panel;
+// An int8 product's arguments, pk_linear_i8's.
+struct i8_product {
   const float *X, *S, *bias;
   const int8_t *Q;
   const int32_t *sums;
   float *Y;
   int M, N, K, G;
   uint8_t *scratch;
+};
+
+struct shared_i8 {
+  i8_rows_fn rows;
+  i8_panel_fn panel;
+  struct i8_product a;
   int units, panels;
   atomic_int next_unit, units_made, next_panel;
 };
 
 static void share_i8(void *arg, int thread) {
   struct shared_i8 *s = arg;
+  const struct i8_product *a = &s->a;
   for (int u; (u = atomic_fetch_add(&s->next_unit, 1)) < s->units;) {
-    s->rows(s->X, s->M, s->K, s->G, s->scratch, u);
+    s->rows(a->X, a->M, a->K, a->G, a->scratch, u);
     atomic_fetch_add_explicit(&s->units_made, 1, memory_order_release);
   }
   while (atomic_load_explicit(&s->units_made, memory_order_acquire) < s->units) sched_yield();
   for (int p; (p = atomic_fetch_add(&s->next_panel, 1)) < s->panels;)
-    s->panel(s->Q, s->S, s->sums, s->bias, s->Y, s->M, s->N, s->K, s->G, s->scratch, p, thread);
+    s->panel(a->Q, a->S, a->sums, a->bias, a->Y, a->M, a->N, a->K, a->G, a->scratch, p, thread);
 }
 
 // pk_linear_i8 of the chosen instruction set, on two threads: `rows` and `panel` are that set's
@@ -216,7 +222,7 @@ static void share_i8(void *arg, int thread) {
 EXPORT void pk_linear_i8_shared(i8_rows_fn rows, i8_panel_fn panel, const float *X, const int8_t *Q, const float *S,
                                 const int32_t *sums, const float *bias, float *Y, int M, int N, int K, int G,
                                 uint8_t *scratch) {
-  struct shared_i8 s = {rows, panel, X, S, bias, Q, sums, Y, M, N, K, G, scratch, 0, 0, 0, 0, 0};
+  struct shared_i8 s = {rows, panel, {X, S, bias, Q, sums, Y, M, N, K, G, scratch}, 0, 0, 0, 0, 0};
   s.units = rows(X, M, K, G, scratch, -1);
   s.panels = panel(Q, S, sums, bias, Y, M, N, K, G, scratch, -1, 0);
   on_two_threads(share_i8, &s);
@@ -229,25 +235,21 @@ typedef void (*linear_i8_fn)(const float *, const int8_t *, const float *, const
 
 struct linear_i8_call {
   linear_i8_fn fn;
-  const float *X, *S, *bias;
-  const int8_t *Q;
-  const int32_t *sums;
-  float *Y;
-  int M, N, K, G;
-  uint8_t *scratch;
+  struct i8_product a;
 };
 
 static void run_call(void *arg, int thread) {
   const struct linear_i8_call *c = (const struct linear_i8_call *)arg + thread;
-  c->fn(c->X, c->Q, c->S, c->sums, c->bias, c->Y, c->M, c->N, c->K, c->G, c->scratch);
+  const struct i8_product *a = &c->a;
+  c->fn(a->X, a->Q, a->S, a->sums, a->bias, a->Y, a->M, a->N, a->K, a->G, a->scratch);
 }
 
 EXPORT void pk_linear_i8_two(linear_i8_fn fn, const float *X0, const int8_t *Q0, const float *S0, const int32_t *sums0,
                              const float *bias0, float *Y0, int M0, int N0, int K0, int G0, uint8_t *scratch0,
                              const float *X1, const int8_t *Q1, const float *S1, const int32_t *sums1,
                              const float *bias1, float *Y1, int M1, int N1, int K1, int G1, uint8_t *scratch1) {
-  struct linear_i8_call calls[2] = {{fn, X0, S0, bias0, Q0, sums0, Y0, M0, N0, K0, G0, scratch0},
-                                    {fn, X1, S1, bias1, Q1, sums1, Y1, M1, N1, K1, G1, scratch1}};
+  struct linear_i8_call calls[2] = {{fn, {X0, S0, bias0, Q0, sums0, Y0, M0, N0, K0, G0, scratch0}},
+                                    {fn, {X1, S1, bias1, Q1, sums1, Y1, M1, N1, K1, G1, scratch1}}};
   on_two_threads(run_call, calls);
 }
 
