@@ -79,7 +79,7 @@ setup(
             sources=["core/_kernels.c"],
             depends=[KERNELS],
             extra_compile_args=FLAGS + ["-pthread"],
-            extra_link_args=["-pthread"],  # its helper thread (pk_linear_i8_two)
+            extra_link_args=["-pthread"],  # its helper thread (pk_linear_i8_shared, pk_linear_i8_two)
             optional=True,
         )
     ],

@@ -4,9 +4,9 @@
 // (pk_linear_f32_avx2, ...). Python calls the kernels through ctypes: core/native.py loads the same
 // file, asks which sets were compiled (pk_sets) and which this processor has (pk_supports), and binds
 // the pk_* functions of the best through core/portable/network/kernels.py, which checks every array before
-// handing over a pointer; pk_linear_i8_two runs two of the chosen set's int8 products at once, one on
-// a thread of its own. As a module it has one function, `address`, the pointer of an array so
-// checked.
+// handing over a pointer; pk_linear_i8_shared runs one of the chosen set's int8 products on two
+// threads, the caller's and one of its own, and pk_linear_i8_two two at once, one on each. As a
+// module it has one function, `address`, the pointer of an array so checked.
 #include <Python.h>
 #include <pthread.h>
 #include <sched.h>

@@ -108,9 +108,11 @@ def second_thread() -> Any:
 
 
 class NativeKernels(CompiledKernels):
-    """The compiled kernels as CPython runs them: `pair` runs two int8 products at once, one on a
-    thread of the library's own (core/_kernels.c's pk_linear_i8_two, with this set's pk_linear_i8
-    bound), each given as pk_linear_i8's checked arguments."""
+    """The compiled kernels as CPython runs them, with a thread of the library's own
+    (core/_kernels.c): `shared` runs one int8 product on both threads (pk_linear_i8_shared, with
+    this set's pk_i8_rows and pk_i8_panel bound), `pair` two at once, one on each
+    (pk_linear_i8_two, with this set's pk_linear_i8), each given as pk_linear_i8's checked
+    arguments."""
 
     def __init__(
         self,
@@ -150,19 +152,20 @@ class NativeKernels(CompiledKernels):
         return np.ascontiguousarray(out.T).reshape(x.shape[:-1] + (weight.shape[0],))
 
     def _on_two_threads(self, x: np.ndarray, weight: Weight, bias: Optional[np.ndarray]) -> np.ndarray:
-        """The product of many rows (a text prompt, a server step with newcomers) in two halves on two
-        threads, each output computed as the whole product computes it (int8: the same integers;
-        float32: OpenBLAS's rounding). int8 halves run together in the library (`pair`); float ones
-        on OpenBLAS, one on a Python thread (`second_thread`): both let go of the GIL.
+        """The product of many rows (a text prompt, a server step with newcomers) on two threads,
+        each output computed as the whole product computes it (int8: the same integers; float32:
+        OpenBLAS's rounding), both letting go of the GIL.
 
-        Halves of the weight's rows, each thread taking every row of x (and quantizing it: a few
-        microseconds): the int8 kernels take x 16 rows at a time, and halves of a few blocks of rows
-        would leave each thread a partial one (english's flow-LM matrices, 40 rows: 21.1 ms by
-        halves of x's rows, 18.4 by halves of the weight's). From ROW_HALVES_FROM rows of x, int8
-        products take halves of x's rows, in whole blocks: by the weight's halves each thread would
-        quantize, pack and re-read every row for each panel of weights (13 newcomers' prompts in one
-        server step, 380 rows: english's 1024x4096 matrices 20-97 ms a product that way, 7.3 by x's
-        halves; the step 235 ms against 385)."""
+        int8: shared by the library's two threads (`shared`), which take its rows to quantize and
+        then its panels of weights in turn, each row quantized once (english's flow-LM matrices,
+        40 rows, AVX2: 0.81-0.88x the time of halves of the weight's rows, where each thread
+        quantized every row and the product waited for the later one). From ROW_HALVES_FROM rows
+        of x, halves of x's rows, in whole blocks (`pair`): a product of many rows re-reads every
+        packed row for each panel of weights (13 newcomers' prompts in one server step, 380 rows:
+        english's 1024x4096 matrices 20-97 ms a product by the weight's halves, 7.3 by x's halves;
+        the step 235 ms against 385; at 120 rows, 4096x1024, shared 7.3 ms, by the weight's
+        halves 6.6). float32: halves of the weight's rows, one on a Python thread
+        (`second_thread`)."""
         rows = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, x.shape[-1])  # [M, K]
         m = rows.shape[0]
         if isinstance(weight, Int8Matrix) and m >= ROW_HALVES_FROM:
