@@ -141,7 +141,8 @@ def test_a_part_that_was_not_loaded_is_a_clear_error() -> None:
 
 
 def test_the_derived_layouts_leave_the_checkpoint_as_it_is() -> None:
-    """prepare() returns new dicts: the checkpoint's nested tensors are not rewritten."""
+    """prepare() returns new dicts: the checkpoint's nested tensors are not rewritten, and what a
+    derived layout replaces is not held beside it."""
     from core.portable.model import load_weights
     from core.portable.network import flow_lm, mimi
     from core.portable.weights import params
@@ -154,5 +155,7 @@ def test_the_derived_layouts_leave_the_checkpoint_as_it_is() -> None:
     assert "modulation" in flow["flow_net"] and "modulation" not in nested["flow_lm"]["flow_net"]
     assert "adaLN_modulation" in nested["flow_lm"]["flow_net"]["res_blocks"][0]
     convtr = [layer for layer in codec["decoder"]["model"] if layer and "convtr" in layer]
-    assert convtr and all("taps" in layer["convtr"] for layer in convtr)
-    assert not any(layer and "taps" in layer.get("convtr", {}) for layer in nested["mimi"]["decoder"]["model"])
+    assert convtr and all("taps" in layer["convtr"] and "weight" not in layer["convtr"] for layer in convtr)
+    assert "weight" not in codec["upsample"]["convtr"]["convtr"]
+    checkpoint = [layer for layer in nested["mimi"]["decoder"]["model"] if layer and "convtr" in layer]
+    assert all("weight" in layer["convtr"] and "taps" not in layer["convtr"] for layer in checkpoint)

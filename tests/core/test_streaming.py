@@ -75,10 +75,11 @@ def test_conv1d_long_input_in_blocks_equals_one_block(monkeypatch: pytest.Monkey
 @pytest.mark.parametrize("stride, k", [(5, 10), (3, 7), (4, 4)])
 def test_conv_transpose1d_step_equals_batch(groups: int, stride: int, k: int) -> None:
     c_in, c_out = 4, 8
-    p = conv.prepare_transposed({"weight": random(c_in, c_out // groups, k), "bias": random(c_out)}, stride, groups)
+    raw = {"weight": random(c_in, c_out // groups, k), "bias": random(c_out)}
+    p = conv.prepare_transposed(raw, stride, groups)
     x = random(c_in, 30)
-    whole = conv.conv_transpose1d_step(p, x, conv.conv_transpose1d_init_state(p, stride), stride)
-    state = conv.conv_transpose1d_init_state(p, stride)
+    whole = conv.conv_transpose1d_step(p, x, conv.conv_transpose1d_init_state(p), stride)
+    state = conv.conv_transpose1d_init_state(p)
     parts = [conv.conv_transpose1d_step(p, x[:, a:b], state, stride) for a, b in in_chunks(30, [1, 2, 7])]
     assert np.allclose(np.concatenate(parts, axis=1), whole, atol=1e-5)
     # Against the definition: y[o, t*S + k] += w[i, o, k] x[i, t], cut to T*S samples.
@@ -88,8 +89,8 @@ def test_conv_transpose1d_step_equals_batch(groups: int, stride: int, k: int) ->
         g = i // per
         for o in range(c_out // groups):
             for t in range(30):
-                full[g * (c_out // groups) + o, t * stride : t * stride + k] += p["weight"][i, o] * x[i, t]
-    assert np.allclose(whole, (full + p["bias"][:, None])[:, : 30 * stride], atol=1e-4)
+                full[g * (c_out // groups) + o, t * stride : t * stride + k] += raw["weight"][i, o] * x[i, t]
+    assert np.allclose(whole, (full + raw["bias"][:, None])[:, : 30 * stride], atol=1e-4)
 
 
 def tiny_transformer(context):

@@ -52,12 +52,14 @@ def conv1d(p: Params, x: np.ndarray, stride: int = 1, dilation: int = 1, pad_mod
 
 
 def prepare_transposed(p: Params, stride: int, groups: int = 1) -> Params:
-    """p with `taps` added (p itself is left as it is): the transposed convolution's kernel as an
-    ordinary one (made once, at load).
+    """A new dict of p's bias and `taps`, the transposed convolution's kernel as an ordinary one
+    (made once, at load; p itself is left as it is). The step reads only the taps, so the weight
+    they are made from is left out (english's decoder held 7.9 MB of float32 twice, and sent it to
+    its decoder process twice).
 
     Output frame t (`stride` samples) of a transposed convolution with K = m * stride taps sums
     the input steps t - m + 1 .. t, so it is a convolution over input steps with C_out * stride
-    output channels, whose channels are then laid out in time. taps: [G, C_out/G * S, C_in/G * m].
+    output channels, whose channels are then laid out in time. taps: [G, C_out/G * S, C_in/G, m].
     """
     weight = p["weight"]  # [C_in, C_out / G, K]
     c_in, c_out_g, k = weight.shape
@@ -66,30 +68,33 @@ def prepare_transposed(p: Params, stride: int, groups: int = 1) -> Params:
         weight = np.concatenate([weight, np.zeros((c_in, c_out_g, m * stride - k), np.float32)], axis=2)
     # Input step t - j meets tap block j; in the window over steps it sits at position m - 1 - j.
     w = weight.reshape(groups, c_in // groups, c_out_g, m, stride)[:, :, :, ::-1, :]
-    taps = np.ascontiguousarray(w.transpose(0, 2, 4, 1, 3)).reshape(groups, c_out_g * stride, c_in // groups * m)
-    return dict(p, taps=taps)
+    taps = np.ascontiguousarray(w.transpose(0, 2, 4, 1, 3)).reshape(groups, c_out_g * stride, c_in // groups, m)
+    prepared = {key: value for key, value in p.items() if key != "weight"}
+    prepared["taps"] = taps
+    return prepared
 
 
-def conv_transpose1d_init_state(p: Params, stride: int) -> np.ndarray:
-    """The last m - 1 input steps (zeros before the first call)."""
-    c_in, _, k = p["weight"].shape
-    return np.zeros((c_in, -(-k // stride) - 1), dtype=np.float32)
+def conv_transpose1d_init_state(p: Params) -> np.ndarray:
+    """The last m - 1 input steps (zeros before the first call). Needs `prepare_transposed`."""
+    groups, _, c_in_group, m = p["taps"].shape
+    return np.zeros((groups * c_in_group, m - 1), dtype=np.float32)
 
 
 def conv_transpose1d_step(p: Params, x: np.ndarray, previous: np.ndarray, stride: int) -> np.ndarray:
     """x [(B,) C_in, T] -> [(B,) C_out, T * stride]; `previous` [(B,) C_in, m - 1] is updated. Needs
     `prepare_transposed`."""
-    kernel = p["taps"]  # [G, C_out/G * S, C_in/G * m]
-    groups, rows, _ = kernel.shape
+    kernel = p["taps"]  # [G, C_out/G * S, C_in/G, m]
+    groups, rows, _, m = kernel.shape
     lead, (c_in, t) = x.shape[:-2], x.shape[-2:]
-    m = previous.shape[-1] + 1
     padded = np.concatenate([previous, x], axis=-1) if m > 1 else np.ascontiguousarray(x)  # [(B,) C_in, m - 1 + T]
     if groups == 1:
-        out = ops.conv(padded, kernel[0].reshape(rows, c_in, m), t)  # [(B,) C_out * S, T]
+        out = ops.conv(padded, kernel[0], t)  # [(B,) C_out * S, T]
     else:
         step = padded.strides[-1]
         windows = as_strided(padded, shape=lead + (c_in, m, t), strides=padded.strides[:-1] + (step, step))
-        out = np.matmul(kernel, windows.reshape(lead + (groups, c_in // groups * m, t)))  # [(B,) G, C_out/G * S, T]
+        out = np.matmul(
+            kernel.reshape(groups, rows, -1), windows.reshape(lead + (groups, c_in // groups * m, t))
+        )  # [(B,) G, C_out/G * S, T]
     if m > 1:
         previous[...] = padded[..., padded.shape[-1] - (m - 1) :]
     c_out = groups * rows // stride

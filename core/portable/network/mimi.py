@@ -87,7 +87,7 @@ def prepare(spec: MimiSpec, p: Dict[str, Any]) -> Dict[str, Any]:
 
 def init_decoder_state(spec: MimiSpec, p: Dict[str, Any]) -> DecoderState:
     if spec.resample_stride > 1:
-        upsample = conv.conv_transpose1d_init_state(p["upsample"]["convtr"]["convtr"], spec.resample_stride)
+        upsample = conv.conv_transpose1d_init_state(p["upsample"]["convtr"]["convtr"])
     else:
         upsample = np.zeros((spec.decoder_dim, 0), np.float32)
     return DecoderState(

@@ -106,7 +106,7 @@ def init_state(layers: List[Layer], params: List[Any]) -> List[np.ndarray]:
         if layer.kind == "conv":
             states.append(conv.conv1d_init_state(p["conv"], layer.stride, layer.dilation))
         elif layer.kind == "convtr":
-            states.append(conv.conv_transpose1d_init_state(p["convtr"], layer.stride))
+            states.append(conv.conv_transpose1d_init_state(p["convtr"]))
         elif layer.kind == "resblock":
             states.append(conv.conv1d_init_state(p["block"][1]["conv"], 1, layer.dilation))
     return states
