@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
-from core import PocketTTSError, TTSModel
+from core import PocketTTSError, TTSModel, threads
 from core.portable.synthesis.options import GenerationOptions
 from core.portable.synthesis.text_stream import TextStream
 from core.portable.text import normalize
@@ -70,10 +70,11 @@ def load_engine(settings: Settings, recordings: Optional[Recordings] = None) -> 
         adapters=[tuple(pair.split("=", 1)) for pair in settings.also_adapters],
     )
     engine.loudness = settings.loudness
-    if settings.loudness is not None:
-        model.voice_loudness(engine.voices.voice(None))  # measured now: the first request does not wait for it
-    if settings.preload:
-        engine.models.preload()
+    with threads.one_blas_thread():  # as a request's work runs (ServerEngine's docstring)
+        if settings.loudness is not None:
+            model.voice_loudness(engine.voices.voice(None))  # measured now: the first request does not wait for it
+        if settings.preload:
+            engine.models.preload()
     return engine
 
 
@@ -96,31 +97,38 @@ class ServerEngine:
         the voices' too. `others`: more models to serve (what `load` loads each from), and
         `adapters` (name, path): LoRA fine-tunes of the model served as models of those names,
         each sharing the model's weights, checked now; all within `memory_budget` bytes
-        (server/served_models.py)."""
-        self.model = model
-        self.hosted = HostedModel(model)
-        self.access = access if access is not None else Access()
-        self.connections = ConnectionPool(max_connections)
-        self.voices = EngineVoices(model, default_voice, recordings, voices_dir)
-        self._default_voice = default_voice
-        served: Dict[str, Other] = {}
-        for source in others:
-            served[public_name(source)] = Other(
-                normalize.language_of(public_name(source)), partial(self._served, load, source)
-            )
-        language = str(self.hosted.description["language"])
-        for name, path in adapters:
-            if name in served or name == self.hosted.name:
-                raise PocketTTSError(f"--also-adapter {name}: a model of this server has that name already")
-            served[name] = Other(language, partial(self._served, model.adapted, path))
-        self.models = ServedModels(Served(self.hosted, self.voices), served, memory_budget)
-        for name, _ in adapters:  # an adapter costs its pairs alone: a bad one fails at start
-            try:
-                self.models.get(name)
-            except ServiceError as e:
-                raise PocketTTSError(e.message) from None
-        self.loudness: Optional[float] = None  # LUFS every request is brought to unless it asks otherwise
-        self.generations = Generations(max_concurrent, self.access.guest_share(max_concurrent))
+        (server/served_models.py).
+
+        What is computed here (the voices' states, the adapters' checks) runs on one BLAS thread,
+        as a request's work does (core/threads.py's `serving`): the rounding of a BLAS product
+        depends on its thread count on some processors (OpenBLAS's Zen kernels), and the default
+        voice encoded from its file at start must be the one a model loaded on a first request
+        encodes, sample for sample."""
+        with threads.one_blas_thread():
+            self.model = model
+            self.hosted = HostedModel(model)
+            self.access = access if access is not None else Access()
+            self.connections = ConnectionPool(max_connections)
+            self.voices = EngineVoices(model, default_voice, recordings, voices_dir)
+            self._default_voice = default_voice
+            served: Dict[str, Other] = {}
+            for source in others:
+                served[public_name(source)] = Other(
+                    normalize.language_of(public_name(source)), partial(self._served, load, source)
+                )
+            language = str(self.hosted.description["language"])
+            for name, path in adapters:
+                if name in served or name == self.hosted.name:
+                    raise PocketTTSError(f"--also-adapter {name}: a model of this server has that name already")
+                served[name] = Other(language, partial(self._served, model.adapted, path))
+            self.models = ServedModels(Served(self.hosted, self.voices), served, memory_budget)
+            for name, _ in adapters:  # an adapter costs its pairs alone: a bad one fails at start
+                try:
+                    self.models.get(name)
+                except ServiceError as e:
+                    raise PocketTTSError(e.message) from None
+            self.loudness: Optional[float] = None  # LUFS every request is brought to unless it asks otherwise
+            self.generations = Generations(max_concurrent, self.access.guest_share(max_concurrent))
 
     def _served(self, load: Callable[[str], TTSModel], source: str) -> Served:
         """Another model, `load(source)`, with its voices: the server's default voice where that
