@@ -42,14 +42,40 @@ def summary(values: Sequence[float]) -> Dict[str, float]:
     return {"median": statistics.median(ordered), "p90": p90(ordered), "min": ordered[0], "max": ordered[-1]}
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return re.sub(r"\s+", " ", line.split(":", 1)[1]).strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+# The widest vector instructions a processor reports (Linux's /proc/cpuinfo flags or Features), as
+# the tables name them: a virtual machine's model name is often only its maker's line ("AMD EPYC"
+# for a Zen 3 with AVX2 and a Zen 4 with AVX-512 alike).
+VECTOR_FLAGS = [
+    ("avx512_vnni", "AVX-512 VNNI"),
+    ("avx512f", "AVX-512"),
+    ("avx_vnni", "AVX-VNNI"),
+    ("avx2", "AVX2"),
+    ("i8mm", "NEON i8mm"),
+    ("asimddp", "NEON dot product"),
+    ("asimd", "NEON"),
+]
+
+
+def cpu_model(cpuinfo: Optional[str] = None) -> str:
+    """The processor's model name, with its family and model numbers (x86) and its widest vector
+    instructions where Linux reports them (`cpuinfo`: /proc/cpuinfo's text, read when not given):
+    "AMD EPYC (family 25 model 1, AVX2)"."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    fields: Dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), re.sub(r"\s+", " ", value).strip())
+    name = fields.get("model name") or platform.processor() or platform.machine()
+    details = []
+    if "cpu family" in fields and "model" in fields:
+        details.append(f"family {fields['cpu family']} model {fields['model']}")
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    details += [label for flag, label in VECTOR_FLAGS if flag in flags][:1]
+    return f"{name} ({', '.join(details)})" if details else name
 
 
 def cpu_quota() -> Optional[float]:

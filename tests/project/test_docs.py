@@ -72,3 +72,17 @@ def test_the_command_is_the_one_typed(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "__main__", main)
     monkeypatch.setattr(sys, "argv", ["/repo/e2e/ttfa.py", "--models", "english", "--note", "two words"])
     assert measured.command() == "python -m e2e.ttfa --models english --note 'two words'"
+
+
+def test_the_processor_is_named_with_its_widest_vector_instructions() -> None:
+    """A virtual machine's model name is often only its maker's line: a Zen 3 with AVX2 and a Zen 4
+    with AVX-512 are both "AMD EPYC", so a table says the family, model and vector instructions."""
+    zen3 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n"
+    zen3 += "flags\t\t: fpu sse2 avx fma avx2 bmi2\n\nprocessor\t: 1\nmodel name\t: AMD EPYC\n"
+    assert measured.cpu_model(zen3) == "AMD EPYC (family 25 model 1, AVX2)"
+    zen4 = zen3.replace("model\t\t: 1", "model\t\t: 17").replace("avx2", "avx2 avx512f avx512_vnni")
+    assert measured.cpu_model(zen4) == "AMD EPYC (family 25 model 17, AVX-512 VNNI)"
+    alder = zen3.replace("cpu family\t: 25", "cpu family\t: 6").replace("avx2", "avx2 avx_vnni")
+    assert measured.cpu_model(alder) == "AMD EPYC (family 6 model 1, AVX-VNNI)"
+    pi5 = "processor\t: 0\nBogoMIPS\t: 108.00\nFeatures\t: fp asimd evtstrm crc32 atomics asimddp\nCPU part\t: 0xd0b\n"
+    assert measured.cpu_model(pi5).endswith("(NEON dot product)")
