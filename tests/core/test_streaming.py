@@ -71,26 +71,32 @@ def test_conv1d_long_input_in_blocks_equals_one_block(monkeypatch: pytest.Monkey
     assert np.allclose(conv.conv1d(p, x), whole, atol=1e-6)
 
 
+@pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("groups", [1, 4])
 @pytest.mark.parametrize("stride, k", [(5, 10), (3, 7), (4, 4)])
-def test_conv_transpose1d_step_equals_batch(groups: int, stride: int, k: int) -> None:
-    c_in, c_out = 4, 8
-    raw = {"weight": random(c_in, c_out // groups, k), "bias": random(c_out)}
+def test_conv_transpose1d_step_equals_batch(groups: int, stride: int, k: int, bias: bool) -> None:
+    """Calls of fewer steps than conv.PHASE_BY_PHASE_FROM and of more lay their output out in time
+    in two ways: both are the definition's."""
+    c_in, c_out, steps = 4, 8, 2 * conv.PHASE_BY_PHASE_FROM + 3
+    raw = {"weight": random(c_in, c_out // groups, k), **({"bias": random(c_out)} if bias else {})}
     p = conv.prepare_transposed(raw, stride, groups)
-    x = random(c_in, 30)
+    x = random(c_in, steps)
     whole = conv.conv_transpose1d_step(p, x, conv.conv_transpose1d_init_state(p), stride)
     state = conv.conv_transpose1d_init_state(p)
-    parts = [conv.conv_transpose1d_step(p, x[:, a:b], state, stride) for a, b in in_chunks(30, [1, 2, 7])]
+    chunks = in_chunks(steps, [1, 2, 7, conv.PHASE_BY_PHASE_FROM])
+    parts = [conv.conv_transpose1d_step(p, x[:, a:b], state, stride) for a, b in chunks]
     assert np.allclose(np.concatenate(parts, axis=1), whole, atol=1e-5)
     # Against the definition: y[o, t*S + k] += w[i, o, k] x[i, t], cut to T*S samples.
-    full = np.zeros((c_out, 29 * stride + k), np.float32)
+    full = np.zeros((c_out, (steps - 1) * stride + k), np.float32)
     per = c_in // groups
     for i in range(c_in):
         g = i // per
         for o in range(c_out // groups):
-            for t in range(30):
+            for t in range(steps):
                 full[g * (c_out // groups) + o, t * stride : t * stride + k] += raw["weight"][i, o] * x[i, t]
-    assert np.allclose(whole, (full + raw["bias"][:, None])[:, : 30 * stride], atol=1e-4)
+    if bias:
+        full += raw["bias"][:, None]
+    assert np.allclose(whole, full[:, : steps * stride], atol=1e-4)
 
 
 def tiny_transformer(context):

@@ -20,6 +20,12 @@ from numpy.lib.stride_tricks import as_strided
 from . import ops
 
 Params = Dict[str, Any]
+# Input steps from which a transposed convolution lays its output out in time a phase at a time, the
+# bias added on the way (one pass over contiguous runs of T), not by one strided copy of S-sample
+# runs and a second pass for the bias. english's decoder, one thread: 64 channels x 4 phases x 480
+# steps 0.10 ms against 0.25, 128 x 5 x 96 0.08 against 0.15; 256 x 6 x 16 0.063 against 0.053 and
+# the upsampling's 512 x 16 x 1 0.045 against 0.007, where the loop costs more than it saves.
+PHASE_BY_PHASE_FROM = 32
 
 
 def conv1d_context(kernel_size: int, stride: int, dilation: int) -> int:
@@ -98,10 +104,19 @@ def conv_transpose1d_step(p: Params, x: np.ndarray, previous: np.ndarray, stride
     if m > 1:
         previous[...] = padded[..., padded.shape[-1] - (m - 1) :]
     c_out = groups * rows // stride
-    # Channels laid out in time: [(B,) C_out, S, T] -> [(B,) C_out, T, S].
-    y = np.swapaxes(out.reshape(lead + (c_out, stride, t)), -1, -2).reshape(lead + (c_out, t * stride))
+    phases = out.reshape(lead + (c_out, stride, t))  # [(B,) C_out, S, T]
     bias = p.get("bias")
-    return y if bias is None else y + bias[:, None]
+    if t < PHASE_BY_PHASE_FROM:
+        # Channels laid out in time: [(B,) C_out, S, T] -> [(B,) C_out, T, S].
+        y = np.swapaxes(phases, -1, -2).reshape(lead + (c_out, t * stride))
+        return y if bias is None else y + bias[:, None]
+    y = np.empty(lead + (c_out, t, stride), dtype=np.float32)  # [(B,) C_out, T, S]
+    for s in range(stride):
+        if bias is None:
+            y[..., s] = phases[..., s, :]
+        else:
+            np.add(phases[..., s, :], bias[:, None], out=y[..., s])
+    return y.reshape(lead + (c_out, t * stride))
 
 
 def pad_for_frames(x: np.ndarray, frame_size: int) -> np.ndarray:
