@@ -10,8 +10,9 @@ Needs the fixtures of scripts/test.sh (build/reference) and the official environ
 Each implementation runs in its own worker process (scripts/bench_worker.py): ours in float32 and
 from its int8 bundle, the official in float32 and with `quantize=True`. Every measurement is taken
 from each implementation in turn, rotating the order every round, so that machine drift falls on
-all of them alike; the tables give medians. Writes build/bench/bench.json and bench.md, and each
-model's table into docs/measurements.md#speed (with --kernels, into #speed-per-kernel-set).
+all of them alike; the tables give medians, and each ratio is the median of the rounds' ratios.
+Writes build/bench/bench.json and bench.md, and each model's table into docs/measurements.md#speed
+(with --kernels, into #speed-per-kernel-set).
 
 With --kernels SET ours runs another instruction set this processor runs (core/native.py), so one
 machine measures the paths of the machines it stands for, and NumPy's OpenBLAS (ours) and torch's
@@ -189,6 +190,13 @@ def run_model(
     return samples
 
 
+def paired(ours: List[float], theirs: List[float]) -> float:
+    """The median of each round's ratio: a round measures both implementations back to back, so
+    the machine's drift between rounds (10-20% on a shared 2-core machine) falls out of each
+    ratio, where the ratio of two medians pairs samples of different rounds."""
+    return statistics.median(a / b for a, b in zip(ours, theirs))
+
+
 def table(results: Dict[str, Dict[str, Dict[str, List[float]]]]) -> str:
     lines = [
         "| model | measurement | "
@@ -209,7 +217,9 @@ def table(results: Dict[str, Dict[str, Dict[str, List[float]]]]) -> str:
                 ("ours fp32 server", "official fp32"),
                 ("ours int8", "official int8"),
             ]
-            ratio = ["-" if None in (med[a], med[b]) else f"{med[a] / med[b]:.2f}" for a, b in pairs]
+            ratio = [
+                "-" if None in (med[a], med[b]) else f"{paired(samples[a][key], samples[b][key]):.2f}" for a, b in pairs
+            ]
             lines.append(f"| {model} | {label} ({unit}) | " + " | ".join(cells) + " | " + " | ".join(ratio) + " |")
     return "\n".join(lines)
 

@@ -86,3 +86,15 @@ def test_the_processor_is_named_with_its_widest_vector_instructions() -> None:
     assert measured.cpu_model(alder) == "AMD EPYC (family 6 model 1, AVX-VNNI)"
     pi5 = "processor\t: 0\nBogoMIPS\t: 108.00\nFeatures\t: fp asimd evtstrm crc32 atomics asimddp\nCPU part\t: 0xd0b\n"
     assert measured.cpu_model(pi5).endswith("(NEON dot product)")
+
+
+def test_the_benchs_ratio_pairs_each_round() -> None:
+    """A ratio is the median of the rounds' own ratios (0.5, 1.25, 0.3), not the ratio of two
+    medians that come from different rounds (3 / 4)."""
+    from scripts import bench
+
+    ours, theirs = [1.0, 5.0, 3.0], [2.0, 4.0, 10.0]
+    assert bench.paired(ours, theirs) == 0.5
+    samples = {"english": {"ours int8": {"rtf": ours}, "official int8": {"rtf": theirs}}}
+    row = next(line for line in bench.table(samples).splitlines() if "real-time factor" in line)
+    assert row.endswith("| 0.50 |") and "| 3.000 |" in row and "| 4.000 |" in row
