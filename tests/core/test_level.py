@@ -13,13 +13,12 @@ import httpx
 import numpy as np
 import pytest
 import soundfile
-from threadpoolctl import threadpool_limits
 
 from core import PocketTTSError, TTSModel
 from core.portable.audio import loudness
 from core.portable.audio.pcm import pcm16
 from tests.support.paths import TINY_CONFIG, VOICE_24K
-from tests.support.serving import GUARD, serving
+from tests.support.serving import GUARD, as_served, serving
 
 pyloudnorm = pytest.importorskip("pyloudnorm")
 TEXT = "A sentence to bring to an even level, long enough for the meter to gate it. And a second one."
@@ -99,10 +98,7 @@ def test_the_servers_fronts_take_it_and_its_default(model) -> None:
             pcm, rate = soundfile.read(io.BytesIO(wav.content), dtype="float32")
             assert abs(_lufs(pcm, rate) - -18.0) <= 1.0
             samples, _ = soundfile.read(io.BytesIO(wav.content), dtype="int16")
-            # A file, leveled by its own measure; with one BLAS thread, as the server runs: the
-            # rounding of a BLAS product depends on its thread count on some processors (OpenBLAS's
-            # Zen kernels: the voice's encoding from its file differed).
-            with threadpool_limits(1):
+            with as_served():  # a file: leveled by its own measure
                 said = model.generate(TEXT, str(VOICE_24K), loudness=-18.0, **OPTIONS)
             assert np.array_equal(samples, np.frombuffer(pcm16(said), "<i2"))
             form = httpx.post(url + "/tts", data={"text": TEXT, "loudness": "-18"}, timeout=GUARD)

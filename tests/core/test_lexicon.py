@@ -162,20 +162,17 @@ def test_the_servers_fronts_take_a_requests_pronunciations() -> None:
     """POST /generate and OpenAI's /v1/audio/speech (an extra field), the WebSocket's start: the
     audio of the respelled text; a bad pair is a 400 naming it."""
     import httpx
-    from threadpoolctl import threadpool_limits
 
     from core.portable.audio.pcm import pcm16
     from server.engine import ServerEngine
-    from tests.support.serving import GUARD, serving
+    from tests.support.serving import GUARD, as_served, serving
     from tests.support.speech_socket import said
 
     model = TTSModel.load(str(TINY_CONFIG))
     engine = ServerEngine(model, str(VOICE_24K), 4)
     asked = {"GIF": "jif"}
     options = {"temperature": 0.0, "seed": 1}
-    # With one BLAS thread, as the server computes (its voice included): the rounding of a BLAS
-    # product depends on its thread count on some processors (OpenBLAS's Zen kernels).
-    with threadpool_limits(1):
+    with as_served():
         want = pcm16(model.generate("a jif.", str(VOICE_24K), **options))
     try:
         with serving(engine) as url:

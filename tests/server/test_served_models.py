@@ -20,7 +20,6 @@ import httpx
 import numpy as np
 import pytest
 import soundfile
-from threadpoolctl import threadpool_limits
 from websockets.sync.client import connect
 from wyoming.client import AsyncTcpClient
 from wyoming.info import Describe, Info
@@ -34,7 +33,7 @@ from server.served_models import held_bytes
 from server.settings import Settings
 from tests.support.checks import pcm_close
 from tests.support.paths import TINY_CONFIG, TINY_DIR, TOKENIZERS, VOICE_24K
-from tests.support.serving import GUARD, serving, wyoming_serving
+from tests.support.serving import GUARD, as_served, serving, wyoming_serving
 from tests.support.speech_socket import said
 
 TEXT = "Bonjour, a sentence in every language."
@@ -78,10 +77,9 @@ def engine_of(sources: Dict[str, str], load: Callable[[str], TTSModel] = TTSMode
 
 
 def alone(source: str, text: str = TEXT) -> np.ndarray:
-    """The 16-bit samples a model makes of `text` by itself, with the server's default voice, with
-    one BLAS thread as the server runs: the rounding of a BLAS product depends on its thread count
-    on some processors (OpenBLAS's Zen kernels: the voice's encoding from its file differed)."""
-    with threadpool_limits(1):
+    """The 16-bit samples a model makes of `text` by itself, with the server's default voice, made
+    as the server makes them."""
+    with as_served():
         pcm = TTSModel.load(source).generate(text, str(VOICE_24K), GenerationOptions(**OPTIONS))
     return np.frombuffer(pcm16(pcm), "<i2")
 

@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable, Dict, Iterator, List, Optional
 
 import uvicorn
 
+from core import threads
 from e2e.harness import free_port
 from server import connections
 from server.app import create_app
@@ -24,6 +25,15 @@ from server.settings import Settings
 # A hang shows as a failure after this long, never as a slow pass.
 GUARD = 60.0
 NEVER_ENDS = {"eos_threshold": 100.0, "temperature": 0.0}
+
+
+@contextmanager
+def as_served() -> Iterator[None]:
+    """The block computes as a server does, on one BLAS thread (core/threads.py): for audio a test
+    makes to compare with a server's, since the rounding of a BLAS product depends on its thread
+    count on some processors (OpenBLAS's Zen kernels: a voice encoded from its file differed)."""
+    with threads.one_blas_thread():
+        yield
 
 
 @contextmanager
