@@ -78,6 +78,13 @@ def cpu_model(cpuinfo: Optional[str] = None) -> str:
     return f"{name} ({', '.join(details)})" if details else name
 
 
+def per_processor(key: str, cpuinfo: Optional[str] = None) -> str:
+    """`key` with this processor's name (`cpu_model`) after it, for a table that compares
+    processors (an instruction set forced, a machine's limits): each kind of machine then writes a
+    block of its own beside the others' instead of over them."""
+    return f"{key}, {cpu_model(cpuinfo)}"
+
+
 def cpu_quota() -> Optional[float]:
     """The CPUs this process's cgroup may use (cgroup v2 cpu.max, or v1 cfs quota), None if unlimited."""
     try:

@@ -12,7 +12,7 @@ from its int8 bundle, the official in float32 and with `quantize=True`. Every me
 from each implementation in turn, rotating the order every round, so that machine drift falls on
 all of them alike; the tables give medians, and each ratio is the median of the rounds' ratios.
 Writes build/bench/bench.json and bench.md, and each model's table into docs/measurements.md#speed
-(with --kernels, into #speed-per-kernel-set).
+(with --kernels, into #speed-per-kernel-set, a table per processor and set).
 
 With --kernels SET ours runs another instruction set this processor runs (core/native.py), so one
 machine measures the paths of the machines it stands for, and NumPy's OpenBLAS (ours) and torch's
@@ -275,7 +275,7 @@ def main() -> None:
     (args.out / "bench.json").write_text(json.dumps({"texts": TEXTS, "samples": results}, indent=1))
     (args.out / "bench.md").write_text(markdown + "\n")
     for model in results:
-        key = f"speed {model}" + (f" on {args.kernels}" if args.kernels else "")
+        key = f"speed {model}" if not args.kernels else measured.per_processor(f"speed {model} on {args.kernels}")
         one = {model: results[model]}
         measured.record("measurements.md", key, table(one) + "\n\n" + ran_on(one))
     print(markdown)

@@ -1,4 +1,5 @@
-"""The native kernels' speed on each instruction set this processor runs, into docs/measurements.md.
+"""The native kernels' speed on each instruction set this processor runs, into docs/measurements.md
+(a table per processor).
 
     .venv/bin/python -m scripts.kernel_sets
 
@@ -82,7 +83,7 @@ def table(rows: List[Dict[str, object]]) -> str:
 
 def main() -> None:
     markdown = table(measure())
-    measured.record("measurements.md", "kernel sets", markdown)
+    measured.record("measurements.md", measured.per_processor("kernel sets"), markdown)
     print(markdown)
 
 

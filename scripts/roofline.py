@@ -397,7 +397,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "roofline.json").write_text(json.dumps({"limits": limit, "stages": rows}, indent=1))
     markdown = table(limit, rows)
-    measured.record("measurements.md", "roofline", markdown)
+    measured.record("measurements.md", measured.per_processor("roofline"), markdown)
     print(markdown)
 
 

@@ -88,6 +88,26 @@ def test_the_processor_is_named_with_its_widest_vector_instructions() -> None:
     assert measured.cpu_model(pi5).endswith("(NEON dot product)")
 
 
+def test_two_processors_tables_of_one_set_stand_side_by_side(tmp_path, monkeypatch) -> None:
+    """A forced instruction set's table is one processor's: a Zen 4 held to AVX2 adds its block
+    beside a Zen 3's of the same set and replaces only its own next run's."""
+    zen3 = "cpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: fma avx2\n"
+    zen4 = zen3.replace("model\t\t: 1", "model\t\t: 17").replace("avx2", "avx2 avx512f avx512_vnni")
+    monkeypatch.setattr(measured, "command", lambda: "python -m scripts.bench --kernels avx2")
+    page = tmp_path / "page.md"
+    page.write_text("# Speed\n")
+    for cpuinfo, table in ((zen3, "| 3 |"), (zen4, "| 4 |"), (zen4, "| 4 again |")):
+        measured.record("page.md", measured.per_processor("speed english on avx2", cpuinfo), table, docs=tmp_path)
+    blocks = dict(BLOCK.findall(page.read_text()))
+    assert set(blocks) == {
+        "speed english on avx2, AMD EPYC (family 25 model 1, AVX2)",
+        "speed english on avx2, AMD EPYC (family 25 model 17, AVX-512 VNNI)",
+    }
+    assert "| 3 |" in blocks["speed english on avx2, AMD EPYC (family 25 model 1, AVX2)"]
+    zen4_block = blocks["speed english on avx2, AMD EPYC (family 25 model 17, AVX-512 VNNI)"]
+    assert "| 4 again |" in zen4_block and "| 4 |" not in zen4_block
+
+
 def test_the_benchs_ratio_pairs_each_round() -> None:
     """A ratio is the median of the rounds' own ratios (0.5, 1.25, 0.3), not the ratio of two
     medians that come from different rounds (3 / 4)."""
