@@ -27,13 +27,10 @@ GUARD = 60.0
 NEVER_ENDS = {"eos_threshold": 100.0, "temperature": 0.0}
 
 
-@contextmanager
-def as_served() -> Iterator[None]:
-    """The block computes as a server does, on one BLAS thread (core/threads.py): for audio a test
-    makes to compare with a server's, since the rounding of a BLAS product depends on its thread
-    count on some processors (OpenBLAS's Zen kernels: a voice encoded from its file differed)."""
-    with threads.one_blas_thread():
-        yield
+# `with as_served():` computes as a server does, on one BLAS thread (core/threads.py): for audio a
+# test makes to compare with a server's, since the rounding of a BLAS product depends on its thread
+# count on some processors (OpenBLAS's Zen kernels: a voice encoded from its file differed).
+as_served = threads.one_blas_thread
 
 
 @contextmanager
