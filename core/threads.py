@@ -6,7 +6,8 @@ the cores), and, in a server, the GIL handed over quickly.
   stream runs (`one_blas_thread`);
 - batch workers (core/batch.py): a process per core, for the process's life (`one_blas_thread_for_good`);
 - a server (server/engine.py, every front): its scheduler's two threads, for as long as it serves
-  (`serving`).
+  (`serving`), and what it computes at start (its default voice, its adapters' checks), as its
+  requests compute (`one_blas_thread`).
 
 threadpoolctl comes with the `cli` extra; where it is missing, BLAS keeps its threads (the results
 are the same: only the time differs).
