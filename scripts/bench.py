@@ -110,10 +110,10 @@ METRICS = [  # (key, label, unit)
 
 
 class Worker:
-    def __init__(self, name: str, command: List[str], env: Dict[str, str]):
+    def __init__(self, name: str, command: List[str], env: Dict[str, str], cwd: Path = ROOT):
         self.name = name
         self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=cwd, env=env
         )
         self.backend = self.ask_raw(None)["backend"]
 
