@@ -333,20 +333,19 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def test_attention_of_many_queries_is_numpys_and_of_a_few_the_kernels(backend, monkeypatch) -> None:
-    """A step's attention (a query or a few) runs on the kernels; a decoder frame's or a text
-    prompt's (NUMPY_QUERIES or more) on NumPy's products, which are faster there: both equal to
-    the reference."""
-    calls = []
+def test_attention_of_any_number_of_queries_is_the_kernels(backend, monkeypatch) -> None:
+    """A step's one query, a decoder frame's 16, a prompt's 40 and a voice encoding's 256 in a
+    window: all on the kernels (NumPy's attention is never called), all equal to NumPy's."""
     reference = ops.NUMPY.attention
+    calls = []
     monkeypatch.setattr(ops.NUMPY, "attention", lambda *a: (calls.append(a[0].shape[0]), reference(*a))[1])
     rng = np.random.default_rng(4)
-    for queries in (1, native.NUMPY_QUERIES - 1, native.NUMPY_QUERIES, 40):
+    for queries, context in ((1, None), (16, 20), (40, None), (256, 250)):
         q = rng.standard_normal((queries, 4, 32)).astype(np.float32)
         keys, values = (rng.standard_normal((2, queries + 10, 32)).astype(np.float32) for _ in range(2))
-        got = backend.attention(q, keys, values, 10, None)
-        np.testing.assert_allclose(got, reference(q, keys, values, 10, None), rtol=1e-5, atol=1e-5)
-    assert calls == [native.NUMPY_QUERIES, 40]
+        got = backend.attention(q, keys, values, 10, context)
+        assert not calls
+        np.testing.assert_allclose(got, reference(q, keys, values, 10, context), rtol=1e-5, atol=1e-5)
 
 
 def test_a_runtime_can_be_held_to_any_set_this_processor_runs(backend) -> None:
