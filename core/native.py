@@ -19,7 +19,7 @@ bundles then stay int8 in memory, a quarter of the bytes read per step), float p
 SMALL_BATCH rows (one stream's step, or a step of a few) and of TRANSPOSED_ROWS (the decoder
 transformer's frame), attention of any number of queries, LayerNorm, the activations, the
 convolutions with few output channels over many steps (the decoder's last layers) and those of one
-stream over few steps (its first layers); the other convolutions and larger float products stay
+stream over few steps (its first layers; on AVX-512, over any); the other convolutions and larger float products stay
 with NumPy. A product of many rows (a text prompt) runs on two threads, half of the weight's rows
 each (from ROW_HALVES_FROM rows, half of x's).
 
@@ -57,9 +57,15 @@ TRANSPOSED_ROWS = (16, 32)
 # So are those of one stream over up to FEW_STEPS steps, whatever their channels: OpenBLAS's packing
 # does not pay for so few columns (the decoder's first layers, 16 steps a frame, one thread, AVX-512:
 # 512x512x7 0.55 ms against OpenBLAS's 0.90, 1536x512x2 0.59 against 0.75).
+# On AVX-512 one stream's are the kernels' at any number of steps (its kernels ran the decoder's
+# 96- and 480-step ones at 54-56 billion multiply-adds a second, OpenBLAS at 43-48): a whole decoder
+# frame, one thread, alternating with the routing above in one process (blocks of 10 frames, 40
+# pairs, three runs), 0.968-0.988x; on AVX2 1.025-1.072x (its kernels' 96-step ones at 39-46 against
+# OpenBLAS's 43-46), and voice encoding the same (0.994x on AVX-512).
 CONV_CHANNELS = 128
 CONV_STEPS = 480
 FEW_STEPS = 32
+ONE_STREAM_ANY_STEPS = ("avx512",)
 # Rows from which a product (a text prompt, read before any frame exists) runs on two threads
 # (NativeKernels._on_two_threads): the other core (the decoder's, in a stream) waits for it then. From
 # a block's worth of rows (a short text's ~11 tokens split too): first chunk of a short text, the
@@ -194,8 +200,10 @@ class NativeKernels(CompiledKernels):
     def conv(
         self, x: np.ndarray, weight: np.ndarray, n: int, stride: int, dilation: int, bias: Optional[np.ndarray]
     ) -> np.ndarray:
-        one_stream = x.ndim == 2 or x.shape[0] == 1
-        if stride == 1 and (weight.shape[0] <= CONV_CHANNELS and n >= CONV_STEPS or one_stream and n <= FEW_STEPS):
+        one_stream = (x.ndim == 2 or x.shape[0] == 1) and (
+            n <= FEW_STEPS or self.instruction_set in ONE_STREAM_ANY_STEPS
+        )
+        if stride == 1 and (weight.shape[0] <= CONV_CHANNELS and n >= CONV_STEPS or one_stream):
             return super().conv(x, weight, n, stride, dilation, bias)
         return ops.NUMPY.conv(x, weight, n, stride, dilation, bias)
 
