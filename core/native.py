@@ -59,9 +59,10 @@ TRANSPOSED_ROWS = (16, 32)
 # 512x512x7 0.55 ms against OpenBLAS's 0.90, 1536x512x2 0.59 against 0.75).
 # On AVX-512 one stream's are the kernels' at any number of steps (its kernels ran the decoder's
 # 96- and 480-step ones at 54-56 billion multiply-adds a second, OpenBLAS at 43-48): a whole decoder
-# frame, one thread, alternating with the routing above in one process (blocks of 10 frames, 40
-# pairs, three runs), 0.968-0.988x; on AVX2 1.025-1.072x (its kernels' 96-step ones at 39-46 against
-# OpenBLAS's 43-46), and voice encoding the same (0.994x on AVX-512).
+# frame, one thread, alternating with the routing above in one process (scripts.routing_ab: blocks
+# of 10 frames, 40 pairs; this Zen 4), 0.968-0.988x in three runs, and back 1.049x; voice encoding
+# the same (0.994x). AVX2's kernels (96-step ones at 39-46, OpenBLAS 43-46) keep the rule: 1.025-1.072x
+# beside OpenBLAS's AVX-512 kernels, 1.018 and 1.030x (16 and 17 of 40 faster) beside its Haswell ones.
 CONV_CHANNELS = 128
 CONV_STEPS = 480
 FEW_STEPS = 32

@@ -76,3 +76,40 @@ def test_a_revision_is_its_committed_tree_with_its_kernels_built_and_imported_th
     )
     assert kernels.returncode == 0 and kernels.stdout.strip() != "numpy", kernels.stderr
     assert ab.checkout("HEAD", tmp_path) == tree  # made once
+
+
+def test_routing_ab_takes_only_core_natives_routing_constants_as_literals() -> None:
+    from scripts import routing_ab
+
+    assert routing_ab.settings(["FEW_STEPS=0", "ONE_STREAM_ANY_STEPS=('avx2',)"]) == {
+        "FEW_STEPS": 0,
+        "ONE_STREAM_ANY_STEPS": ("avx2",),
+    }
+    for wrong in ("NO_SUCH=1", "EXTENSION='x'", "backend=1", "np=1"):
+        with pytest.raises(SystemExit, match="not a routing constant"):
+            routing_ab.settings([wrong])
+    with pytest.raises(SystemExit, match="must be a Python literal"):
+        routing_ab.settings(["FEW_STEPS=os.system('true')"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "stage, changed",
+    [("frame", {"FEW_STEPS": 0, "ONE_STREAM_ANY_STEPS": ()}), ("prompt", {"SMALL_BATCH": 1000})],
+    ids=["frame", "prompt"],
+)
+def test_routing_ab_runs_b_under_its_constants_and_restores_them(stage, changed) -> None:
+    """B's blocks run with B's constants: its products go elsewhere and round otherwise, so its
+    output differs from A's in the last bits (A's and B's would be equal were B run as A)."""
+    from core import TTSModel, native
+    from scripts import routing_ab
+    from scripts.bundles import REFERENCE, int8_bundle
+
+    model = TTSModel.load(str(int8_bundle("english_2m_2026-10")))
+    before = {name: getattr(native, name) for name in changed}
+    voice = str(REFERENCE / "english_2m_2026-10" / "voice_state.safetensors")
+    result = routing_ab.compare(model, changed, stage, pairs=3, blocks=2, voice_file=voice)
+    assert {name: getattr(native, name) for name in changed} == before
+    assert [len(result["times"][side]) for side in "AB"] == [3, 3]
+    assert all(t > 0 for side in "AB" for t in result["times"][side])
+    assert 0 < result["difference"] < 1e-3
