@@ -67,6 +67,14 @@ def _decoder_process(model: TTSModel) -> Optional[decoder_process.DecoderProcess
         return _processes.get(model)
 
 
+def decoder_process_ready(model: TTSModel, timeout: float) -> bool:
+    """Whether `model` has a decoder process that decodes, waiting up to `timeout` seconds for one
+    that is starting (False at once where its streams have started none): for a benchmark, whose
+    streams are to be measured as those that follow a model's first run."""
+    process = _decoder_process(model)
+    return process is not None and process.ready.wait(timeout)
+
+
 def _start_decoder_process(model: TTSModel) -> None:
     with _starting:
         if model not in _processes:

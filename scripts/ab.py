@@ -21,6 +21,7 @@ voice and texts, and run ours as scripts/bench.py does (its worker, its held lib
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import math
 import os
@@ -28,18 +29,17 @@ import statistics
 import subprocess
 import sys
 import tarfile
-import time
 from pathlib import Path
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from e2e import measured
-from scripts.bench import HELD, SETTLE_S, TEXTS, VOICE_WAV, Worker
+from scripts.bench import HELD, TEXTS, VOICE_WAV, Worker, rounds
 from scripts.bundles import OUT, REFERENCE, ROOT, int8_bundle
 
 JOBS = [
-    ("ttfc_short", {"what": "ttfc", "text": TEXTS["short"]}),
-    ("ttfc_medium", {"what": "ttfc", "text": TEXTS["medium"]}),
-    ("rtf", {"what": "rtf", "text": TEXTS["medium"]}),
+    {"what": "ttfc", "text": TEXTS["short"], "key": "ttfc_short"},
+    {"what": "ttfc", "text": TEXTS["medium"], "key": "ttfc_medium"},
+    {"what": "rtf", "text": TEXTS["medium"], "key": "rtf"},
 ]
 LABELS = {"ttfc_short": "first chunk, short text", "ttfc_medium": "first chunk, medium text", "rtf": "real-time factor"}
 
@@ -75,59 +75,30 @@ def imports_from(tree: Path, env: Dict[str, str]) -> Path:
     return Path(found.stdout.strip()).parent if found.returncode == 0 else Path()
 
 
-class Build(NamedTuple):
-    """What starts a worker of one build: its name, its code's folder, the worker's command and env."""
-
-    name: str
-    tree: Path
-    command: List[str]
-    env: Dict[str, str]
-
-    def launch(self) -> Worker:
-        return Worker(self.name, self.command, self.env, cwd=self.tree)
-
-
-def build(name: str, tree: Path, model: str, kernels: Optional[str]) -> Build:
-    """scripts.bench's worker of ours (int8 bundle) with `tree`'s code, on the same files as bench."""
+def launcher(name: str, tree: Path, model: str, kernels: Optional[str]) -> Callable[[], Worker]:
+    """What starts scripts.bench's worker of ours (int8 bundle) on `tree`'s code, on the same files
+    as bench."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     env.update(HELD.get(kernels or "", {}).get("ours", {}))
     if imports_from(tree, env).resolve() != tree.resolve():
         raise SystemExit(f"scripts.ab: a worker started in {tree} would not run its code")
     voice = str(REFERENCE / model / "voice_state.safetensors")
-    command = [sys.executable, "-m", "scripts.bench_worker", "ours", str(int8_bundle(model)), voice, str(VOICE_WAV)]
-    return Build(name, tree, command + (["--kernels", kernels] if kernels else []), env)
+    # This checkout's worker (its jobs, its warm-up) on `tree`'s code: run as a file, it finds
+    # `core` and `server` where the probe above did, on PYTHONPATH.
+    worker = str(ROOT / "scripts" / "bench_worker.py")
+    command = [sys.executable, worker, "ours", str(int8_bundle(model)), voice, str(VOICE_WAV)]
+    return functools.partial(Worker, name, command + (["--kernels", kernels] if kernels else []), env, cwd=tree)
 
 
-def alternate(builds: List[Build], rounds: int) -> Dict[str, Dict[str, List[float]]]:
-    """Every job on each build's worker in turn, the order rotating each round.
+def alternate(launch: Dict[str, Callable[[], Worker]], count: int) -> Dict[str, Dict[str, List[float]]]:
+    """JOBS on each build's worker in turn for `count` rounds (scripts.bench.rounds: fresh workers
+    every round, the order rotating)."""
+    samples: Dict[str, Dict[str, List[float]]] = {name: {job["key"]: [] for job in JOBS} for name in launch}
 
-    Each round has fresh workers: one process of a build can run a few percent faster or slower
-    than another of the same build for as long as it lives (where its memory fell), and two
-    long-lived workers of one build then differed in 14 of 16 rounds. Each worker's first stream
-    (which starts its decoder process) is left out."""
-    samples: Dict[str, Dict[str, List[float]]] = {b.name: {key: [] for key, _ in JOBS} for b in builds}
-    order = list(builds)
-    for index in range(rounds):
-        began = time.monotonic()
-        workers: Dict[str, Worker] = {}
-        try:
-            for b in order:
-                workers[b.name] = b.launch()
-            if index == 0:
-                for b in order:
-                    print(f"  {b.name} ({b.tree}) runs on {workers[b.name].backend}", file=sys.stderr)
-            for b in order:
-                workers[b.name].ask_raw(JOBS[-1][1])
-            for key, job in JOBS:
-                for b in order:
-                    time.sleep(SETTLE_S)
-                    result = workers[b.name].ask_raw(job)
-                    samples[b.name][key].append(result["ttfc"] if job["what"] == "ttfc" else result["rtf"])
-        finally:
-            for worker in workers.values():
-                worker.close()
-        order = order[1:] + order[:1]
-        print(f"  round {index + 1}/{rounds} in {time.monotonic() - began:.0f} s", file=sys.stderr)
+    def take(name: str, job: Dict[str, str], result: Dict[str, float]) -> None:
+        samples[name][job["key"]].append(result[job["what"]])
+
+    rounds(launch, JOBS, count, take, "ab")
     return samples
 
 
@@ -157,7 +128,7 @@ def report(samples: Dict[str, Dict[str, List[float]]], a: str, b: str, rounds: i
         f"| rounds {b} faster | chance |",
         "|---|---|---|---|---|---|---|",
     ]
-    for key, _ in JOBS:
+    for key in (job["key"] for job in JOBS):
         mid, low, high = ratios(samples[b][key], samples[a][key])
         unit, digits = ("", 3) if key == "rtf" else (" ms", 1)
         cells = [f"{statistics.median(samples[name][key]):.{digits}f}{unit}" for name in (a, b)]
@@ -185,14 +156,14 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)  # int8 bundles live here
     a = "this checkout (A)" if args.noise else f"{args.against} (A)"
     b = "this checkout" + (" (B)" if args.noise else "")
-    builds = [
-        build(a, ROOT if args.noise else checkout(args.against), args.model, args.kernels),
-        build(b, ROOT, args.model, args.kernels),
-    ]
-    samples = alternate(builds, args.rounds)
+    launch = {
+        a: launcher(a, ROOT if args.noise else checkout(args.against), args.model, args.kernels),
+        b: launcher(b, ROOT, args.model, args.kernels),
+    }
+    samples = alternate(launch, args.rounds)
     table = report(samples, a, b, args.rounds)
     if args.noise:  # the machine's, for every later change measured on it
-        key = measured.per_processor(f"noise of a stream on {args.kernels or 'its own set'}")
+        key = measured.per_processor(f"noise of a stream of {args.model} on {args.kernels or 'its own set'}")
         measured.record("measurements.md", key, table)
     print(table)
 

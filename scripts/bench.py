@@ -10,7 +10,8 @@ Needs the fixtures of scripts/test.sh (build/reference) and the official environ
 Each implementation runs in its own worker process (scripts/bench_worker.py): ours in float32 and
 from its int8 bundle, the official in float32 and with `quantize=True`. Every measurement is taken
 from each implementation in turn, rotating the order every round, so that machine drift falls on
-all of them alike; the tables give medians, and each ratio is the median of the rounds' ratios.
+all of them alike, by fresh workers every round (`rounds`); the tables give medians, and each
+ratio is the median of the rounds' ratios.
 Writes build/bench/bench.json and bench.md, and each model's table into docs/measurements.md#speed
 (with --kernels, into #speed-per-kernel-set, a table per processor and set).
 
@@ -23,6 +24,7 @@ The workers' first answers say what ran, printed with the processor.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -30,7 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from e2e import measured
 from scripts import capacity
@@ -54,6 +56,9 @@ TEXTS = {
 # their last product, and a measurement started under them ran up to 2x slower (the int8 worker's
 # text prompt, which always followed the float worker's: 117-123 ms against 57-62).
 SETTLE_S = 0.5
+# What each fresh worker runs before it is measured (`rounds`): a stream of each text, one of 125
+# frames, then it waits for what they started (our decoder process).
+WARM_UP = {"what": "warm", "texts": list(TEXTS.values())}
 # The libraries beside ours held to each of our sets: torch's (ATen, oneDNN, MKL, and FBGEMM, which
 # runs the official int8 products and has no path narrower than AVX2 nor one for AVX-VNNI: a machine
 # with only those runs its AVX2 kernels), and NumPy's OpenBLAS (its kernels for such a processor).
@@ -131,7 +136,8 @@ class Worker:
         self.process.wait(timeout=60)
 
 
-def start_workers(model: str, names: List[str], kernels: Optional[str]) -> Dict[str, Worker]:
+def launchers(model: str, names: List[str], kernels: Optional[str]) -> Dict[str, Callable[[], Worker]]:
+    """For each implementation in `names`, what starts a worker of it."""
     fixture = REFERENCE / model
     if not (fixture / "model.safetensors").exists():
         raise SystemExit(f"{fixture} is missing: run scripts/test.sh (or scripts.make_reference) first")
@@ -148,45 +154,75 @@ def start_workers(model: str, names: List[str], kernels: Optional[str]) -> Dict[
         "official fp32": official + [str(fixture / "config.yaml"), voice, str(VOICE_WAV)],
         "official int8": official + [str(fixture / "config.yaml"), voice, str(VOICE_WAV), "--quantize"],
     }
-    workers = {}
-    for name, command in commands.items():
-        if name not in names:
-            continue
-        print(f"  starting {name}", file=sys.stderr)
+    made = {}
+    for name in (name for name in commands if name in names):
         # The server's scheduler runs its two threads on the two cores: one BLAS thread each.
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1") if name.endswith("server") else dict(os.environ)
         env.update(HELD.get(kernels or "", {}).get(name.split()[0], {}))
-        workers[name] = Worker(name, command, env)
-        print(f"  {name} runs on {workers[name].backend}", file=sys.stderr)
-    return workers
+        made[name] = functools.partial(Worker, name, commands[name], env)
+    return made
+
+
+def rounds(
+    launch: Dict[str, Callable[[], Worker]],
+    jobs: List[Dict[str, str]],
+    count: int,
+    take: Callable[[str, Dict[str, str], Dict[str, float]], None],
+    label: str,
+) -> Dict[str, str]:
+    """Every job on each worker in turn, `take(name, job, answer)` of each answer, for `count` rounds
+    in an order that rotates every round; returns what runs each worker's products.
+
+    Every round starts fresh workers, each with streams of its own first that are left out
+    (WARM_UP: a model's first stream starts our decoder process, a text's first use takes paths
+    the next ones do not): one process of a build can run a few percent faster or slower than
+    another of the same build for as long as it lives, and two long-lived workers of one build
+    differed in 14 of 16 rounds of scripts.ab."""
+    order = list(launch)
+    backends = {}
+    for index in range(count):
+        began = time.monotonic()
+        workers: Dict[str, Worker] = {}
+        try:
+            for name in order:
+                workers[name] = launch[name]()
+                if name not in backends:
+                    backends[name] = workers[name].backend
+                    print(f"  {name} runs on {backends[name]}", file=sys.stderr)
+            for name in order:
+                workers[name].ask_raw(WARM_UP)
+            for job in jobs:
+                for name in order:
+                    time.sleep(SETTLE_S)
+                    take(name, job, workers[name].ask_raw(job))
+        finally:
+            for worker in workers.values():
+                worker.close()
+        order = order[1:] + order[:1]
+        print(f"  {label}: round {index + 1}/{count} in {time.monotonic() - began:.0f} s", file=sys.stderr)
+    return backends
 
 
 def run_model(
     model: str, repeats: int, names: List[str], kernels: Optional[str] = None
 ) -> Dict[str, Dict[str, List[float]]]:
-    workers = start_workers(model, names, kernels)
-    samples: Dict[str, Dict[str, List[float]]] = {name: {} for name in workers}
+    launch = launchers(model, names, kernels)
+    samples: Dict[str, Dict[str, List[float]]] = {name: {} for name in launch}
     jobs = [{"what": "ttfc", "text": TEXTS[k], "key": f"ttfc_{k}"} for k in TEXTS]
     jobs += [{"what": "rtf", "text": TEXTS["medium"]}, {"what": "stages", "text": TEXTS["medium"]}, {"what": "voice"}]
-    order = list(workers)
-    for round_index in range(repeats):
-        start = time.monotonic()
-        for job in jobs:
-            for name in order:
-                time.sleep(SETTLE_S)
-                result = workers[name].ask_raw(job)
-                for key, value in result.items():
-                    if job["what"] == "ttfc" and key == "ttfc":
-                        key = job["key"]
-                    elif job["what"] == "ttfc":
-                        continue
-                    samples[name].setdefault(key, []).append(value)
-        order = order[1:] + order[:1]
-        print(f"  {model}: round {round_index + 1}/{repeats} in {time.monotonic() - start:.0f} s", file=sys.stderr)
-    for name, worker in workers.items():
-        samples[name]["peak_rss_mb"] = [worker.ask_raw({"what": "memory"})["peak_rss_mb"]]
-        samples[name]["backend"] = worker.backend
-        worker.close()
+    jobs.append({"what": "memory"})
+
+    def take(name: str, job: Dict[str, str], result: Dict[str, float]) -> None:
+        for key, value in result.items():
+            if job["what"] == "ttfc" and key == "ttfc":
+                key = job["key"]
+            elif job["what"] == "ttfc":
+                continue
+            samples[name].setdefault(key, []).append(value)
+
+    backends = rounds(launch, jobs, repeats, take, model)
+    for name, backend in backends.items():
+        samples[name]["backend"] = backend
     return samples
 
 

@@ -107,10 +107,11 @@ def test_the_models_streams_start_it_and_use_it(model, voice, monkeypatch) -> No
     chunks = fresh.stream(TEXT, voice, **OPTIONS)
     got = [next(chunks)]
     assert pipeline._decoder_process(fresh) is None
+    assert not pipeline.decoder_process_ready(fresh, 60)  # none started: no wait
     got += list(chunks)
     _same(got, want)
     started = pipeline._decoder_process(fresh)
-    assert started is not None and started.ready.wait(60)
+    assert started is not None and pipeline.decoder_process_ready(fresh, 60) and started.ready.is_set()
     first = fresh.stream(TEXT, voice, **OPTIONS)
     got = [next(first)]
     assert not started.claim()  # the first stream holds it

@@ -49,7 +49,7 @@ def test_a_worker_started_where_its_code_is_not_is_refused(tmp_path) -> None:
     # An empty folder: the import finds the installed checkout's core instead, which is not the
     # code the worker is said to run.
     with pytest.raises(SystemExit, match="would not run its code"):
-        ab.build("A", tmp_path, "english_2m_2026-10", None)
+        ab.launcher("A", tmp_path, "english_2m_2026-10", None)
 
 
 def test_an_unknown_revision_is_a_clear_error(tmp_path) -> None:
@@ -113,3 +113,43 @@ def test_routing_ab_runs_b_under_its_constants_and_restores_them(stage, changed)
     assert [len(result["times"][side]) for side in "AB"] == [3, 3]
     assert all(t > 0 for side in "AB" for t in result["times"][side])
     assert 0 < result["difference"] < 1e-3
+
+
+class _Worker:
+    """A bench worker's stand-in: what it was asked, in order, and whether it was closed."""
+
+    started: list = []
+
+    def __init__(self, name: str) -> None:
+        self.name, self.backend, self.asked, self.closed = name, f"{name}'s products", [], False
+        _Worker.started.append(self)
+
+    def ask_raw(self, job):
+        self.asked.append(job["what"])
+        if job["what"] == "boom":
+            raise SystemExit("bench worker died")
+        return {"rtf": float(len(_Worker.started))}
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_bench_rounds_start_fresh_workers_warm_them_unmeasured_and_rotate_their_order(monkeypatch) -> None:
+    from scripts import bench
+
+    monkeypatch.setattr(bench, "SETTLE_S", 0)
+    _Worker.started = []
+    taken = []
+    launch = {name: (lambda name=name: _Worker(name)) for name in ("a", "b", "c")}
+    jobs = [{"what": "ttfc"}, {"what": "rtf"}]
+    backends = bench.rounds(launch, jobs, 3, lambda name, job, answer: taken.append((name, job["what"])), "t")
+    assert [w.name for w in _Worker.started] == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert all(w.asked == ["warm", "ttfc", "rtf"] and w.closed for w in _Worker.started)
+    assert taken[:6] == [("a", "ttfc"), ("b", "ttfc"), ("c", "ttfc"), ("a", "rtf"), ("b", "rtf"), ("c", "rtf")]
+    assert taken[6:9] == [("b", "ttfc"), ("c", "ttfc"), ("a", "ttfc")] and len(taken) == 18
+    assert backends == {"a": "a's products", "b": "b's products", "c": "c's products"}
+    # A worker that fails mid-round: every worker of that round is closed all the same.
+    _Worker.started = []
+    with pytest.raises(SystemExit):
+        bench.rounds(launch, [{"what": "boom"}], 1, lambda *a: None, "t")
+    assert len(_Worker.started) == 3 and all(w.closed for w in _Worker.started)
