@@ -68,9 +68,16 @@ def checkout(revision: str, into: Path = OUT.parent / "ab") -> Path:
     return tree
 
 
+WORKER = ROOT / "scripts" / "bench_worker.py"
+
+
 def imports_from(tree: Path, env: Dict[str, str]) -> Path:
-    """Where `core` comes from for a worker started in `tree` with `env`."""
-    probe = "import core, os; print(os.path.dirname(os.path.abspath(core.__file__)))"
+    """Where `core` comes from for WORKER run as a file in `tree` with `env` (its folder first on
+    the path, then PYTHONPATH)."""
+    probe = (
+        f"import sys; sys.path.insert(0, {str(WORKER.parent)!r}); import core, os; "
+        "print(os.path.dirname(os.path.abspath(core.__file__)))"
+    )
     found = subprocess.run([sys.executable, "-c", probe], cwd=tree, env=env, capture_output=True, text=True)
     return Path(found.stdout.strip()).parent if found.returncode == 0 else Path()
 
@@ -83,10 +90,8 @@ def launcher(name: str, tree: Path, model: str, kernels: Optional[str]) -> Calla
     if imports_from(tree, env).resolve() != tree.resolve():
         raise SystemExit(f"scripts.ab: a worker started in {tree} would not run its code")
     voice = str(REFERENCE / model / "voice_state.safetensors")
-    # This checkout's worker (its jobs, its warm-up) on `tree`'s code: run as a file, it finds
-    # `core` and `server` where the probe above did, on PYTHONPATH.
-    worker = str(ROOT / "scripts" / "bench_worker.py")
-    command = [sys.executable, worker, "ours", str(int8_bundle(model)), voice, str(VOICE_WAV)]
+    # This checkout's worker (its jobs, its warm-up) on `tree`'s code, found on PYTHONPATH.
+    command = [sys.executable, str(WORKER), "ours", str(int8_bundle(model)), voice, str(VOICE_WAV)]
     return functools.partial(Worker, name, command + (["--kernels", kernels] if kernels else []), env, cwd=tree)
 
 
