@@ -19,9 +19,9 @@ bundles then stay int8 in memory, a quarter of the bytes read per step), float p
 SMALL_BATCH rows (one stream's step, or a step of a few) and of TRANSPOSED_ROWS (the decoder
 transformer's frame), attention of any number of queries, LayerNorm, the activations, the
 convolutions with few output channels over many steps (the decoder's last layers) and those of one
-stream over few steps (its first layers; on AVX-512, over any); the other convolutions and larger float products stay
-with NumPy. A product of many rows (a text prompt) runs on two threads, half of the weight's rows
-each (from ROW_HALVES_FROM rows, half of x's).
+stream over few steps (its first layers; on AVX-512, over any); the other convolutions and larger
+float products stay with NumPy. A product of many rows (a text prompt) runs on two threads, half of
+the weight's rows each (from ROW_HALVES_FROM rows, half of x's).
 
 Attention against NumPy's (OpenBLAS's products of each head's queries by its keys), one thread,
 AVX2 and AVX-512 on a Zen 4: alone, a decoder frame's 16 queries in 0.79-0.83 of its time, a text

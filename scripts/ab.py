@@ -32,6 +32,7 @@ import tarfile
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
+from core.files import NewFolder
 from e2e import measured
 from scripts.bench import HELD, TEXTS, VOICE_WAV, Worker, rounds
 from scripts.bundles import OUT, REFERENCE, ROOT, int8_bundle
@@ -45,26 +46,31 @@ LABELS = {"ttfc_short": "first chunk, short text", "ttfc_medium": "first chunk, 
 
 
 def checkout(revision: str, into: Path = OUT.parent / "ab") -> Path:
-    """The revision's committed tree with its kernels built, made once in into/<commit>."""
+    """The revision's committed tree with its kernels built, made once as into/<commit> (built
+    beside it and put there whole: core.files.NewFolder, so a folder there is a finished one)."""
     commit = subprocess.run(
         ["git", "rev-parse", "--verify", f"{revision}^{{commit}}"], cwd=ROOT, capture_output=True, text=True
     )
     if commit.returncode != 0:
         raise SystemExit(f"scripts.ab: no revision {revision!r} in {ROOT}")
     tree = into / commit.stdout.strip()
-    if not (tree / ".built").exists():
-        print(f"  extracting {revision} ({tree.name[:12]}) into {tree}", file=sys.stderr)
-        archive = subprocess.run(["git", "archive", tree.name], cwd=ROOT, capture_output=True, check=True).stdout
-        tree.mkdir(parents=True, exist_ok=True)
+    if tree.is_dir():
+        return tree
+    print(f"  extracting {revision} ({tree.name[:12]}) into {tree}", file=sys.stderr)
+    archive = subprocess.run(["git", "archive", tree.name], cwd=ROOT, capture_output=True, check=True).stdout
+    with NewFolder(str(tree)) as building:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(tree, filter="data")
+            tar.extractall(building.path, filter="data")
         print("  building its kernels (setup.py build_ext --inplace)", file=sys.stderr)
         built = subprocess.run(
-            [sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, capture_output=True, text=True
+            [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+            cwd=building.path,
+            capture_output=True,
+            text=True,
         )
         if built.returncode != 0:
             raise SystemExit(f"scripts.ab: {revision}'s kernels did not build:\n{built.stderr[-2000:]}")
-        (tree / ".built").write_text(revision + "\n")
+        building.publish()
     return tree
 
 

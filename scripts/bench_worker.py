@@ -75,10 +75,7 @@ class Ours:
 
         # NumPy only: the portable runtime (NumPy, the caller's thread); else this host's.
         self.model = TTSModel.load(source, runtime=Runtime() if numpy_only else host.runtime(kernels))
-        from threadpoolctl import threadpool_info
-
-        blas = ", ".join(f"{pool['internal_api']} {pool.get('architecture')}" for pool in threadpool_info())
-        self.backend = f"{self.model.runtime.backend.description} ({blas})"
+        self.backend = f"{self.model.runtime.backend.description} ({blas()})"
         if server:
             self.scheduler = Scheduler()
         self.voice = self.model.voice_state(voice_state)
@@ -201,6 +198,13 @@ class Official:
 
     def encode_voice(self) -> float:
         return _time(lambda: self.model.get_state_for_audio_prompt(self.voice_wav))
+
+
+def blas() -> str:
+    """The BLAS libraries NumPy loaded here, with the kernels each chose (OpenBLAS's: its core type)."""
+    from threadpoolctl import threadpool_info
+
+    return ", ".join(f"{pool['internal_api']} {pool.get('architecture')}" for pool in threadpool_info())
 
 
 def _time(run: Callable[[], object]) -> float:

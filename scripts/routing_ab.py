@@ -26,8 +26,9 @@ from typing import Any, Callable, Dict, List
 import numpy as np
 
 from e2e import measured
-from scripts.ab import sign_test
+from scripts.ab import ratios, sign_test
 from scripts.bench import HELD, REFERENCE, TEXTS
+from scripts.bench_worker import blas
 from scripts.bundles import OUT, int8_bundle
 
 # The constants of core/native.py that choose where a product runs (not the extension's name).
@@ -140,8 +141,6 @@ def main() -> None:
     if any(os.environ.get(name) != value for name, value in held.items()):
         # NumPy's OpenBLAS reads its kernels' width at import: run again with it held as the bench holds it.
         os.execve(sys.executable, [sys.executable, "-m", "scripts.routing_ab", *sys.argv[1:]], {**os.environ, **held})
-    from threadpoolctl import threadpool_info
-
     from core import TTSModel, host
 
     OUT.mkdir(parents=True, exist_ok=True)  # int8 bundles live here
@@ -150,13 +149,12 @@ def main() -> None:
     except ValueError as error:
         raise SystemExit(f"scripts.routing_ab: {error}") from None
     model = TTSModel.load(str(int8_bundle(args.model)), runtime=runtime)
-    blas = ", ".join(f"{pool['internal_api']} {pool.get('architecture')}" for pool in threadpool_info())
-    print(f"  {args.model}'s int8 bundle on {runtime.backend.description} ({blas})", file=sys.stderr)
+    print(f"  {args.model}'s int8 bundle on {runtime.backend.description} ({blas()})", file=sys.stderr)
     voice_file = str(REFERENCE / args.model / "voice_state.safetensors")
     result = compare(model, changed, args.stage, args.pairs, args.blocks, voice_file)
     a, b = result["times"]["A"], result["times"]["B"]
     faster, chance = sign_test(b, a)
-    ratio = statistics.median(y / x for x, y in zip(a, b))
+    ratio = ratios(b, a)[0]
     what = "decoder frame" if args.stage == "frame" else "text prompt"
     print(
         f"{what} on {measured.cpu_model()}, {' '.join(args.set)} (B) against core/native.py (A): "
