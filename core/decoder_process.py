@@ -16,13 +16,14 @@ caller's process ends (its input closes).
 
 from __future__ import annotations
 
+import collections
 import os
 import pickle
 import struct
 import sys
 import threading
 import weakref
-from typing import Any, BinaryIO, Optional
+from typing import Any, BinaryIO, Callable, Deque, Optional
 
 import numpy as np
 
@@ -110,22 +111,38 @@ class DecoderProcess:
     def decode(self, latent: np.ndarray, fresh: bool, state: Optional[mimi.DecoderState]) -> np.ndarray:
         """The audio of `latent` [1, latent_dim] ([frame_size]) on the process's decoder state, which
         `state` replaces where given, and a new one replaces where `fresh` (a text chunk's first)."""
+        self.send(latent, fresh, state)
+        return self.receive()
+
+    def send(self, latent: np.ndarray, fresh: bool, state: Optional[mimi.DecoderState]) -> None:
+        """Asks for the audio of `latent` (as `decode`), which `receive` gives, in the order asked."""
+        process = self._running()
+        self._exchanging(lambda: _send(process.stdin, (latent, fresh, state)))
+
+    def receive(self) -> np.ndarray:
+        """The audio of the earliest frame asked for and not yet received."""
+        process = self._running()
+        reply = self._exchanging(lambda: _receive(process.stdout))
+        if isinstance(reply, str):
+            raise PocketTTSError(f"the decoder process failed: {reply}")
+        return reply
+
+    def _running(self) -> Any:
         process = self._process
         assert process is not None and process.stdin is not None and process.stdout is not None
+        return process
+
+    def _exchanging(self, exchange: Callable[[], Any]) -> Any:
         try:
-            _send(process.stdin, (latent, fresh, state))
-            reply = _receive(process.stdout)
+            return exchange()
         except BaseException as error:
             # Whatever stopped the exchange half-way (an ended process, a KeyboardInterrupt) leaves
             # an answer or a question in the pipes: no later stream may read it as its own.
             self.ready.clear()
-            _close(process)
-            if isinstance(error, (OSError, EOFError, pickle.UnpicklingError)):
+            _close(self._running())
+            if isinstance(error, (OSError, EOFError, ValueError, pickle.UnpicklingError)):  # ValueError: a closed pipe
                 raise PocketTTSError(f"the decoder process ended mid-stream ({error})") from None
             raise
-        if isinstance(reply, str):
-            raise PocketTTSError(f"the decoder process failed: {reply}")
-        return reply
 
 
 def _close(process: Any) -> None:
@@ -139,20 +156,73 @@ def _close(process: Any) -> None:
 
 class HandingDecoder(FrameDecoder):
     """A stream's decoder that decodes on its own thread until `process` is ready, then hands its
-    state over and has the process decode the rest of the stream's frames."""
+    state over and has the process decode the rest of the stream's frames.
+
+    The thread that makes the frames may `offer` each as it is made: once the state is in the
+    process, the frames offered go there at once, in order, so that the process finds the next
+    frame waiting when it finishes one, where it would wait for the caller to take its audio and
+    ask again. `close` takes the audio of the frames sent that the stream did not take."""
 
     def __init__(self, model: Any, speed: float, process: DecoderProcess, gain_db: Optional[float] = None):
         super().__init__(model, speed, gain_db)
         self.process = process
         self.handed = False
+        self._order = threading.Lock()  # frames go out in their order, from either thread
+        self._unsent: Deque[Frame] = collections.deque()  # frames offered, not yet gone
+        self._taken = 0  # frames with a latent this decoder was asked for
+        self._gone = 0  # frames with a latent sent to the process or decoded here
+        self._owed = 0  # answers the process owes
+
+    def offer(self, frame: Frame) -> None:
+        if frame.latent is None:
+            return
+        with self._order:
+            self._unsent.append(frame)
+            if self.handed and self.process.ready.is_set():
+                try:
+                    self._send_unsent()
+                except PocketTTSError:
+                    pass  # the process ended: the answers owed before this frame say so
 
     def mimi_step(self, frame: Frame) -> np.ndarray:
-        if not self.handed and not self.process.ready.is_set():
+        with self._order:
+            index, self._taken = self._taken, self._taken + 1
+            here = False
+            if index >= self._gone:  # not sent ahead (then it is the first frame of _unsent, if one was offered)
+                if self._unsent:
+                    self._unsent.popleft()
+                self._gone = index + 1
+                here = not self.handed and not self.process.ready.is_set()
+                if not here:
+                    fresh = frame.first or (not self.handed and self.state is None)
+                    state = None if fresh or self.handed else self.state
+                    self.handed, self.state = True, None
+                    self._send(frame.latent[None], fresh, state)
+                    self._send_unsent()
+            if not here:
+                self._owed -= 1
+        if here:
             return super().mimi_step(frame)
-        fresh = frame.first or (not self.handed and self.state is None)
-        state = None if fresh or self.handed else self.state
-        self.handed, self.state = True, None
-        return self.process.decode(frame.latent[None], fresh, state)
+        return self.process.receive()
+
+    def close(self) -> None:
+        with self._order:
+            owed, self._owed = self._owed, 0
+        for _ in range(owed):
+            try:
+                self.process.receive()
+            except PocketTTSError:
+                return  # the process was given up: nothing is left in its pipes
+
+    def _send_unsent(self) -> None:
+        while self._unsent:
+            frame = self._unsent.popleft()
+            self._send(frame.latent[None], frame.first, None)
+            self._gone += 1
+
+    def _send(self, latent: np.ndarray, fresh: bool, state: Optional[mimi.DecoderState]) -> None:
+        self.process.send(latent, fresh, state)
+        self._owed += 1
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ import itertools
 import queue
 import threading
 import weakref
-from typing import Iterator, NamedTuple, Optional
+from typing import Callable, Iterator, NamedTuple, Optional
 
 import numpy as np
 
@@ -87,17 +87,20 @@ def _two_threads(model: TTSModel, generation: Generation) -> Iterator[np.ndarray
     holds it; closing the iterator stops that thread within a frame."""
     process = _decoder_process(model)
     if process is not None and process.claim():
+        handing = decoder_process.HandingDecoder(model, generation.speed, process, generation.gain_db)
         try:
-            yield from _two_threads_with(
-                model, generation, decoder_process.HandingDecoder(model, generation.speed, process, generation.gain_db)
-            )
+            yield from _two_threads_with(model, generation, handing, handing.offer)
         finally:
+            handing.close()
             process.release()
     else:
         yield from _two_threads_with(model, generation, model.decoder(generation.speed, generation.gain_db))
 
 
-def _two_threads_with(model: TTSModel, generation: Generation, decoder: FrameDecoder) -> Iterator[np.ndarray]:
+def _two_threads_with(
+    model: TTSModel, generation: Generation, decoder: FrameDecoder, made: Optional[Callable[[Frame], None]] = None
+) -> Iterator[np.ndarray]:
+    """`made`, where given, is told of each frame on the flow thread as soon as it is made."""
     frames = alone(model, generation)
     handoff: queue.Queue = queue.Queue(AHEAD)
     stop = threading.Event()
@@ -115,6 +118,8 @@ def _two_threads_with(model: TTSModel, generation: Generation, decoder: FrameDec
     def make() -> None:
         try:
             for index, frame in enumerate(frames):
+                if made is not None:
+                    made(frame)
                 handoff.put(frame)
                 if index == 0:
                     first_decoded.wait()

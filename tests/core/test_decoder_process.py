@@ -52,17 +52,17 @@ def test_the_process_decodes_a_stream_as_the_callers_thread_does(model, voice, p
     frames = _frames(model, voice)
     assert sum(frame.first for frame in frames) == 2 and any(frame.latent is None for frame in frames)
     calls = []
-    decode = process.decode
+    send = process.send
 
     def counted(*args):
         calls.append(args[1])
-        return decode(*args)
+        return send(*args)
 
-    process.decode = counted
+    process.send = counted
     try:
         got = list(decoded(decoder_process.HandingDecoder(model, 1.0, process), frames))
     finally:
-        del process.decode
+        del process.send
     assert len(calls) == sum(frame.latent is not None for frame in frames) and calls.count(True) == 2
     _same(got, _want(model, voice))
 
@@ -181,3 +181,104 @@ def test_an_exchange_cut_half_way_leaves_nothing_for_the_next_stream(model, voic
         process.decode(_frames(model, voice)[0].latent[None], True, None)
     monkeypatch.undo()
     assert not process.ready.is_set() and process._process.wait(30) == 0
+
+
+def _sends(process, monkeypatch) -> list:
+    """The frames' `fresh` flags as the process is sent them."""
+    sent = []
+    send = process.send
+
+    def counted(*args):
+        sent.append(args[1])
+        return send(*args)
+
+    monkeypatch.setattr(process, "send", counted)
+    return sent
+
+
+def test_frames_offered_as_they_are_made_go_ahead_once_the_state_is_there(model, voice, process, monkeypatch) -> None:
+    """The thread that makes the frames offers each as it is made: none goes before the stream's
+    state is in the process, then each goes at once, in order, two frames ahead of the caller
+    here; the audio is still the caller's thread's."""
+    frames = _frames(model, voice)
+    sent = _sends(process, monkeypatch)
+    decoder = decoder_process.HandingDecoder(model, 1.0, process)
+    ahead = []
+
+    def made_two_ahead():
+        offered = 0
+        for index, frame in enumerate(frames):
+            while offered < min(index + 3, len(frames)):
+                before = len(sent)
+                decoder.offer(frames[offered])
+                ahead.append(len(sent) - before)
+                offered += 1
+            yield frame
+
+    got = list(decoded(decoder, made_two_ahead()))
+    _same(got, _want(model, voice))
+    latent = [frame.latent is not None for frame in frames]
+    assert ahead[:3] == [0, 0, 0]  # offered before the first frame handed the state over
+    assert sum(ahead) == sum(latent) - 3 and len(sent) == sum(latent) and sent.count(True) == 2
+
+
+def test_a_stream_closed_with_frames_ahead_leaves_their_audio_to_no_one(model, voice, process) -> None:
+    frames = [frame for frame in _frames(model, voice) if frame.latent is not None]
+    decoder = decoder_process.HandingDecoder(model, 1.0, process)
+    decoder.mimi_step(frames[0])
+    for frame in frames[1:4]:
+        decoder.offer(frame)
+    decoder.close()
+    assert process.ready.is_set()
+    _same(
+        list(decoded(decoder_process.HandingDecoder(model, 1.0, process), _frames(model, voice))), _want(model, voice)
+    )
+
+
+def test_the_answers_come_in_the_order_asked_a_failed_frame_among_them(model, voice, process) -> None:
+    latent = _frames(model, voice)[0].latent[None]
+    want = process.decode(latent, True, None)
+    process.send(latent, True, None)
+    process.send(np.zeros((1, 3), np.float32), False, None)
+    process.send(latent, True, None)
+    np.testing.assert_array_equal(process.receive(), want)
+    with pytest.raises(PocketTTSError, match="the decoder process failed: ValueError"):
+        process.receive()
+    np.testing.assert_array_equal(process.receive(), want)
+    assert process.ready.is_set()
+
+
+def test_a_stream_closed_mid_way_leaves_the_next_its_own_audio(model, voice, monkeypatch) -> None:
+    """Closed after a few chunks, while its flow thread may have sent frames ahead: the next
+    stream's audio is still its own."""
+    monkeypatch.setattr(pipeline, "pays", lambda model: True)
+    fresh = TTSModel.load(str(TINY_CONFIG))
+    list(fresh.stream(TEXT, voice, **OPTIONS))  # starts the process
+    assert pipeline.decoder_process_ready(fresh, 60)
+    for _ in range(3):
+        chunks = fresh.stream(TEXT, voice, **OPTIONS)
+        for _ in range(4):
+            next(chunks)
+        chunks.close()
+    _same(list(fresh.stream(TEXT, voice, **OPTIONS)), _want(model, voice))
+
+
+def test_a_streams_flow_thread_sends_its_frames_as_it_makes_them(model, voice, monkeypatch) -> None:
+    """In a model's stream that holds the process from its first frame, the frames after the
+    first go to the process from the flow thread that made them; the audio is the caller's."""
+    monkeypatch.setattr(pipeline, "pays", lambda model: True)
+    fresh = TTSModel.load(str(TINY_CONFIG))
+    list(fresh.stream(TEXT, voice, **OPTIONS))  # starts the process
+    assert pipeline.decoder_process_ready(fresh, 60)
+    process, senders = pipeline._decoder_process(fresh), []
+    send = process.send
+
+    def recorded(*args):
+        senders.append(threading.current_thread().name)
+        return send(*args)
+
+    monkeypatch.setattr(process, "send", recorded)
+    _same(list(fresh.stream(TEXT, voice, **OPTIONS)), _want(model, voice))
+    frames = _frames(model, voice)
+    assert len(senders) == sum(frame.latent is not None for frame in frames)
+    assert senders[0] == threading.current_thread().name and "pocket-tts-flow-lm" in senders
