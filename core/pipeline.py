@@ -91,8 +91,10 @@ def _two_threads(model: TTSModel, generation: Generation) -> Iterator[np.ndarray
         try:
             yield from _two_threads_with(model, generation, handing, handing.offer)
         finally:
-            handing.close()
-            process.release()
+            try:
+                handing.close()
+            finally:
+                process.release()  # even where a KeyboardInterrupt cut the close short
     else:
         yield from _two_threads_with(model, generation, model.decoder(generation.speed, generation.gain_db))
 

@@ -282,3 +282,42 @@ def test_a_streams_flow_thread_sends_its_frames_as_it_makes_them(model, voice, m
     frames = _frames(model, voice)
     assert len(senders) == sum(frame.latent is not None for frame in frames)
     assert senders[0] == threading.current_thread().name and "pocket-tts-flow-lm" in senders
+
+
+def test_a_process_that_ends_while_frames_are_ahead_fails_that_stream_alone(model, voice, monkeypatch) -> None:
+    """Killed mid-stream while its flow thread sends frames ahead: that stream raises why (its
+    close takes no answer from a process that is gone, and hangs on none), the process is free
+    again, and the next streams decode on their own threads."""
+    monkeypatch.setattr(pipeline, "pays", lambda model: True)
+    fresh = TTSModel.load(str(TINY_CONFIG))
+    list(fresh.stream(TEXT, voice, **OPTIONS))  # starts the process
+    assert pipeline.decoder_process_ready(fresh, 60)
+    process = pipeline._decoder_process(fresh)
+    chunks = fresh.stream(TEXT, voice, **OPTIONS)
+    next(chunks)
+    process._process.kill()
+    process._process.wait(30)
+    with pytest.raises(PocketTTSError, match="the decoder process ended mid-stream"):
+        list(chunks)
+    assert not process.ready.is_set() and process.claim()
+    process.release()
+    _same(list(fresh.stream(TEXT, voice, **OPTIONS)), _want(model, voice))
+
+
+def test_a_close_cut_short_still_frees_the_process(model, voice, monkeypatch) -> None:
+    monkeypatch.setattr(pipeline, "pays", lambda model: True)
+    fresh = TTSModel.load(str(TINY_CONFIG))
+    list(fresh.stream(TEXT, voice, **OPTIONS))
+    assert pipeline.decoder_process_ready(fresh, 60)
+    process = pipeline._decoder_process(fresh)
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(decoder_process.HandingDecoder, "close", interrupted)
+    chunks = fresh.stream(TEXT, voice, **OPTIONS)
+    next(chunks)
+    with pytest.raises(KeyboardInterrupt):
+        chunks.close()
+    assert process.claim()
+    process.release()
