@@ -111,14 +111,10 @@ class DecoderProcess:
     def release(self) -> None:
         self._holder.release()
 
-    def decode(self, latent: np.ndarray, fresh: bool, state: Optional[mimi.DecoderState]) -> np.ndarray:
-        """The audio of `latent` [1, latent_dim] ([frame_size]) on the process's decoder state, which
-        `state` replaces where given, and a new one replaces where `fresh` (a text chunk's first)."""
-        self.send(latent, fresh, state)
-        return self.receive()
-
     def send(self, latent: np.ndarray, fresh: bool, state: Optional[mimi.DecoderState]) -> None:
-        """Asks for the audio of `latent` (as `decode`), which `receive` gives, in the order asked."""
+        """Asks for the audio of `latent` [1, latent_dim] on the process's decoder state, which `state`
+        replaces where given, and a new one replaces where `fresh` (a text chunk's first): `receive`
+        gives it ([frame_size]), in the order asked."""
         process = self._running()
         self._exchanging(lambda: _send(process.stdin, (latent, fresh, state)))
 
@@ -171,10 +167,8 @@ class HandingDecoder(FrameDecoder):
         self.process = process
         self.handed = False
         self._order = threading.Lock()  # frames go out in their order, from either thread
-        self._unsent: Deque[Frame] = collections.deque()  # frames offered, not yet gone
-        self._taken = 0  # frames with a latent this decoder was asked for
-        self._gone = 0  # frames with a latent sent to the process or decoded here
-        self._owed = 0  # answers the process owes
+        self._unsent: Deque[Frame] = collections.deque()  # frames offered, not yet gone to the process
+        self._ahead = 0  # frames gone to the process that this decoder was not yet asked for
 
     def offer(self, frame: Frame) -> None:
         if frame.latent is None:
@@ -188,30 +182,28 @@ class HandingDecoder(FrameDecoder):
                     pass  # the process ended: the answers owed before this frame say so
 
     def mimi_step(self, frame: Frame) -> np.ndarray:
+        here = False
         with self._order:
-            index, self._taken = self._taken, self._taken + 1
-            here = False
-            if index >= self._gone:  # not sent ahead (then it is the first frame of _unsent, if one was offered)
+            if self._ahead:
+                self._ahead -= 1
+            else:  # not sent ahead: it is the first frame of _unsent, where frames are offered
                 if self._unsent:
                     self._unsent.popleft()
-                self._gone = index + 1
                 here = not self.handed and not self.process.ready.is_set()
                 if not here:
                     fresh = frame.first or (not self.handed and self.state is None)
                     state = None if fresh or self.handed else self.state
                     self.handed, self.state = True, None
-                    self._send(frame.latent[None], fresh, state)
+                    self.process.send(frame.latent[None], fresh, state)
                     self._send_unsent()
-            if not here:
-                self._owed -= 1
         if here:
             return super().mimi_step(frame)
         return self.process.receive()
 
     def close(self) -> None:
         with self._order:
-            owed, self._owed = self._owed, 0
-        for _ in range(owed):
+            ahead, self._ahead = self._ahead, 0
+        for _ in range(ahead):
             try:
                 self.process.receive()
             except PocketTTSError:
@@ -220,12 +212,8 @@ class HandingDecoder(FrameDecoder):
     def _send_unsent(self) -> None:
         while self._unsent:
             frame = self._unsent.popleft()
-            self._send(frame.latent[None], frame.first, None)
-            self._gone += 1
-
-    def _send(self, latent: np.ndarray, fresh: bool, state: Optional[mimi.DecoderState]) -> None:
-        self.process.send(latent, fresh, state)
-        self._owed += 1
+            self.process.send(frame.latent[None], frame.first, None)
+            self._ahead += 1
 
 
 def main() -> None:

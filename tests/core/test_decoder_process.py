@@ -124,7 +124,8 @@ def test_the_models_streams_start_it_and_use_it(model, voice, monkeypatch) -> No
 
 def test_a_failure_in_the_process_is_the_callers_error(model, process) -> None:
     with pytest.raises(PocketTTSError, match="the decoder process failed: ValueError"):
-        process.decode(np.zeros((1, 3), np.float32), True, None)
+        process.send(np.zeros((1, 3), np.float32), True, None)
+        process.receive()
     assert process.ready.is_set()
 
 
@@ -178,7 +179,8 @@ def test_an_exchange_cut_half_way_leaves_nothing_for_the_next_stream(model, voic
 
     monkeypatch.setattr(decoder_process, "_receive", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        process.decode(_frames(model, voice)[0].latent[None], True, None)
+        process.send(_frames(model, voice)[0].latent[None], True, None)
+        process.receive()
     monkeypatch.undo()
     assert not process.ready.is_set() and process._process.wait(30) == 0
 
@@ -237,7 +239,8 @@ def test_a_stream_closed_with_frames_ahead_leaves_their_audio_to_no_one(model, v
 
 def test_the_answers_come_in_the_order_asked_a_failed_frame_among_them(model, voice, process) -> None:
     latent = _frames(model, voice)[0].latent[None]
-    want = process.decode(latent, True, None)
+    process.send(latent, True, None)
+    want = process.receive()
     process.send(latent, True, None)
     process.send(np.zeros((1, 3), np.float32), False, None)
     process.send(latent, True, None)
