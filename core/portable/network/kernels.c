@@ -507,12 +507,31 @@ static void linear_i8_vector(const uint8_t *u, const uint8_t *f, const int8_t *Q
 #endif
 
 #if defined(__AVX2__) || defined(__AVX512VNNI__)
-// Rows [from, to) of Q (K columns, N rows in all) on their way into the caches while others are
-// multiplied: a decoder frame's weights come from memory (the flow LM's step streams its own
-// through the caches beside it).
-static inline void prefetch_rows(const int8_t *Q, int from, int to, int N, int K) {
-  long end = (long)(to < N ? to : N) * K;
-  for (long i = (long)from * K; i < end; i += 64) __builtin_prefetch(Q + i);
+// The next tile's rows of Q on their way into the caches while a pass over this tile multiplies
+// (a decoder frame's weights come from memory, the flow LM's step streaming its own beside it), a
+// line at a time as the pass goes: `left` lines from `at`, `per_row` of each row, rows `stride`
+// bytes apart. All of them at once before the pass stalled on the processor's misses in flight:
+// spread, one thread, this Zen 4, weights from memory (a 64 MB sweep before each call), AVX2: the
+// decoder's 16 rows by 1536x512 0.8x the time, 40 by 4096x1024 0.9x; AVX-512 VNNI: 0.72x and 0.9x.
+typedef struct {
+  const int8_t *at;
+  long left, per_row, stride, line;
+} ahead_lines;
+
+// Rows [from, to) of Q (K columns, N rows in all).
+static inline ahead_lines rows_ahead(const int8_t *Q, int from, int to, int N, int K) {
+  int rows = (to < N ? to : N) - from;
+  ahead_lines a = {Q, 0, (K + 63) / 64, K, 0};
+  if (rows > 0) a.at = Q + (long)from * K, a.left = rows * a.per_row;
+  return a;
+}
+
+static inline void ahead_one(ahead_lines *a) {
+  if (a->left) {
+    __builtin_prefetch(a->at + a->line * 64);
+    a->left--;
+    if (++a->line == a->per_row) a->line = 0, a->at += a->stride;
+  }
 }
 #endif
 
@@ -600,12 +619,14 @@ static void widen_tile(const int8_t *Q, int C, int K, int16_t *W) {
 }
 
 // The int32 sums of columns [k, end) (at most I8_RUN) of a packed block against C (I8_TILE or 1)
-// rows of a widened tile (from W's row 0): sums[c], a row of the block per lane. Nothing else is
-// live. (Two blocks by half a tile, 6 loads for 8 pmaddwd where this takes 9: no faster.)
+// rows of a widened tile (from W's row 0): sums[c], a row of the block per lane, prefetching a line
+// of `ahead` every 8 columns. Nothing else is live. (Two blocks by half a tile, 6 loads for 8
+// pmaddwd where this takes 9: no faster.)
 static inline __attribute__((always_inline)) void wide_sums(const int16_t *P, const int16_t *W, int C, int k, int end,
-                                                            __m256i *sums) {
+                                                            ahead_lines *ahead, __m256i *sums) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   const int16_t *w = W + (long)k * I8_TILE, *p = P + (long)k * I8_BLOCK;
+  ahead_lines lines = *ahead;
 #define I8_WIDE_DOT(c, a)                                                  \
   do {                                                                     \
     int32_t w2_;                                                           \
@@ -614,6 +635,7 @@ static inline __attribute__((always_inline)) void wide_sums(const int16_t *P, co
   } while (0)
 #pragma GCC unroll 2
   for (long i = 0; i < end - k; i += 2) {
+    if (!(i & 6)) ahead_one(&lines);
     __m256i x = _mm256_loadu_si256((const __m256i *)(p + i * I8_BLOCK));
     I8_WIDE_DOT(0, a0);
     if (C > 1) I8_WIDE_DOT(1, a1);
@@ -625,6 +647,7 @@ static inline __attribute__((always_inline)) void wide_sums(const int16_t *P, co
     if (C > 7) I8_WIDE_DOT(7, a7);
   }
 #undef I8_WIDE_DOT
+  *ahead = lines;
   sums[0] = a0;
   if (C > 1) sums[1] = a1;
   if (C > 2) sums[2] = a2;
@@ -636,22 +659,20 @@ static inline __attribute__((always_inline)) void wide_sums(const int16_t *P, co
 }
 
 static __attribute__((noinline)) void wide_sums_tile(const int16_t *P, const int16_t *W, int k, int end,
-                                                     __m256i *sums) {
-  wide_sums(P, W, I8_TILE, k, end, sums);
+                                                     ahead_lines *ahead, __m256i *sums) {
+  wide_sums(P, W, I8_TILE, k, end, ahead, sums);
 }
 
 // R packed rows (blocks of I8_BLOCK, the last one partial; scales xs of the rows) against N rows of
-// Q, into Y (row stride ldy). W: room for I8_TILE rows of Q widened.
+// Q, into Y (row stride ldy). W: room for I8_TILE rows of Q widened. The first block's pass over a
+// tile prefetches the next tile.
 static void linear_wide(const int16_t *P, int R, const int8_t *Q, const float *S, float *Y, int N, int ldy, int K,
                         int G, const float *xs, int16_t *W) {
   int groups = K / G;
   for (int n = 0; n < N; n += I8_TILE) {
     int C = N - n < I8_TILE ? N - n : I8_TILE;
     widen_tile(Q + (long)n * K, C, K, W);
-    // The next tile's rows of Q. Decoder frame, one thread, alternating builds, two runs: 9.2-9.5
-    // ms against 9.3-10.6 (AVX2), 7.2-8.2 against 7.9-8.8 (AVX-512 VNNI's tiles, below): a few
-    // percent, at this machine's noise.
-    prefetch_rows(Q, n + C, n + C + I8_TILE, N, K);
+    ahead_lines next = rows_ahead(Q, n + C, n + C + I8_TILE, N, K), none = rows_ahead(Q, 0, 0, N, K);
     for (int m = 0; m < R; m += I8_BLOCK) {
       const int16_t *p = P + (long)m * K;
       int rows = R - m < I8_BLOCK ? R - m : I8_BLOCK;
@@ -664,9 +685,9 @@ static void linear_wide(const int16_t *P, int R, const int8_t *Q, const float *S
           int stop = end - k < I8_RUN ? end : k + I8_RUN;
           __m256i dots[I8_TILE];
           if (C == I8_TILE)
-            wide_sums_tile(p, W, k, stop, dots);
+            wide_sums_tile(p, W, k, stop, m == 0 ? &next : &none, dots);
           else
-            for (int c = 0; c < C; c++) wide_sums(p, W + 2 * c, 1, k, stop, dots + c);
+            for (int c = 0; c < C; c++) wide_sums(p, W + 2 * c, 1, k, stop, &none, dots + c);
           for (int c = 0; c < C; c++) v[c] += __builtin_convertvector((vi)dots[c], vd);
         }
         for (int c = 0; c < C; c++) t[c] += S[(long)(n + c) * groups + g] * __builtin_convertvector(v[c], vf);
@@ -724,10 +745,13 @@ static void pack_block(const uint8_t *part, int R, int K, uint8_t *P) {
 
 // The integer sums of columns [k, end) of a packed block (parts PU, PF) against C (I8_TILE or 1)
 // rows of Q: into sums[2 c] their products with u, into sums[2 c + 1] those with f, a row of the
-// block per lane. Nothing else is live here: with the tile's float sums beside them in
-// linear_i8_tile, GCC 12 copied the 16 accumulators between registers on every step (0.8x).
+// block per lane, prefetching a line of `ahead` every 4 columns. Nothing else is live here: with
+// the tile's float sums beside them in linear_i8_tile, GCC 12 copied the 16 accumulators between
+// registers on every step (0.8x).
 static inline __attribute__((always_inline)) void i8_block_sums(const uint8_t *PU, const uint8_t *PF, const int8_t *Q,
-                                                                int C, int K, int k, int end, iacc *sums) {
+                                                                int C, int K, int k, int end, ahead_lines *ahead,
+                                                                iacc *sums) {
+  ahead_lines lines = *ahead;
   iacc a0 = I8_ZERO(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   iacc b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
   const int8_t *q = Q + k;
@@ -743,6 +767,7 @@ static inline __attribute__((always_inline)) void i8_block_sums(const uint8_t *P
   } while (0)
 #pragma GCC unroll 2
   for (long i = 0; i < end - k; i += 4) {
+    ahead_one(&lines);
     iacc u = I8_LOAD(pu + i * I8_BLOCK);
     iacc f = I8_LOAD(pf + i * I8_BLOCK);
     I8_BLOCK_DOT(0, a0, b0);
@@ -755,6 +780,7 @@ static inline __attribute__((always_inline)) void i8_block_sums(const uint8_t *P
     if (C > 7) I8_BLOCK_DOT(K7, a7, b7);
   }
 #undef I8_BLOCK_DOT
+  *ahead = lines;
   sums[0] = a0, sums[1] = b0;
   if (C > 1) sums[2] = a1, sums[3] = b1;
   if (C > 2) sums[4] = a2, sums[5] = b2;
@@ -766,24 +792,25 @@ static inline __attribute__((always_inline)) void i8_block_sums(const uint8_t *P
 }
 
 static __attribute__((noinline)) void i8_block_sums_tile(const uint8_t *PU, const uint8_t *PF, const int8_t *Q, int K,
-                                                         int k, int end, iacc *sums) {
-  i8_block_sums(PU, PF, Q, I8_TILE, K, k, end, sums);
+                                                         int k, int end, ahead_lines *ahead, iacc *sums) {
+  i8_block_sums(PU, PF, Q, I8_TILE, K, k, end, ahead, sums);
 }
 
 // C (I8_TILE or 1) rows of Q against a packed block: Y[r, c] for the block's R rows r, each row's
 // float32 operations linear_i8_rows's.
 static inline __attribute__((always_inline)) void linear_i8_tile(const uint8_t *PU, const uint8_t *PF, const int8_t *Q,
                                                                  const float *S, const int32_t *sums, float *Y, int C,
-                                                                 int R, int ldy, int K, int G, vf xs, vi zs) {
+                                                                 int R, int ldy, int K, int G, vf xs, vi zs,
+                                                                 ahead_lines *ahead) {
   int groups = K / G;
   vf t[I8_TILE];
   iacc dots[2 * I8_TILE];
   for (int c = 0; c < C; c++) t[c] = splat(0);
   for (int g = 0; g < groups; g++) {
     if (C == I8_TILE)
-      i8_block_sums_tile(PU, PF, Q, K, g * G, (g + 1) * G, dots);
+      i8_block_sums_tile(PU, PF, Q, K, g * G, (g + 1) * G, ahead, dots);
     else
-      i8_block_sums(PU, PF, Q, 1, K, g * G, (g + 1) * G, dots);
+      i8_block_sums(PU, PF, Q, 1, K, g * G, (g + 1) * G, ahead, dots);
     for (int c = 0; c < C; c++) {
       double sum = sums[(long)c * groups + g];
       vd whole = __builtin_convertvector((vi)dots[2 * c], vd), parts = __builtin_convertvector((vi)dots[2 * c + 1], vd);
@@ -807,13 +834,15 @@ static void linear_i8_block(const uint8_t *PU, const uint8_t *PF, const int8_t *
   for (int r = 0; r < R; r++) scales[r] = xs[r], zero_points[r] = zs[r];
   int n = 0;
   for (; n + I8_TILE <= N; n += I8_TILE) {
-    prefetch_rows(Q, n + I8_TILE, n + 2 * I8_TILE, N, K);  // the next tile's rows, as linear_wide's
+    ahead_lines next = rows_ahead(Q, n + I8_TILE, n + 2 * I8_TILE, N, K);
     linear_i8_tile(PU, PF, Q + (long)n * K, S + (long)n * groups, sums + (long)n * groups, Y + n, I8_TILE, R, ldy, K, G,
-                   scales, zero_points);
+                   scales, zero_points, &next);
   }
-  for (; n < N; n++)
+  for (; n < N; n++) {
+    ahead_lines none = rows_ahead(Q, 0, 0, N, K);
     linear_i8_tile(PU, PF, Q + (long)n * K, S + (long)n * groups, sums + (long)n * groups, Y + n, 1, R, ldy, K, G,
-                   scales, zero_points);
+                   scales, zero_points, &none);
+  }
 }
 #endif
 
@@ -1139,6 +1168,12 @@ void pk_i8_sums(const int8_t *Q, int32_t *sums, int N, int K, int G) {
 #define CONV_PAIR_ROWS 4
 #endif
 
+#if defined(__wasm__)
+#define CONV_AHEAD 0
+#else
+#define CONV_AHEAD 1
+#endif
+
 // splat(*p): in WebAssembly one v128.load32_splat (a scalar load and splat cost more, with the +0
 // of splat() kept as a scalar add).
 static inline vf splat_load(const float *p) {
@@ -1153,7 +1188,7 @@ static inline vf splat_load(const float *p) {
 // unroll and the accumulators live in registers.
 static inline __attribute__((always_inline)) void conv_tile(const float *W, const float *X, float *Y, int C, int T,
                                                            int N, int ldx, int dilation, int m, int n, int rows,
-                                                           int vecs) {
+                                                           int vecs, const char *ahead) {
   int ct = C * T;
   const float *w = W + (long)m * ct;
   vf acc[8][4];
@@ -1169,6 +1204,10 @@ static inline __attribute__((always_inline)) void conv_tile(const float *W, cons
   for (int o = 0; o < outer; o++) {
     const float *x = X + n + o * x_outer, *wo = w + o * w_outer;
     for (int k = 0; k < inner; k++, x += x_inner, wo += w_inner) {
+      if (ahead) {
+        __builtin_prefetch(ahead);
+        ahead += rows * 4;
+      }
       vf u[4];
       for (int v = 0; v < vecs; v++) u[v] = LOAD(x + v * LANES);
       for (int r = 0; r < rows; r++) {
@@ -1186,8 +1225,15 @@ static inline __attribute__((always_inline)) void conv_cols(const float *W, cons
                                                            int T, int N, int ldx, int dilation, int n, int rows,
                                                            int vecs) {
   int m = 0;
-  for (; m + rows <= M; m += rows) conv_tile(W, X, Y, C, T, N, ldx, dilation, m, n, rows, vecs);
-  for (; m < M; m++) conv_tile(W, X, Y, C, T, N, ldx, dilation, m, n, 1, vecs);
+  for (; m + rows <= M; m += rows) {
+    // The next tile's weights on their way from memory, spread over this one's: a tile's weights
+    // are read once a call where the columns are few, as in the decoder's 16-step convolutions (one
+    // thread, this Zen 4, weights from memory: 1536x512x2 0.78x the time on AVX2, 0.9x on AVX-512;
+    // 512x512x7 0.92x and 1.0x). WebAssembly has no prefetch.
+    const char *ahead = CONV_AHEAD && n == 0 && m + 2 * rows <= M ? (const char *)(W + (long)(m + rows) * C * T) : 0;
+    conv_tile(W, X, Y, C, T, N, ldx, dilation, m, n, rows, vecs, ahead);
+  }
+  for (; m < M; m++) conv_tile(W, X, Y, C, T, N, ldx, dilation, m, n, 1, vecs, 0);
 }
 
 EXPORT(pk_conv_f32)
