@@ -142,6 +142,27 @@ def test_transformer_step_equals_forward(context) -> None:
     assert np.allclose(blocked, whole, atol=1e-5)
 
 
+def test_a_windowed_cache_stays_bounded_and_its_copies_go_on_alike() -> None:
+    """A windowed cache keeps its last context - 1 positions with room after them, moved to the
+    front only when the room runs out: over many steps it gives what one call gives, holds at most
+    its window, the largest step and half a context, and a copy taken midway goes on as it does."""
+    spec, layers = tiny_transformer(7)
+    x = random(300, 16)
+    whole = transformer.forward(spec, layers, x)
+    state = transformer.init_state(spec)
+    parts, copy, capacities = [], None, set()
+    for a, b in in_chunks(300, [1, 2, 5, 1, 3]):
+        parts.append(transformer.step(spec, layers, x[a:b], state))
+        capacities.add(state.keys[0].shape[1])
+        if copy is None and a >= 150:
+            copy, copied_at = state.copy(), b
+    np.testing.assert_allclose(np.concatenate(parts), whole, atol=1e-5)
+    assert max(capacities) <= 6 + 5 + 7 // 2 and len(capacities) > 1
+    assert state.start + min(state.offset, 6) <= state.keys[0].shape[1]
+    again = transformer.step(spec, layers, x[copied_at:], copy)
+    np.testing.assert_allclose(again, whole[copied_at:], atol=1e-5)
+
+
 def test_a_state_with_room_goes_on_as_the_state_it_copies() -> None:
     """A generation's cache (transformer.with_capacity: a voice's positions copied, room left
     unwritten for its own) gives what the voice's state itself gives, whatever the room holds, and
